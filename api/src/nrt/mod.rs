@@ -1,0 +1,102 @@
+//! NodeResourceTopology (NRT): what is free in each NUMA zone of a node.
+//!
+//! Node agents publish one cluster-scoped NRT object per node (named after the node);
+//! schedulers read it to place pods whose resources must fit in one NUMA zone. Other
+//! tools already read and write these objects, so everything here is wire-compatible
+//! with the published CRD (group `topology.node.k8s.io`):
+//!
+//! - [`v1alpha2`] (the storage version) and [`v1alpha1`]: the object types. Unlike most
+//!   custom resources NRT has no `spec`: `topologyPolicies`, `attributes` and `zones`
+//!   sit at the top level of the object, which is why these types are written by hand
+//!   and implement [`kube::Resource`] themselves rather than use `#[derive(CustomResource)]`.
+//! - [`NrtQuantity`]: resource amounts, accepted as JSON integers or quantity strings.
+//! - [`crd()`]: the CustomResourceDefinition serving both versions.
+//! - [`zone`]: the `node-<NUMA id>` zone naming convention and typed zone readers.
+//! - [`attributes`]: the well-known attribute names and the pod-set fingerprint readers.
+//! - [`topology_manager`]: the node's Topology Manager policy, scope and NUMA limit, read
+//!   from `topologyPolicies` and attributes.
+//!
+//! Readers convert a `v1alpha1` object with `v1alpha2::NodeResourceTopology::from` and
+//! then use the `v1alpha2` readers only.
+
+pub mod attributes;
+mod crd;
+mod quantity;
+pub mod topology_manager;
+pub mod v1alpha1;
+pub mod v1alpha2;
+pub mod zone;
+
+pub use attributes::AttributeError;
+pub use crd::crd;
+pub use quantity::NrtQuantity;
+pub use topology_manager::{TopologyManagerConfig, TopologyManagerPolicy, TopologyManagerScope};
+pub use zone::{ZoneError, zone_name, zone_numa_id};
+
+use serde::{Deserialize, Deserializer};
+
+/// API group of NodeResourceTopology.
+pub const GROUP: &str = "topology.node.k8s.io";
+/// Kind of a NodeResourceTopology object.
+pub const KIND: &str = "NodeResourceTopology";
+/// Kind of a list of NodeResourceTopology objects.
+pub const LIST_KIND: &str = "NodeResourceTopologyList";
+/// Resource (plural) name, as in API paths.
+pub const PLURAL: &str = "noderesourcetopologies";
+/// Singular name, as accepted by `kubectl`.
+pub const SINGULAR: &str = "noderesourcetopology";
+/// Short name, as accepted by `kubectl get node-res-topo`.
+pub const SHORT_NAME: &str = "node-res-topo";
+/// Name of the CustomResourceDefinition object.
+pub const CRD_NAME: &str = "noderesourcetopologies.topology.node.k8s.io";
+
+/// Reads a JSON `null` as the type's default, so `zones: null` written by a lax client
+/// reads like a missing field.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
+}
+
+/// Implements [`kube::Resource`] for a cluster-scoped NRT root type of one version.
+macro_rules! impl_cluster_resource {
+    ($ty:ty, $version:expr, $api_version:expr) => {
+        impl ::kube::core::Resource for $ty {
+            type DynamicType = ();
+            type Scope = ::kube::core::ClusterResourceScope;
+
+            fn kind(_: &()) -> ::std::borrow::Cow<'_, str> {
+                ::std::borrow::Cow::Borrowed($crate::nrt::KIND)
+            }
+
+            fn group(_: &()) -> ::std::borrow::Cow<'_, str> {
+                ::std::borrow::Cow::Borrowed($crate::nrt::GROUP)
+            }
+
+            fn version(_: &()) -> ::std::borrow::Cow<'_, str> {
+                ::std::borrow::Cow::Borrowed($version)
+            }
+
+            fn api_version(_: &()) -> ::std::borrow::Cow<'_, str> {
+                ::std::borrow::Cow::Borrowed($api_version)
+            }
+
+            fn plural(_: &()) -> ::std::borrow::Cow<'_, str> {
+                ::std::borrow::Cow::Borrowed($crate::nrt::PLURAL)
+            }
+
+            fn meta(&self) -> &::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+
+            fn meta_mut(
+                &mut self,
+            ) -> &mut ::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+use impl_cluster_resource;

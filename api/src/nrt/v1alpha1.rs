@@ -1,0 +1,237 @@
+//! NodeResourceTopology `v1alpha1`, still served for older writers and readers.
+//!
+//! Differs from [`v1alpha2`] only in having no top-level `attributes`
+//! and in `topologyPolicies` being required. Readers convert with
+//! `v1alpha2::NodeResourceTopology::from(v1alpha1_object)`, which loses nothing.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{NrtQuantity, null_as_default, v1alpha2};
+
+/// The version name.
+pub const VERSION: &str = "v1alpha1";
+/// The `apiVersion` of objects of this version.
+pub const API_VERSION: &str = "topology.node.k8s.io/v1alpha1";
+
+/// Resources of one node per NUMA zone. Cluster-scoped; named after its node.
+///
+/// Serialises with `apiVersion` and `kind` set; ignores them on read.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeResourceTopology {
+    /// Standard object metadata; `name` is the node name.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Topology Manager policy names (`SingleNUMANodeContainerLevel`, ...).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub topology_policies: Vec<String>,
+    /// One entry per NUMA zone (or other topology zone).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub zones: Vec<Zone>,
+}
+
+super::impl_cluster_resource!(NodeResourceTopology, VERSION, API_VERSION);
+
+/// The object as written: both required lists always present.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: &'a ObjectMeta,
+    topology_policies: &'a [String],
+    zones: &'a [Zone],
+}
+
+impl Serialize for NodeResourceTopology {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Wire {
+            api_version: API_VERSION,
+            kind: super::KIND,
+            metadata: &self.metadata,
+            topology_policies: &self.topology_policies,
+            zones: &self.zones,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// One topology zone, by convention a NUMA node named `node-<id>` of type `Node`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Zone {
+    /// Zone name, e.g. `node-0`.
+    pub name: String,
+    /// Zone type, e.g. `Node`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Name of the enclosing zone, if zones are nested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Distance from this zone to each zone (including itself).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub costs: Vec<CostInfo>,
+    /// Zone-level attributes.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub attributes: Vec<AttributeInfo>,
+    /// Amounts of each resource in this zone.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resources: Vec<ResourceInfo>,
+}
+
+/// Cost (NUMA distance) of reaching the zone `name`; 10 means local.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CostInfo {
+    /// Destination zone name.
+    pub name: String,
+    /// Distance, as in the kernel's NUMA distance table.
+    pub value: i64,
+}
+
+/// A name/value pair.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeInfo {
+    /// Attribute name.
+    pub name: String,
+    /// Attribute value.
+    pub value: String,
+}
+
+/// Amounts of one resource in one zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceInfo {
+    /// Resource name, e.g. `cpu`, `memory`.
+    pub name: String,
+    /// Everything the zone has.
+    pub capacity: NrtQuantity,
+    /// What pods may use.
+    pub allocatable: NrtQuantity,
+    /// What is still free for new pods.
+    pub available: NrtQuantity,
+}
+
+impl From<NodeResourceTopology> for v1alpha2::NodeResourceTopology {
+    fn from(old: NodeResourceTopology) -> Self {
+        Self {
+            metadata: old.metadata,
+            topology_policies: old.topology_policies,
+            attributes: Vec::new(),
+            zones: old.zones.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<Zone> for v1alpha2::Zone {
+    fn from(old: Zone) -> Self {
+        Self {
+            name: old.name,
+            type_: old.type_,
+            parent: old.parent,
+            costs: old.costs.into_iter().map(Into::into).collect(),
+            attributes: old.attributes.into_iter().map(Into::into).collect(),
+            resources: old.resources.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<CostInfo> for v1alpha2::CostInfo {
+    fn from(CostInfo { name, value }: CostInfo) -> Self {
+        Self { name, value }
+    }
+}
+
+impl From<AttributeInfo> for v1alpha2::AttributeInfo {
+    fn from(AttributeInfo { name, value }: AttributeInfo) -> Self {
+        Self { name, value }
+    }
+}
+
+impl From<ResourceInfo> for v1alpha2::ResourceInfo {
+    fn from(old: ResourceInfo) -> Self {
+        let ResourceInfo {
+            name,
+            capacity,
+            allocatable,
+            available,
+        } = old;
+        Self {
+            name,
+            capacity,
+            allocatable,
+            available,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+
+    use super::*;
+
+    const FIXTURE: &str = r#"
+apiVersion: topology.node.k8s.io/v1alpha1
+kind: NodeResourceTopology
+metadata:
+  name: old-worker
+topologyPolicies: ["RestrictedPodLevel"]
+zones:
+  - name: node-0
+    type: Node
+    costs: [{name: node-0, value: 10}, {name: node-1, value: 20}]
+    attributes: [{name: vendor, value: acme}]
+    resources:
+      - {name: cpu, capacity: 8, allocatable: "8", available: 6}
+"#;
+
+    #[test]
+    fn round_trips_and_writes_required_lists() {
+        let nrt: NodeResourceTopology = serde_norway::from_str(FIXTURE).unwrap();
+        let json = serde_json::to_value(&nrt).unwrap();
+        assert_eq!(json["apiVersion"], API_VERSION);
+        assert_eq!(json["zones"][0]["resources"][0]["capacity"], "8");
+        assert_eq!(
+            serde_json::from_value::<NodeResourceTopology>(json).unwrap(),
+            nrt
+        );
+
+        let empty = serde_json::to_value(NodeResourceTopology::default()).unwrap();
+        assert_eq!(empty["topologyPolicies"], serde_json::json!([]));
+        assert_eq!(empty["zones"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn converts_to_v1alpha2_without_loss() {
+        let old: NodeResourceTopology = serde_norway::from_str(FIXTURE).unwrap();
+        let new = v1alpha2::NodeResourceTopology::from(old.clone());
+        assert_eq!(new.metadata, old.metadata);
+        assert_eq!(new.topology_policies, ["RestrictedPodLevel"]);
+        assert!(new.attributes.is_empty());
+        // The same document reads identically as either version, apart from the
+        // version itself.
+        let mut expected = serde_json::to_value(&old).unwrap();
+        expected["apiVersion"] = v1alpha2::API_VERSION.into();
+        assert_eq!(serde_json::to_value(&new).unwrap(), expected);
+    }
+
+    #[test]
+    fn is_served_under_its_own_version() {
+        assert_eq!(
+            NodeResourceTopology::url_path(&(), None),
+            "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies"
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! The `TopologyAwareScheduling` custom resource (`tas.dev/v1alpha1`, cluster-scoped).
+//!
+//! One object, named `default`, describes the whole topology-aware scheduling stack of a
+//! cluster: where the operands run, which nodes get a node agent (node groups), how the
+//! agents publish NodeResourceTopology objects, and how the NUMA-aware scheduler scores
+//! and caches. The operator reconciles it and reports back through [`status`].
+//!
+//! Everything a schema rule can check is checked by the API server at `kubectl apply`
+//! (defaults, enums, ranges and CEL rules declared on these types); what only the
+//! operator can judge (e.g. overlapping node groups) becomes a `Degraded` condition.
+
+mod node_group;
+mod scheduler;
+pub mod status;
+mod updater;
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
+pub use scheduler::{
+    CacheSpec, ForeignPodsDetection, InformerMode, NodesWithoutTopology, ResourceWeight,
+    SchedulerSpec, ScoringSpec, ScoringStrategy,
+};
+pub use status::{
+    Condition, NodeGroupStatus, NrtCrdStatus, RelatedObject, SchedulerStatus,
+    TopologyAwareSchedulingStatus,
+};
+pub use updater::{KubeletPaths, PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec};
+
+/// The only accepted object name: there is one TAS stack per cluster.
+pub const SINGLETON_NAME: &str = "default";
+/// Default namespace for the operands.
+pub const DEFAULT_NAMESPACE: &str = "tas-system";
+
+/// Desired state of the topology-aware scheduling stack: node agents that publish each
+/// node's NUMA topology, and a NUMA-aware scheduler that places pods where the kubelet's
+/// Topology Manager will admit them.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tas.dev",
+    version = "v1alpha1",
+    kind = "TopologyAwareScheduling",
+    plural = "topologyawareschedulings",
+    singular = "topologyawarescheduling",
+    shortname = "tas",
+    category = "tas",
+    status = "TopologyAwareSchedulingStatus",
+    doc = "TopologyAwareScheduling runs the whole topology-aware (NUMA-aware) scheduling stack of the cluster: the NodeResourceTopology CRD, a node agent per node group and the NUMA-aware scheduler. There is exactly one, named 'default'.",
+    validation = Rule::new("self.metadata.name == 'default'").message("metadata.name must be 'default': TAS runs one stack per cluster, so the TopologyAwareScheduling object is a singleton named 'default'").field_path(".metadata.name"),
+    printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status", description = "All operands are running and ready"),
+    printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status", description = "Something needs attention: see the Degraded condition's message"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].reason", description = "Why the stack is degraded", priority = 1),
+    printcolumn(name = "Scheduler", type_ = "string", json_path = ".spec.scheduler.schedulerName", description = "Pods with this spec.schedulerName are scheduled NUMA-aware"),
+    printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.desiredNodes", description = "Nodes selected by the node groups"),
+    printcolumn(name = "Fresh-NRT", type_ = "integer", json_path = ".status.nodesWithFreshNRT", description = "Nodes whose NodeResourceTopology is up to date"),
+    printcolumn(name = "Paused", type_ = "boolean", json_path = ".spec.paused", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyAwareSchedulingSpec {
+    /// Namespace the operator creates and runs the updater DaemonSets and the scheduler
+    /// Deployment in. Changing it moves the operands.
+    #[serde(default = "default_namespace")]
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("spec.namespace must be a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"))]
+    pub namespace: String,
+
+    /// Stop reconciling: the operator keeps every operand exactly as it is and reports
+    /// `Progressing=False` with reason `Paused` until this is set back to false.
+    #[serde(default)]
+    pub paused: bool,
+
+    /// Whether the operator installs and upgrades the NodeResourceTopology CRD.
+    #[serde(default, rename = "nrtCRD")]
+    pub nrt_crd: NrtCrdSpec,
+
+    /// Node agent settings shared by every node group (each group may override them).
+    #[serde(default)]
+    pub updater: UpdaterSpec,
+
+    /// Groups of nodes that run the node agent, selected by plain label selectors. Groups
+    /// must not overlap. When empty, one group named `all` covers every node.
+    #[serde(default)]
+    #[schemars(length(max = 32))]
+    #[x_kube(
+        merge_strategy = ListMerge::Map(vec!["name".into()]),
+        validation = Rule::new("self.all(g, self.filter(h, h.name == g.name).size() == 1)").message("spec.nodeGroups[].name must be unique")
+    )]
+    pub node_groups: Vec<NodeGroup>,
+
+    /// The NUMA-aware scheduler.
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+
+    /// Logs, traces and metrics of the operator and its operands.
+    #[serde(default)]
+    pub observability: ObservabilitySpec,
+}
+
+fn default_namespace() -> String {
+    DEFAULT_NAMESPACE.to_owned()
+}
+
+/// Ownership of the NodeResourceTopology CRD (`noderesourcetopologies.topology.node.k8s.io`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!self.deleteOnUninstall || self.manage").message("spec.nrtCRD.deleteOnUninstall requires spec.nrtCRD.manage: the operator only deletes a CRD it manages"))]
+pub struct NrtCrdSpec {
+    /// Install the CRD and keep it up to date. Set to false when another tool (for
+    /// example node-feature-discovery) owns it; the operator then only checks it exists.
+    #[serde(default = "crate::tas::default_true")]
+    pub manage: bool,
+    /// Delete the CRD, and with it every NodeResourceTopology object, when this
+    /// TopologyAwareScheduling is deleted. By default the CRD is kept because other tools
+    /// may read or write NodeResourceTopology objects.
+    #[serde(default)]
+    pub delete_on_uninstall: bool,
+}
+
+impl Default for NrtCrdSpec {
+    fn default() -> Self {
+        Self {
+            manage: true,
+            delete_on_uninstall: false,
+        }
+    }
+}
+
+/// Log verbosity.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    #[default]
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The value `tracing`'s filters understand.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Warn => "warn",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Trace => "trace",
+        }
+    }
+}
+
+/// Logs, traces and metrics.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservabilitySpec {
+    /// Log level of the operator's operands (updater and scheduler).
+    #[serde(default)]
+    pub log_level: LogLevel,
+    /// OpenTelemetry collector endpoint (OTLP over gRPC), e.g.
+    /// `http://otel-collector.monitoring:4317`. When unset the operator falls back to its
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` environment variable; when neither is set, no traces
+    /// or OTLP metrics are exported (Prometheus `/metrics` is always served).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("spec.observability.otlpEndpoint must be an http:// or https:// URL"))]
+    pub otlp_endpoint: Option<String>,
+}
+
+pub(crate) fn default_true() -> bool {
+    true
+}
+
+impl TopologyAwareScheduling {
+    /// The node groups to run, with the implicit `all` group when none is declared.
+    pub fn effective_node_groups(&self) -> Vec<NodeGroup> {
+        if self.spec.node_groups.is_empty() {
+            vec![NodeGroup::all_nodes()]
+        } else {
+            self.spec.node_groups.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+//! Node groups: sets of nodes, chosen by label selector, that run one node-agent
+//! DaemonSet with one set of settings.
+
+use super::updater::{PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec, period_rule};
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+/// The name of the implicit group used when `spec.nodeGroups` is empty.
+pub const ALL_NODES_GROUP: &str = "all";
+
+/// A set of nodes selected by labels, running the node agent with one set of settings.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroup {
+    /// Group name, used in the names of the objects created for it (e.g. the DaemonSet
+    /// `tas-updater-<name>`): a DNS-1123 label of at most 40 characters.
+    #[schemars(length(min = 1, max = 40))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("spec.nodeGroups[].name must be a DNS-1123 label (lowercase letters, digits, '-') of at most 40 characters"))]
+    pub name: String,
+
+    /// Nodes in this group. matchLabels and matchExpressions (In, NotIn, Exists,
+    /// DoesNotExist) as in any Kubernetes label selector; an empty selector selects every
+    /// node. A node must not be selected by two groups.
+    #[serde(default)]
+    pub node_selector: LabelSelector,
+
+    /// Overrides of `spec.updater` for this group; unset fields inherit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updater: Option<NodeGroupUpdater>,
+}
+
+impl NodeGroup {
+    /// The implicit group covering every node.
+    pub fn all_nodes() -> Self {
+        Self {
+            name: ALL_NODES_GROUP.to_owned(),
+            node_selector: LabelSelector::default(),
+            updater: None,
+        }
+    }
+
+    /// The node-agent settings of this group: `base` with this group's overrides applied.
+    pub fn merged_updater(&self, base: &UpdaterSpec) -> UpdaterSpec {
+        let mut merged = base.clone();
+        let Some(o) = &self.updater else {
+            return merged;
+        };
+        if let Some(image) = &o.image {
+            merged.image = Some(image.clone());
+        }
+        if let Some(r) = &o.refresh {
+            merged.refresh = RefreshSpec {
+                mode: r.mode.unwrap_or(base.refresh.mode),
+                period: r
+                    .period
+                    .clone()
+                    .unwrap_or_else(|| base.refresh.period.clone()),
+                debounce: r
+                    .debounce
+                    .clone()
+                    .unwrap_or_else(|| base.refresh.debounce.clone()),
+            };
+        }
+        if let Some(fp) = o.pods_fingerprint {
+            merged.pods_fingerprint = fp;
+        }
+        if let Some(ex) = &o.exclude_pods {
+            merged.exclude_pods = ex.clone();
+        }
+        if let Some(t) = &o.tolerations {
+            merged.tolerations = t.clone();
+        }
+        if let Some(r) = &o.resources {
+            merged.resources = r.clone();
+        }
+        merged
+    }
+}
+
+/// Per-group overrides of the node-agent settings. Every field is optional; an unset
+/// field takes the value from `spec.updater`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroupUpdater {
+    /// Container image for this group's agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = Rule::new("!self.contains(' ')").message("spec.nodeGroups[].updater.image must not contain spaces"))]
+    pub image: Option<String>,
+    /// Publishing triggers for this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<RefreshOverride>,
+    /// Which pods the fingerprint covers on this group's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_fingerprint: Option<PodsFingerprint>,
+    /// Pods left out of the fingerprint (replaces, not extends, `spec.updater.excludePods`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(max = 253)))]
+    #[x_kube(validation = Rule::new("self.all(p, p.matches('^[^/ ]+/[^/ ]+$'))").message("spec.nodeGroups[].updater.excludePods entries must look like 'namespace/name' (globs allowed)"))]
+    pub exclude_pods: Option<Vec<String>>,
+    /// Tolerations for this group's agents (replaces `spec.updater.tolerations`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Compute resources for this group's agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// Per-group overrides of `spec.updater.refresh`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RefreshOverride {
+    /// Periodic, Events or PeriodicAndEvents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<RefreshMode>,
+    /// Re-check interval (at least 1s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(period_rule()).message("spec.nodeGroups[].updater.refresh.period must be a duration of at least 1s, e.g. '5s'"))]
+    pub period: Option<String>,
+    /// Pod-event debounce (0s to 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(super::updater::debounce_rule()).message("spec.nodeGroups[].updater.refresh.debounce must be a duration between 0s and 10s"))]
+    pub debounce: Option<String>,
+}

@@ -1,0 +1,243 @@
+//! NUMA-aware scheduler (`tas-scheduler`) settings.
+
+use super::updater::DURATION_PATTERN;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The scheduler name pods opt in with (`spec.schedulerName`) unless configured otherwise.
+pub const DEFAULT_SCHEDULER_NAME: &str = "topology-aware-scheduler";
+
+/// The NUMA-aware scheduler: which pods it schedules, how it scores nodes and how it
+/// caches per-zone availability between NodeResourceTopology updates.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerSpec {
+    /// Container image of the scheduler. Default: the image the operator was released with
+    /// (its `--scheduler-image` flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = Rule::new("!self.contains(' ')").message("spec.scheduler.image must not contain spaces"))]
+    pub image: Option<String>,
+
+    /// Pods whose `spec.schedulerName` equals this are scheduled by TAS. A DNS-1123 label;
+    /// `default-scheduler` is refused because kube-scheduler owns it.
+    #[serde(default = "default_scheduler_name")]
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(
+        validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("spec.scheduler.schedulerName must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters"),
+        validation = Rule::new("self != 'default-scheduler'").message("spec.scheduler.schedulerName must not be 'default-scheduler': that name belongs to kube-scheduler")
+    )]
+    pub scheduler_name: String,
+
+    /// Scheduler replicas (1 to 5). With more than one, the replicas elect a leader through
+    /// a Lease: only the leader binds, the others keep warm caches to take over at once.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 5))]
+    pub replicas: i32,
+
+    /// How feasible nodes are ranked.
+    #[serde(default)]
+    pub scoring: ScoringSpec,
+
+    /// The reserve cache that keeps decisions correct between NodeResourceTopology updates.
+    #[serde(default)]
+    pub cache: CacheSpec,
+
+    /// What to do with nodes that publish no NodeResourceTopology object.
+    #[serde(default)]
+    pub nodes_without_topology: NodesWithoutTopology,
+
+    /// Compute resources of the scheduler container.
+    #[serde(default = "default_resources")]
+    pub resources: ResourceRequirements,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        Self {
+            image: None,
+            scheduler_name: default_scheduler_name(),
+            replicas: default_replicas(),
+            scoring: ScoringSpec::default(),
+            cache: CacheSpec::default(),
+            nodes_without_topology: NodesWithoutTopology::default(),
+            resources: default_resources(),
+        }
+    }
+}
+
+fn default_scheduler_name() -> String {
+    DEFAULT_SCHEDULER_NAME.to_owned()
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+fn default_resources() -> ResourceRequirements {
+    let q = |s: &str| Quantity(s.to_owned());
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("100m")),
+            ("memory".to_owned(), q("64Mi")),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_owned(), q("256Mi"))])),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// Node ranking strategy.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum ScoringStrategy {
+    /// Prefer the zones and nodes with the most free resources (spreads load).
+    #[default]
+    LeastAllocated,
+    /// Prefer the fullest zones and nodes that still fit (packs, keeps whole zones free).
+    MostAllocated,
+    /// Prefer placements that leave CPU and memory use balanced.
+    BalancedAllocation,
+    /// Prefer nodes where the pod needs the fewest NUMA zones (best alignment).
+    LeastNUMANodes,
+}
+
+/// Scoring settings.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoringSpec {
+    /// LeastAllocated, MostAllocated, BalancedAllocation or LeastNUMANodes.
+    #[serde(default)]
+    pub strategy: ScoringStrategy,
+    /// Resources that count in the score and their weights (1 to 100). Names are
+    /// resource names as in pod requests: `cpu`, `memory`, `hugepages-1Gi`, `vendor.com/gpu`.
+    #[serde(default = "default_weights")]
+    #[schemars(length(min = 1, max = 16))]
+    #[x_kube(
+        merge_strategy = ListMerge::Map(vec!["name".into()]),
+        validation = Rule::new("self.all(r, self.filter(s, s.name == r.name).size() == 1)").message("spec.scheduler.scoring.resources[].name must be unique")
+    )]
+    pub resources: Vec<ResourceWeight>,
+}
+
+impl Default for ScoringSpec {
+    fn default() -> Self {
+        Self {
+            strategy: ScoringStrategy::default(),
+            resources: default_weights(),
+        }
+    }
+}
+
+fn default_weights() -> Vec<ResourceWeight> {
+    vec![
+        ResourceWeight {
+            name: "cpu".to_owned(),
+            weight: 1,
+        },
+        ResourceWeight {
+            name: "memory".to_owned(),
+            weight: 1,
+        },
+    ]
+}
+
+/// A resource and its weight in the score.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ResourceWeight {
+    /// Resource name, e.g. `cpu`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Weight from 1 to 100.
+    #[schemars(range(min = 1, max = 100))]
+    pub weight: i32,
+}
+
+/// Which pods, not placed by this scheduler, make a node's cached state untrusted until
+/// its NodeResourceTopology catches up.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum ForeignPodsDetection {
+    /// Any pod bound by another scheduler.
+    All,
+    /// Only foreign pods that request exclusive resources (integer CPUs of Guaranteed
+    /// pods, hugepages, devices): the only ones that change per-zone availability.
+    #[default]
+    OnlyExclusiveResources,
+    /// Ignore foreign pods.
+    None,
+}
+
+/// How the scheduler watches pods for its node-usage view.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum InformerMode {
+    /// One watch of all pods, shared by scheduling and the reserve cache.
+    #[default]
+    Shared,
+    /// A separate watch for the reserve cache that only sees running pods, so pods the
+    /// kubelet has not admitted yet do not count.
+    Dedicated,
+}
+
+/// What a node without a NodeResourceTopology object means for NUMA-aware placement.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum NodesWithoutTopology {
+    /// No NUMA opinion: the node is judged by node-level fit only.
+    #[default]
+    Schedule,
+    /// The node is unschedulable for this scheduler until it publishes its topology.
+    Skip,
+}
+
+/// The reserve cache: after placing a pod, the scheduler subtracts it from every zone of
+/// the node until the node's NodeResourceTopology shows the pod (fingerprint match).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(format!("!self.resyncPeriod.matches('{DURATION_PATTERN}') || !self.maxStaleness.matches('{DURATION_PATTERN}') || duration(self.maxStaleness) >= duration(self.resyncPeriod)")).message("spec.scheduler.cache.maxStaleness must be at least spec.scheduler.cache.resyncPeriod"))]
+pub struct CacheSpec {
+    /// How often nodes with pending reservations are re-checked against their
+    /// NodeResourceTopology (at least 1s).
+    #[serde(default = "default_resync")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(super::updater::period_rule()).message("spec.scheduler.cache.resyncPeriod must be a duration of at least 1s, e.g. '5s'"))]
+    pub resync_period: String,
+    /// Longest time a node may stay in the pessimistic (reserved) state. Past it, the
+    /// scheduler trusts the latest NodeResourceTopology, logs it and counts it in a metric.
+    #[serde(default = "default_max_staleness")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(super::updater::period_rule()).message("spec.scheduler.cache.maxStaleness must be a duration of at least 1s, e.g. '2m'"))]
+    pub max_staleness: String,
+    /// All, OnlyExclusiveResources or None.
+    #[serde(default)]
+    pub foreign_pods: ForeignPodsDetection,
+    /// Shared or Dedicated.
+    #[serde(default)]
+    pub informer_mode: InformerMode,
+}
+
+impl Default for CacheSpec {
+    fn default() -> Self {
+        Self {
+            resync_period: default_resync(),
+            max_staleness: default_max_staleness(),
+            foreign_pods: ForeignPodsDetection::default(),
+            informer_mode: InformerMode::default(),
+        }
+    }
+}
+
+fn default_resync() -> String {
+    "5s".to_owned()
+}
+
+fn default_max_staleness() -> String {
+    "2m".to_owned()
+}

@@ -1,0 +1,122 @@
+//! Observed state of the stack, written by the operator through the status subresource.
+
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+/// Condition types the operator reports.
+pub mod condition_type {
+    /// Every operand is applied, rolled out and ready.
+    pub const AVAILABLE: &str = "Available";
+    /// The operator is changing something (rollout in progress, or paused).
+    pub const PROGRESSING: &str = "Progressing";
+    /// Something needs attention; the reason and message say what.
+    pub const DEGRADED: &str = "Degraded";
+}
+
+/// Observed state of the topology-aware scheduling stack.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyAwareSchedulingStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Available`, `Progressing` and `Degraded`, each with a reason and a message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// The NodeResourceTopology CRD as found in the cluster.
+    #[serde(default, rename = "nrtCRD", skip_serializing_if = "Option::is_none")]
+    pub nrt_crd: Option<NrtCrdStatus>,
+
+    /// Node agents, per node group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_groups: Vec<NodeGroupStatus>,
+
+    /// Nodes selected by all node groups together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_nodes: Option<i32>,
+
+    /// Nodes, over all groups, whose NodeResourceTopology is present and fresh.
+    #[serde(
+        default,
+        rename = "nodesWithFreshNRT",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nodes_with_fresh_nrt: Option<i32>,
+
+    /// The scheduler Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<SchedulerStatus>,
+
+    /// Every object the operator manages for this stack.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related_objects: Vec<RelatedObject>,
+}
+
+/// The NodeResourceTopology CRD.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NrtCrdStatus {
+    /// The CRD exists and is Established.
+    pub installed: bool,
+    /// The operator installs and upgrades it (`spec.nrtCRD.manage`).
+    pub managed: bool,
+    /// Versions the API server serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served_versions: Vec<String>,
+    /// The version objects are stored as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_version: Option<String>,
+}
+
+/// Node agents of one node group.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroupStatus {
+    /// The node group.
+    pub name: String,
+    /// Nodes the group's selector matches.
+    pub desired_nodes: i32,
+    /// Nodes whose agent pod is ready.
+    pub ready_nodes: i32,
+    /// Nodes whose NodeResourceTopology exists and was confirmed recently (within a few
+    /// refresh periods).
+    #[serde(rename = "nodesWithFreshNRT")]
+    pub nodes_with_fresh_nrt: i32,
+    /// Nodes whose NodeResourceTopology is missing or stale (at most 20 listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_nodes: Vec<String>,
+}
+
+/// The scheduler Deployment.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerStatus {
+    /// Pods with this `spec.schedulerName` are scheduled by TAS.
+    pub scheduler_name: String,
+    /// Desired replicas.
+    pub replicas: i32,
+    /// Ready replicas.
+    pub ready_replicas: i32,
+}
+
+/// A reference to an object the operator manages.
+#[derive(
+    KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Default,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RelatedObject {
+    /// API group (empty for the core group).
+    #[serde(default)]
+    pub group: String,
+    /// Kind, e.g. `DaemonSet`.
+    pub kind: String,
+    /// Namespace, for namespaced objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}

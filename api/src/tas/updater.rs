@@ -1,0 +1,198 @@
+//! Node agent (`tas-updater`) settings: how each node's NodeResourceTopology is kept true.
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A Go-style duration such as `10s`, `1m30s` or `500ms`.
+pub(crate) const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$";
+
+/// Node agent settings. Set here for every node group; a group's `updater` overrides
+/// individual fields.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdaterSpec {
+    /// Container image of the node agent. Default: the image the operator was released
+    /// with (its `--updater-image` flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = Rule::new("!self.contains(' ')").message("spec.updater.image must not contain spaces"))]
+    pub image: Option<String>,
+
+    /// When the agent re-reads the kubelet and publishes.
+    #[serde(default)]
+    pub refresh: RefreshSpec,
+
+    /// Which pods the published pod-set fingerprint covers. Schedulers compare it with the
+    /// pods they placed to know when the NodeResourceTopology reflects their decisions.
+    #[serde(default)]
+    pub pods_fingerprint: PodsFingerprint,
+
+    /// Where the kubelet's files are on the host.
+    #[serde(default)]
+    pub kubelet: KubeletPaths,
+
+    /// Pods left out of the fingerprint, as `namespace/name` globs (`*` matches any run
+    /// of characters), e.g. `kube-system/*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 253)))]
+    #[x_kube(validation = Rule::new("self.all(p, p.matches('^[^/ ]+/[^/ ]+$'))").message("spec.updater.excludePods entries must look like 'namespace/name' (globs allowed), e.g. 'kube-system/*'"))]
+    pub exclude_pods: Vec<String>,
+
+    /// Tolerations of the agent's pods. Default: tolerate every taint, so that tainted
+    /// NUMA nodes still publish their topology.
+    #[serde(default = "default_tolerations")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Compute resources of the agent's container.
+    #[serde(default = "default_resources")]
+    pub resources: ResourceRequirements,
+}
+
+impl Default for UpdaterSpec {
+    fn default() -> Self {
+        Self {
+            image: None,
+            refresh: RefreshSpec::default(),
+            pods_fingerprint: PodsFingerprint::default(),
+            kubelet: KubeletPaths::default(),
+            exclude_pods: Vec::new(),
+            tolerations: default_tolerations(),
+            resources: default_resources(),
+        }
+    }
+}
+
+fn default_tolerations() -> Vec<Toleration> {
+    vec![Toleration {
+        operator: Some("Exists".to_owned()),
+        ..Toleration::default()
+    }]
+}
+
+fn default_resources() -> ResourceRequirements {
+    let q = |s: &str| Quantity(s.to_owned());
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("10m")),
+            ("memory".to_owned(), q("32Mi")),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_owned(), q("64Mi"))])),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// What makes the agent publish.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum RefreshMode {
+    /// Every `period`.
+    Periodic,
+    /// When pods on the node start, change or stop (after `debounce`).
+    Events,
+    /// Both: react to pod changes and re-check every `period`.
+    #[default]
+    PeriodicAndEvents,
+}
+
+/// Publishing triggers. The agent writes the object only when its content changed, so a
+/// short period costs reads of the kubelet, not API-server writes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RefreshSpec {
+    /// Periodic, Events or PeriodicAndEvents.
+    #[serde(default)]
+    pub mode: RefreshMode,
+    /// Re-check interval for the periodic modes (at least 1s).
+    #[serde(default = "default_period")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(period_rule()).message("spec.updater.refresh.period must be a duration of at least 1s, e.g. '10s' or '1m'"))]
+    pub period: String,
+    /// How long to wait after a pod event for more events before publishing, so a burst
+    /// of pod starts becomes one write (0s to 10s).
+    #[serde(default = "default_debounce")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(debounce_rule()).message("spec.updater.refresh.debounce must be a duration between 0s and 10s, e.g. '200ms'"))]
+    pub debounce: String,
+}
+
+impl Default for RefreshSpec {
+    fn default() -> Self {
+        Self {
+            mode: RefreshMode::default(),
+            period: default_period(),
+            debounce: default_debounce(),
+        }
+    }
+}
+
+fn default_period() -> String {
+    "10s".to_owned()
+}
+
+fn default_debounce() -> String {
+    "200ms".to_owned()
+}
+
+/// CEL: a well-formed duration of at least 1s. The pattern is checked first so that a
+/// malformed value fails with the rule's message rather than a CEL evaluation error.
+pub(crate) fn period_rule() -> String {
+    format!("self.matches('{DURATION_PATTERN}') && duration(self) >= duration('1s')")
+}
+
+pub(crate) fn debounce_rule() -> String {
+    format!("self.matches('{DURATION_PATTERN}') && duration(self) <= duration('10s')")
+}
+
+/// Which pods the node's pod-set fingerprint covers.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum PodsFingerprint {
+    /// Every pod on the node.
+    All,
+    /// Only pods holding exclusive CPUs, NUMA-pinned memory or NUMA-affine devices:
+    /// the only pods that change per-zone availability.
+    #[default]
+    WithExclusiveResources,
+    /// Publish no fingerprint (schedulers then cannot tell when their cache is stale).
+    Disabled,
+}
+
+/// Host paths of the kubelet's files, mounted read-only into the agent.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletPaths {
+    /// Directory holding the kubelet's pod-resources socket (`kubelet.sock`). The whole
+    /// directory is mounted so the agent survives kubelet restarts that recreate the socket.
+    #[serde(default = "default_pod_resources_dir")]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.updater.kubelet.podResourcesDir must be an absolute path"))]
+    pub pod_resources_dir: String,
+    /// The kubelet's configuration file, read for the Topology Manager policy and scope and
+    /// the CPU and memory manager policies.
+    #[serde(default = "default_config_file")]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.updater.kubelet.configFile must be an absolute path"))]
+    pub config_file: String,
+}
+
+impl Default for KubeletPaths {
+    fn default() -> Self {
+        Self {
+            pod_resources_dir: default_pod_resources_dir(),
+            config_file: default_config_file(),
+        }
+    }
+}
+
+fn default_pod_resources_dir() -> String {
+    "/var/lib/kubelet/pod-resources".to_owned()
+}
+
+fn default_config_file() -> String {
+    "/var/lib/kubelet/config.yaml".to_owned()
+}

@@ -1,0 +1,1 @@
+//! TAS test harness.
