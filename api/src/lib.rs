@@ -6,11 +6,15 @@
 //!   published CRD, plus typed readers for zones and Topology Manager attributes.
 //! - [`fingerprint`]: the pod-set fingerprint shared by node agents and schedulers.
 //! - [`quantity`]: Kubernetes quantities parsed to integers without panicking.
+//! - [`config`]: the operands' command line and config file, rendered by the operator.
+//! - [`duration`]: Go-style durations.
 //! - [`crds`]: the CRD manifests generated from these types (what `make crds` writes).
 //!
 //! This crate does no I/O and holds no client.
 
+pub mod config;
 pub mod crds;
+pub mod duration;
 pub mod fingerprint;
 pub mod nrt;
 pub mod quantity;

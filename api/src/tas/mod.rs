@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
 pub use scheduler::{
-    CacheSpec, ForeignPodsDetection, InformerMode, NodesWithoutTopology, ResourceWeight,
-    SchedulerSpec, ScoringSpec, ScoringStrategy,
+    CacheSpec, DEFAULT_SCHEDULER_NAME, ForeignPodsDetection, InformerMode, NodesWithoutTopology,
+    ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
 };
 pub use status::{
     Condition, NodeGroupStatus, NrtCrdStatus, RelatedObject, SchedulerStatus,

@@ -1,0 +1,142 @@
+//! The scheduler's configuration file, as the operator renders it into a ConfigMap.
+
+use crate::tas::{CacheSpec, NodesWithoutTopology, ScoringSpec};
+use serde::{Deserialize, Serialize};
+
+/// File name of the configuration inside the ConfigMap / mounted directory.
+pub const FILE_NAME: &str = "config.yaml";
+/// Port of `/healthz`, `/readyz` and `/metrics`.
+pub const HTTP_PORT: u16 = 8080;
+
+/// `tas-scheduler --config FILE`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Pods with this `spec.schedulerName` are scheduled.
+    #[serde(default = "default_scheduler_name")]
+    pub scheduler_name: String,
+    /// Leader election among replicas.
+    #[serde(default)]
+    pub leader_election: LeaderElection,
+    /// Node ranking.
+    #[serde(default)]
+    pub scoring: ScoringSpec,
+    /// Reserve cache.
+    #[serde(default)]
+    pub cache: CacheSpec,
+    /// Nodes without a NodeResourceTopology.
+    #[serde(default)]
+    pub nodes_without_topology: NodesWithoutTopology,
+    /// Nodes filtered in parallel per scheduling cycle (0: number of CPUs).
+    #[serde(default)]
+    pub parallelism: u32,
+    /// Backoff of unschedulable pods.
+    #[serde(default)]
+    pub backoff: Backoff,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            scheduler_name: default_scheduler_name(),
+            leader_election: LeaderElection::default(),
+            scoring: ScoringSpec::default(),
+            cache: CacheSpec::default(),
+            nodes_without_topology: NodesWithoutTopology::default(),
+            parallelism: 0,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+fn default_scheduler_name() -> String {
+    crate::tas::DEFAULT_SCHEDULER_NAME.to_owned()
+}
+
+/// Leader election on a `coordination.k8s.io` Lease.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElection {
+    /// Elect a leader (needed with more than one replica).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Lease name.
+    #[serde(default = "default_lease_name")]
+    pub lease_name: String,
+    /// Lease namespace (default: the pod's namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_namespace: Option<String>,
+    /// How long a lease is valid without renewal.
+    #[serde(default = "default_lease_duration")]
+    pub lease_duration: String,
+    /// How often the leader renews.
+    #[serde(default = "default_renew_period")]
+    pub renew_period: String,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            lease_name: default_lease_name(),
+            lease_namespace: None,
+            lease_duration: default_lease_duration(),
+            renew_period: default_renew_period(),
+        }
+    }
+}
+
+fn default_lease_name() -> String {
+    "tas-scheduler".to_owned()
+}
+fn default_lease_duration() -> String {
+    "15s".to_owned()
+}
+fn default_renew_period() -> String {
+    "5s".to_owned()
+}
+
+/// Retry delays of unschedulable pods: doubling from `initial` up to `max`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Backoff {
+    /// First retry delay.
+    #[serde(default = "default_initial")]
+    pub initial: String,
+    /// Longest retry delay.
+    #[serde(default = "default_max")]
+    pub max: String,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: default_initial(),
+            max: default_max(),
+        }
+    }
+}
+
+fn default_initial() -> String {
+    "1s".to_owned()
+}
+fn default_max() -> String {
+    "10s".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_default_config() {
+        let c: SchedulerConfig = serde_norway::from_str("{}").unwrap();
+        assert_eq!(c, SchedulerConfig::default());
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_name() {
+        let e = serde_norway::from_str::<SchedulerConfig>("schedulerNmae: x").unwrap_err();
+        assert!(e.to_string().contains("schedulerNmae"), "{e}");
+    }
+}

@@ -1,0 +1,124 @@
+//! The node agent's command line, as the operator renders it into the DaemonSet.
+
+use crate::tas::{PodsFingerprint, RefreshMode, UpdaterSpec};
+
+/// Container path the host's `/sys` is mounted at.
+pub const SYSFS_MOUNT: &str = "/host-sys";
+/// Container directory the host's pod-resources directory is mounted at.
+pub const POD_RESOURCES_MOUNT: &str = "/host-pod-resources";
+/// Container path the host's kubelet config file is mounted at.
+pub const KUBELET_CONFIG_MOUNT: &str = "/host-kubelet/config.yaml";
+/// Name of the kubelet's socket inside the pod-resources directory.
+pub const SOCKET_NAME: &str = "kubelet.sock";
+/// Port of `/healthz`, `/readyz` and `/metrics`.
+pub const HTTP_PORT: u16 = 8080;
+
+/// Settings that become `tas-updater` flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdaterArgs {
+    /// `--sysfs-root`
+    pub sysfs_root: String,
+    /// `--podresources-socket`
+    pub podresources_socket: String,
+    /// `--kubelet-config`
+    pub kubelet_config: String,
+    /// `--refresh-mode`
+    pub refresh_mode: RefreshMode,
+    /// `--refresh-period` (Go duration)
+    pub refresh_period: String,
+    /// `--debounce` (Go duration)
+    pub debounce: String,
+    /// `--pods-fingerprint`
+    pub pods_fingerprint: PodsFingerprint,
+    /// `--exclude-pods` (one flag per entry)
+    pub exclude_pods: Vec<String>,
+    /// `--http-address`
+    pub http_address: String,
+    /// `--log-level`
+    pub log_level: String,
+}
+
+impl UpdaterArgs {
+    /// The arguments for an agent in a DaemonSet pod, with host paths mounted at the
+    /// `*_MOUNT` locations.
+    pub fn for_daemonset(spec: &UpdaterSpec, log_level: &str) -> Self {
+        Self {
+            sysfs_root: SYSFS_MOUNT.to_owned(),
+            podresources_socket: format!("{POD_RESOURCES_MOUNT}/{SOCKET_NAME}"),
+            kubelet_config: KUBELET_CONFIG_MOUNT.to_owned(),
+            refresh_mode: spec.refresh.mode,
+            refresh_period: spec.refresh.period.clone(),
+            debounce: spec.refresh.debounce.clone(),
+            pods_fingerprint: spec.pods_fingerprint,
+            exclude_pods: spec.exclude_pods.clone(),
+            http_address: format!("0.0.0.0:{HTTP_PORT}"),
+            log_level: log_level.to_owned(),
+        }
+    }
+
+    /// The flags, in a stable order.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            format!("--sysfs-root={}", self.sysfs_root),
+            format!("--podresources-socket={}", self.podresources_socket),
+            format!("--kubelet-config={}", self.kubelet_config),
+            format!("--refresh-mode={}", refresh_mode_flag(self.refresh_mode)),
+            format!("--refresh-period={}", self.refresh_period),
+            format!("--debounce={}", self.debounce),
+            format!(
+                "--pods-fingerprint={}",
+                pods_fingerprint_flag(self.pods_fingerprint)
+            ),
+        ];
+        args.extend(
+            self.exclude_pods
+                .iter()
+                .map(|p| format!("--exclude-pods={p}")),
+        );
+        args.push(format!("--http-address={}", self.http_address));
+        args.push(format!("--log-level={}", self.log_level));
+        args
+    }
+}
+
+/// The `--refresh-mode` value of a mode.
+pub fn refresh_mode_flag(mode: RefreshMode) -> &'static str {
+    match mode {
+        RefreshMode::Periodic => "periodic",
+        RefreshMode::Events => "events",
+        RefreshMode::PeriodicAndEvents => "periodic-and-events",
+    }
+}
+
+/// The `--pods-fingerprint` value of a setting.
+pub fn pods_fingerprint_flag(fp: PodsFingerprint) -> &'static str {
+    match fp {
+        PodsFingerprint::All => "all",
+        PodsFingerprint::WithExclusiveResources => "with-exclusive-resources",
+        PodsFingerprint::Disabled => "disabled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_spec_renders_every_flag() {
+        let args = UpdaterArgs::for_daemonset(&UpdaterSpec::default(), "info").to_args();
+        assert_eq!(
+            args,
+            [
+                "--sysfs-root=/host-sys",
+                "--podresources-socket=/host-pod-resources/kubelet.sock",
+                "--kubelet-config=/host-kubelet/config.yaml",
+                "--refresh-mode=periodic-and-events",
+                "--refresh-period=10s",
+                "--debounce=200ms",
+                "--pods-fingerprint=with-exclusive-resources",
+                "--http-address=0.0.0.0:8080",
+                "--log-level=info",
+            ]
+        );
+    }
+}
