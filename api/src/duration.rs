@@ -65,7 +65,7 @@ pub fn format(d: Duration) -> String {
     if ms == 0 {
         return "0s".to_owned();
     }
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let secs = d.as_secs();

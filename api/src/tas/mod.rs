@@ -47,7 +47,7 @@ pub const DEFAULT_NAMESPACE: &str = "tas-system";
     category = "tas",
     status = "TopologyAwareSchedulingStatus",
     doc = "TopologyAwareScheduling runs the whole topology-aware (NUMA-aware) scheduling stack of the cluster: the NodeResourceTopology CRD, a node agent per node group and the NUMA-aware scheduler. There is exactly one, named 'default'.",
-    validation = Rule::new("self.metadata.name == 'default'").message("metadata.name must be 'default': TAS runs one stack per cluster, so the TopologyAwareScheduling object is a singleton named 'default'").field_path(".metadata.name"),
+    validation = Rule::new("self.metadata.name == 'default'").message("metadata.name must be 'default': TAS runs one stack per cluster, so the TopologyAwareScheduling object is a singleton named 'default'"),
     printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status", description = "All operands are running and ready"),
     printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status", description = "Something needs attention: see the Degraded condition's message"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].reason", description = "Why the stack is degraded", priority = 1),

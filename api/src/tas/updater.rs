@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A Go-style duration such as `10s`, `1m30s` or `500ms`.
-pub(crate) const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$";
+/// (`[.]` rather than an escaped dot: the pattern is embedded in CEL string literals.)
+pub(crate) const DURATION_PATTERN: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";
 
 /// Node agent settings. Set here for every node group; a group's `updater` overrides
 /// individual fields.
