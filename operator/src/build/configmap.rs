@@ -1,0 +1,55 @@
+//! The scheduler's configuration file, in a ConfigMap mounted into its pods.
+//!
+//! The file is a [`SchedulerConfig`] (the contract the scheduler parses), rendered as
+//! YAML under the key `config.yaml`. Its hash goes into the Deployment's pod template
+//! (deployment.rs), so editing the CR rolls the scheduler onto the new file.
+
+use super::BuildError;
+use super::meta::{Component, Stack};
+use super::names::SCHEDULER_CONFIG_MAP;
+use k8s_openapi::api::core::v1::ConfigMap;
+use std::collections::BTreeMap;
+use tas_api::config::scheduler::{FILE_NAME, LeaderElection, SchedulerConfig};
+use tas_api::tas::{SchedulerSpec, TopologyAwareSchedulingSpec};
+
+/// Whether the scheduler replicas elect a leader: needed as soon as there are two, so
+/// that only one binds.
+pub fn leader_election_enabled(spec: &SchedulerSpec) -> bool {
+    spec.replicas > 1
+}
+
+/// The scheduler's configuration for a spec. Settings the CR does not expose keep the
+/// scheduler's own defaults.
+pub fn scheduler_config(spec: &TopologyAwareSchedulingSpec) -> SchedulerConfig {
+    let s = &spec.scheduler;
+    SchedulerConfig {
+        scheduler_name: s.scheduler_name.clone(),
+        leader_election: LeaderElection {
+            enabled: leader_election_enabled(s),
+            // The Role granting the Lease exists in this namespace only (rbac.rs).
+            lease_namespace: Some(spec.namespace.clone()),
+            ..LeaderElection::default()
+        },
+        scoring: s.scoring.clone(),
+        cache: s.cache.clone(),
+        nodes_without_topology: s.nodes_without_topology,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// A configuration rendered to the bytes the scheduler will read.
+pub(crate) fn render(config: &SchedulerConfig) -> Result<String, BuildError> {
+    serde_norway::to_string(config).map_err(BuildError::RenderConfig)
+}
+
+/// The ConfigMap holding the rendered file.
+pub(crate) fn scheduler_config_map(stack: &Stack, rendered: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: stack.namespaced_meta(SCHEDULER_CONFIG_MAP, Component::Scheduler),
+        data: Some(BTreeMap::from([(
+            FILE_NAME.to_owned(),
+            rendered.to_owned(),
+        )])),
+        ..ConfigMap::default()
+    }
+}

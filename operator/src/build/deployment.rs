@@ -1,0 +1,178 @@
+//! The scheduler Deployment (`tas-scheduler`).
+//!
+//! Runs `tas-scheduler --config=<mounted ConfigMap>`. The pod template carries the hash
+//! of the rendered configuration, so a change of the file (which Kubernetes would
+//! otherwise only sync into the running pods, unnoticed by the process) rolls the pods.
+
+use super::meta::{Component, Stack};
+use super::names::{
+    CONFIG_HASH_ANNOTATION, NAME_LABEL, SCHEDULER_CONFIG_DIR, SCHEDULER_CONFIG_MAP,
+    SCHEDULER_CONTAINER, SCHEDULER_DEPLOYMENT, SCHEDULER_SERVICE_ACCOUNT,
+};
+use super::pod::{
+    field_env, http_port, linux_node_selector, liveness_probe, locked_down_container, otlp_env,
+    readiness_probe, runtime_default_seccomp,
+};
+use super::{BuildContext, BuildError};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, PodSecurityContext, PodSpec, PodTemplateSpec,
+    SecurityContext, TopologySpreadConstraint, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use std::collections::BTreeMap;
+use tas_api::config::scheduler::{FILE_NAME, HTTP_PORT};
+use tas_api::tas::TopologyAwareSchedulingSpec;
+
+/// `app.kubernetes.io/name` of the scheduler pods.
+pub(crate) const SCHEDULER_APP_NAME: &str = "tas-scheduler";
+/// The non-root user of the scheduler (the conventional "nonroot" uid of distroless
+/// images); the scheduler needs nothing but its token and the API server.
+pub const SCHEDULER_UID: i64 = 65532;
+
+/// Labels selecting the scheduler pods (the Deployment's and the Service's selector).
+pub(crate) fn scheduler_pod_selector() -> BTreeMap<String, String> {
+    BTreeMap::from([(NAME_LABEL.to_owned(), SCHEDULER_APP_NAME.to_owned())])
+}
+
+/// The scheduler Deployment; `config_hash` is the hash of the rendered config file.
+pub(crate) fn scheduler_deployment(
+    stack: &Stack,
+    spec: &TopologyAwareSchedulingSpec,
+    config_hash: String,
+    leader_election: bool,
+    ctx: &BuildContext,
+) -> Result<Deployment, BuildError> {
+    let s = &spec.scheduler;
+    let image = s
+        .image
+        .clone()
+        .or_else(|| ctx.scheduler_image_default.clone())
+        .filter(|i| !i.is_empty())
+        .ok_or(BuildError::MissingSchedulerImage)?;
+
+    let mut env = vec![
+        // Leader-election identity and the namespace of its Lease.
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+    ];
+    env.extend(otlp_env(spec.observability.otlp_endpoint.as_deref()));
+
+    let container = Container {
+        name: SCHEDULER_CONTAINER.to_owned(),
+        image: Some(image),
+        args: Some(vec![
+            format!("--config={SCHEDULER_CONFIG_DIR}/{FILE_NAME}"),
+            format!("--log-level={}", spec.observability.log_level.as_str()),
+        ]),
+        env: Some(env),
+        ports: Some(vec![http_port(HTTP_PORT)]),
+        liveness_probe: Some(liveness_probe()),
+        readiness_probe: Some(readiness_probe()),
+        resources: Some(s.resources.clone()),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(SCHEDULER_UID),
+            run_as_group: Some(SCHEDULER_UID),
+            ..locked_down_container()
+        }),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "config".to_owned(),
+            mount_path: SCHEDULER_CONFIG_DIR.to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    };
+
+    let mut pod_labels = stack.labels(Component::Scheduler);
+    pod_labels.extend(scheduler_pod_selector());
+    let mut meta = stack.namespaced_meta(SCHEDULER_DEPLOYMENT, Component::Scheduler);
+    meta.labels = Some(pod_labels.clone());
+
+    Ok(Deployment {
+        metadata: meta,
+        spec: Some(DeploymentSpec {
+            replicas: Some(s.replicas),
+            selector: LabelSelector {
+                match_labels: Some(scheduler_pod_selector()),
+                ..LabelSelector::default()
+            },
+            strategy: Some(strategy(leader_election)),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: Some(BTreeMap::from([(
+                        CONFIG_HASH_ANNOTATION.to_owned(),
+                        config_hash,
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(SCHEDULER_SERVICE_ACCOUNT.to_owned()),
+                    automount_service_account_token: Some(true),
+                    // Pending pods with our schedulerName wait for nobody else: treat the
+                    // scheduler like the cluster's own.
+                    priority_class_name: Some("system-cluster-critical".to_owned()),
+                    node_selector: Some(linux_node_selector()),
+                    topology_spread_constraints: Some(vec![spread_over_nodes()]),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(SCHEDULER_UID),
+                        run_as_group: Some(SCHEDULER_UID),
+                        seccomp_profile: Some(runtime_default_seccomp()),
+                        ..PodSecurityContext::default()
+                    }),
+                    containers: vec![container],
+                    volumes: Some(vec![Volume {
+                        name: "config".to_owned(),
+                        config_map: Some(ConfigMapVolumeSource {
+                            name: SCHEDULER_CONFIG_MAP.to_owned(),
+                            ..ConfigMapVolumeSource::default()
+                        }),
+                        ..Volume::default()
+                    }]),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    })
+}
+
+/// Without leader election two scheduler pods must never run at once (both would bind,
+/// from caches that do not know about each other's decisions), so a single replica is
+/// replaced with `Recreate`. With leader election the Lease guarantees one active binder
+/// and a rolling update keeps a warm standby.
+fn strategy(leader_election: bool) -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some(
+            if leader_election {
+                "RollingUpdate"
+            } else {
+                "Recreate"
+            }
+            .to_owned(),
+        ),
+        ..DeploymentStrategy::default()
+    }
+}
+
+/// Replicas on different nodes when possible, so a node failure does not take every
+/// replica with it; a preference only, so a one-node cluster still runs them all.
+fn spread_over_nodes() -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "kubernetes.io/hostname".to_owned(),
+        when_unsatisfiable: "ScheduleAnyway".to_owned(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(scheduler_pod_selector()),
+            ..LabelSelector::default()
+        }),
+        // Count only the pods of the same ReplicaSet, so a rollout's old pods do not
+        // skew the new ones.
+        match_label_keys: Some(vec!["pod-template-hash".to_owned()]),
+        ..TopologySpreadConstraint::default()
+    }
+}

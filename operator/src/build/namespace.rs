@@ -1,0 +1,33 @@
+//! The namespace the operands run in (`spec.namespace`).
+
+use super::meta::{Component, Stack};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// Pod Security admission level label.
+const POD_SECURITY_ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
+
+/// The operands' namespace.
+///
+/// It carries no owner reference, unlike every other object: `spec.namespace` may name a
+/// namespace that existed before TAS (even `kube-system`), and an owner reference would
+/// make the garbage collector delete that namespace, with everything else in it, when the
+/// TopologyAwareScheduling object is deleted. TAS's own objects in it are owned one by one.
+pub(crate) fn namespace(stack: &Stack) -> Namespace {
+    let mut labels = stack.labels(Component::Namespace);
+    // The node agents need hostPath volumes and uid 0 (see daemonset.rs), which the
+    // `baseline` and `restricted` Pod Security levels refuse; without this label a
+    // cluster-wide default level would keep the DaemonSets from creating any pod.
+    labels.insert(
+        POD_SECURITY_ENFORCE_LABEL.to_owned(),
+        "privileged".to_owned(),
+    );
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(stack.namespace.to_owned()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    }
+}

@@ -1,0 +1,410 @@
+//! The desired-state builders, from YAML fixtures of the CR: what a user would see in the
+//! cluster after applying them.
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use std::collections::BTreeMap;
+use tas_api::config::updater::{
+    KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SOCKET_NAME, SYSFS_MOUNT, UpdaterArgs,
+};
+use tas_api::tas::{ScoringStrategy, TopologyAwareScheduling, UpdaterSpec};
+use tas_operator::build::{
+    self, BuildContext, BuildError, CONFIG_HASH_ANNOTATION, Desired, desired,
+};
+
+fn fixture(name: &str) -> TopologyAwareScheduling {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("fixture is readable");
+    serde_norway::from_str(&text).expect("fixture is a valid TopologyAwareScheduling")
+}
+
+fn ctx() -> BuildContext {
+    BuildContext {
+        updater_image_default: Some("registry.example/tas/updater:release".to_owned()),
+        scheduler_image_default: Some("registry.example/tas/scheduler:release".to_owned()),
+    }
+}
+
+fn build(cr: &TopologyAwareScheduling) -> Desired {
+    desired(cr, &ctx()).expect("fixture builds")
+}
+
+fn daemon_set<'a>(d: &'a Desired, group: &str) -> &'a DaemonSet {
+    let name = build::updater_daemonset_name(group);
+    d.daemon_sets
+        .iter()
+        .find(|ds| ds.metadata.name.as_deref() == Some(name.as_str()))
+        .unwrap_or_else(|| panic!("no DaemonSet {name}"))
+}
+
+fn pod(ds: &DaemonSet) -> &PodSpec {
+    ds.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
+fn container(p: &PodSpec) -> &Container {
+    &p.containers[0]
+}
+
+fn args(ds: &DaemonSet) -> Vec<String> {
+    container(pod(ds)).args.clone().unwrap()
+}
+
+fn hash_of(ds: &DaemonSet) -> String {
+    ds.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap()[CONFIG_HASH_ANNOTATION]
+        .clone()
+}
+
+fn scheduler_hash(d: &Desired) -> String {
+    let t = &d.deployment.spec.as_ref().unwrap().template;
+    t.metadata.as_ref().unwrap().annotations.as_ref().unwrap()[CONFIG_HASH_ANNOTATION].clone()
+}
+
+#[test]
+fn minimal_cr_runs_one_agent_on_every_node_and_one_scheduler() {
+    let d = build(&fixture("minimal.yaml"));
+    assert_eq!(d.namespace.metadata.name.as_deref(), Some("tas-system"));
+    assert_eq!(d.daemon_sets.len(), 1);
+    let ds = daemon_set(&d, "all");
+    assert_eq!(ds.metadata.namespace.as_deref(), Some("tas-system"));
+    assert!(
+        pod(ds).affinity.is_none(),
+        "an empty selector selects every node"
+    );
+    assert_eq!(
+        args(ds),
+        UpdaterArgs::for_daemonset(&UpdaterSpec::default(), "info").to_args()
+    );
+    let c = container(pod(ds));
+    assert_eq!(
+        c.image.as_deref(),
+        Some("registry.example/tas/updater:release")
+    );
+    assert_eq!(
+        pod(ds).tolerations.as_ref().unwrap()[0].operator.as_deref(),
+        Some("Exists")
+    );
+
+    let dep = d.deployment.spec.as_ref().unwrap();
+    assert_eq!(dep.replicas, Some(1));
+    // One replica without leader election: never two schedulers at once.
+    assert_eq!(
+        dep.strategy.as_ref().unwrap().type_.as_deref(),
+        Some("Recreate")
+    );
+    assert!(d.nrt_crd.is_some(), "the NRT CRD is managed by default");
+}
+
+#[test]
+fn full_cr_runs_one_daemonset_per_group_with_its_merged_settings() {
+    let d = build(&fixture("full.yaml"));
+    let names: Vec<_> = d
+        .daemon_sets
+        .iter()
+        .map(|ds| ds.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["tas-updater-numa-workers", "tas-updater-gpu"]);
+
+    let numa = daemon_set(&d, "numa-workers");
+    let gpu = daemon_set(&d, "gpu");
+    for ds in [numa, gpu] {
+        assert_eq!(ds.metadata.namespace.as_deref(), Some("numa-system"));
+        let a = args(ds);
+        for flag in [
+            "--debounce=300ms",
+            "--exclude-pods=kube-system/*",
+            "--log-level=debug",
+        ] {
+            assert!(a.iter().any(|x| x == flag), "{flag} missing from {a:?}");
+        }
+    }
+    assert!(args(numa).contains(&"--refresh-period=5s".to_owned()));
+    assert!(args(numa).contains(&"--pods-fingerprint=all".to_owned()));
+    assert!(args(gpu).contains(&"--refresh-period=10s".to_owned()));
+    assert!(args(gpu).contains(&"--pods-fingerprint=disabled".to_owned()));
+
+    // The CR's image wins over the operator's default; a group's override wins over both.
+    let image = |ds| container(pod(ds)).image.clone().unwrap();
+    assert_eq!(image(numa), "registry.example/tas/updater:v0.3.0");
+    assert_eq!(image(gpu), "registry.example/tas/updater:v0.3.1-rc.1");
+
+    let tolerations = pod(numa).tolerations.as_ref().unwrap();
+    assert_eq!(tolerations.len(), 1);
+    assert_eq!(tolerations[0].key.as_deref(), Some("dedicated"));
+    let gpu_res = container(pod(gpu)).resources.as_ref().unwrap();
+    assert_eq!(gpu_res.limits.as_ref().unwrap()["memory"].0, "128Mi");
+    let numa_res = container(pod(numa)).resources.as_ref().unwrap();
+    assert_eq!(numa_res.limits.as_ref().unwrap()["memory"].0, "96Mi");
+
+    let env = container(pod(numa)).env.as_ref().unwrap();
+    let node_name = env.iter().find(|e| e.name == "NODE_NAME").unwrap();
+    let field = node_name
+        .value_from
+        .as_ref()
+        .unwrap()
+        .field_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(field.field_path, "spec.nodeName");
+}
+
+#[test]
+fn node_affinity_is_the_group_selector() {
+    let d = build(&fixture("full.yaml"));
+    let reqs = |group| -> Vec<(String, String, Vec<String>)> {
+        let aff = pod(daemon_set(&d, group)).affinity.clone().unwrap();
+        let sel = aff
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution;
+        let terms = sel.unwrap().node_selector_terms;
+        assert_eq!(
+            terms.len(),
+            1,
+            "one term: requirements are ANDed like the selector's"
+        );
+        let exprs = terms[0].match_expressions.clone().unwrap();
+        exprs
+            .into_iter()
+            .map(|r| (r.key, r.operator, r.values.unwrap_or_default()))
+            .collect()
+    };
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        reqs("numa-workers"),
+        [
+            ("node-role.kubernetes.io/numa".into(), "In".into(), s(&[""])),
+            (
+                "topology.example/rack".into(),
+                "In".into(),
+                s(&["r1", "r2"])
+            ),
+            (
+                "node.example/retiring".into(),
+                "DoesNotExist".into(),
+                vec![]
+            ),
+        ]
+    );
+    assert_eq!(
+        reqs("gpu"),
+        [
+            ("nvidia.com/gpu.present".into(), "Exists".into(), vec![]),
+            (
+                "node-role.kubernetes.io/control-plane".into(),
+                "NotIn".into(),
+                s(&["true"])
+            ),
+        ]
+    );
+}
+
+#[test]
+fn host_paths_are_mounted_read_only_and_the_socket_directory_not_the_socket() {
+    let d = build(&fixture("full.yaml"));
+    for ds in &d.daemon_sets {
+        let p = pod(ds);
+        let host: BTreeMap<_, _> = p
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let h = v.host_path.as_ref().expect("only hostPath volumes");
+                (v.name.clone(), (h.path.clone(), h.type_.clone().unwrap()))
+            })
+            .collect();
+        let mounts: BTreeMap<_, _> = container(p)
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                assert_eq!(m.read_only, Some(true), "{} must be read-only", m.name);
+                (m.name.clone(), m.mount_path.clone())
+            })
+            .collect();
+        let at = |mount: &str| {
+            let (name, _) = mounts.iter().find(|(_, p)| *p == mount).expect("mounted");
+            host[name].clone()
+        };
+        assert_eq!(at(SYSFS_MOUNT), ("/sys".into(), "Directory".into()));
+        assert_eq!(
+            at(KUBELET_CONFIG_MOUNT),
+            ("/etc/kubernetes/kubelet-config.yaml".into(), "File".into())
+        );
+        assert_eq!(
+            at(POD_RESOURCES_MOUNT),
+            (
+                "/var/lib/k0s/kubelet/pod-resources".into(),
+                "Directory".into()
+            )
+        );
+        assert_eq!(host.len(), 3, "nothing else from the host");
+        assert!(host.values().all(|(path, _)| !path.ends_with(SOCKET_NAME)));
+        let socket = format!("--podresources-socket={POD_RESOURCES_MOUNT}/{SOCKET_NAME}");
+        assert!(
+            args(ds).contains(&socket),
+            "the agent dials the socket inside the mount"
+        );
+    }
+}
+
+#[test]
+fn node_agent_runs_as_root_owner_of_the_socket_and_nothing_more() {
+    let d = build(&fixture("full.yaml"));
+    let ds = daemon_set(&d, "gpu");
+    let p = pod(ds);
+    let sc = container(p).security_context.clone().unwrap();
+    assert_eq!((sc.run_as_user, sc.run_as_non_root), (Some(0), Some(false)));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.privileged, Some(false));
+    assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_owned()]));
+    assert_eq!(sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    assert_eq!(
+        p.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
+    assert_eq!(
+        p.service_account_name.as_deref(),
+        Some(build::UPDATER_SERVICE_ACCOUNT)
+    );
+    assert_eq!(p.automount_service_account_token, Some(true));
+
+    let c = container(p);
+    let port = &c.ports.as_ref().unwrap()[0];
+    assert_eq!(
+        (port.name.as_deref(), port.container_port),
+        (Some("http"), 8080)
+    );
+    let probe_path = |probe: &Option<k8s_openapi::api::core::v1::Probe>| {
+        let get = probe.clone().unwrap().http_get.unwrap();
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("http".into())
+        );
+        get.path.unwrap()
+    };
+    assert_eq!(probe_path(&c.liveness_probe), "/healthz");
+    assert_eq!(probe_path(&c.readiness_probe), "/readyz");
+
+    let rolling = ds
+        .spec
+        .as_ref()
+        .unwrap()
+        .update_strategy
+        .clone()
+        .unwrap()
+        .rolling_update
+        .unwrap();
+    assert_eq!(
+        rolling.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("10%".into()))
+    );
+}
+
+#[test]
+fn config_hash_changes_with_the_settings_and_only_with_them() {
+    let base_cr = fixture("full.yaml");
+    let base = build(&base_cr);
+    let hashes = |d: &Desired| {
+        (
+            hash_of(daemon_set(d, "numa-workers")),
+            hash_of(daemon_set(d, "gpu")),
+            scheduler_hash(d),
+        )
+    };
+    let (numa, gpu, sched) = hashes(&base);
+    assert_eq!(
+        hashes(&build(&base_cr)),
+        (numa.clone(), gpu.clone(), sched.clone()),
+        "deterministic"
+    );
+    assert_eq!(numa.len(), 16);
+
+    // A group's refresh period: only that group's agents roll.
+    let mut cr = base_cr.clone();
+    let o = cr.spec.node_groups[0].updater.as_mut().unwrap();
+    o.refresh.as_mut().unwrap().period = Some("7s".to_owned());
+    let h = hashes(&build(&cr));
+    assert!(h.0 != numa && h.1 == gpu && h.2 == sched, "{h:?}");
+
+    // The shared image: the group with its own image keeps its pods.
+    let mut cr = base_cr.clone();
+    cr.spec.updater.image = Some("registry.example/tas/updater:v0.3.2".to_owned());
+    let h = hashes(&build(&cr));
+    assert!(h.0 != numa && h.1 == gpu && h.2 == sched, "{h:?}");
+
+    // Scheduler scoring: only the scheduler rolls.
+    let mut cr = base_cr.clone();
+    cr.spec.scheduler.scoring.strategy = ScoringStrategy::LeastNUMANodes;
+    let h = hashes(&build(&cr));
+    assert!(h.0 == numa && h.1 == gpu && h.2 != sched, "{h:?}");
+
+    // More replicas, still leader-elected: the config file is the same, nothing rolls.
+    let mut cr = base_cr.clone();
+    cr.spec.scheduler.replicas = 3;
+    assert_eq!(hashes(&build(&cr)), (numa, gpu, sched));
+}
+
+#[test]
+fn a_missing_image_is_a_permanent_error_saying_what_to_set() {
+    let cr = fixture("minimal.yaml");
+    let err = desired(&cr, &BuildContext::default()).unwrap_err();
+    assert!(
+        matches!(err, BuildError::MissingUpdaterImage { .. }),
+        "{err:?}"
+    );
+    assert!(err.is_permanent());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("spec.updater.image") && msg.contains("--updater-image"),
+        "{msg}"
+    );
+
+    let only_updater = BuildContext {
+        scheduler_image_default: None,
+        ..ctx()
+    };
+    let err = desired(&cr, &only_updater).unwrap_err();
+    assert!(err.is_permanent());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("spec.scheduler.image") && msg.contains("--scheduler-image"),
+        "{msg}"
+    );
+
+    // A group with its own image does not cover the others.
+    let mut cr = fixture("full.yaml");
+    cr.spec.updater.image = None;
+    let err = desired(&cr, &BuildContext::default()).unwrap_err();
+    assert!(err.to_string().contains("'numa-workers'"), "{err}");
+}
+
+#[test]
+fn a_selector_operator_that_labels_do_not_have_is_a_permanent_error() {
+    let mut cr = fixture("full.yaml");
+    let exprs = cr.spec.node_groups[1]
+        .node_selector
+        .match_expressions
+        .as_mut()
+        .unwrap();
+    exprs[0].operator = "Gt".to_owned();
+    exprs[0].values = Some(vec!["3".to_owned()]);
+    let err = desired(&cr, &ctx()).unwrap_err();
+    assert!(err.is_permanent());
+    assert_eq!(err.reason(), "InvalidNodeSelector");
+    assert!(
+        err.to_string().contains("spec.nodeGroups[1].nodeSelector"),
+        "{err}"
+    );
+}
