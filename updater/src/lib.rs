@@ -1,0 +1,21 @@
+//! `tas-updater`: the node agent that keeps its node's NodeResourceTopology true.
+//!
+//! Data flow: [`sysfs`] (zones, CPUs, memory, hugepages, distances) and
+//! [`kubelet_config`] (Topology Manager policy/scope, CPU/memory manager policies) are read
+//! at start; [`podresources`] (the kubelet's gRPC API) gives allocatable resources and the
+//! exclusive allocations of running pods; [`accounting`] turns both into per-zone
+//! capacity / allocatable / available; [`nrt_object`] builds the object and [`publish`]
+//! writes it only when it changed. [`agent`] runs that on [`triggers`] (periodic, pod
+//! events, edits of the object); [`http`] serves health and [`metrics`].
+
+pub mod accounting;
+pub mod agent;
+pub mod http;
+pub mod kubelet_config;
+pub mod metrics;
+pub mod nrt_object;
+pub mod podresources;
+pub mod pods_fingerprint;
+pub mod publish;
+pub mod sysfs;
+pub mod triggers;

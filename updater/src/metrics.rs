@@ -1,0 +1,174 @@
+//! Prometheus metrics of the node agent (`tas_updater_*`), all low-cardinality.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Label of a publish attempt's result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `applied`, `unchanged` or `error`.
+    pub result: &'static str,
+}
+
+/// Label of an error's kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// e.g. `socket_missing`, `podresources`, `apply`, `sysfs`.
+    pub kind: &'static str,
+}
+
+/// Label of a podresources call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabel {
+    /// `list` or `get_allocatable`.
+    pub call: &'static str,
+}
+
+/// Every metric the agent exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Publish attempts by result.
+    pub publishes: Family<ResultLabel, Counter>,
+    /// Errors by kind.
+    pub errors: Family<KindLabel, Counter>,
+    /// podresources call latency.
+    pub podresources_latency: Family<CallLabel, Histogram>,
+    /// Seconds since the object was last confirmed (written or found unchanged).
+    last_publish_age: Gauge<f64, AtomicU64>,
+    /// Unix time of the last confirmation.
+    last_publish_time: Gauge<f64, AtomicU64>,
+    last_publish: Mutex<Option<Instant>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Register every metric under the `tas_updater` prefix.
+    pub fn new() -> Self {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("tas_updater");
+        let publishes = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "publishes",
+            "NodeResourceTopology publish attempts by result (applied, unchanged, error)",
+            publishes.clone(),
+        );
+        let errors = Family::<KindLabel, Counter>::default();
+        registry.register("errors", "Errors by kind", errors.clone());
+        let podresources_latency = Family::<CallLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ])
+        });
+        registry.register(
+            "podresources_call_duration_seconds",
+            "Latency of kubelet podresources calls",
+            podresources_latency.clone(),
+        );
+        let last_publish_age = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "last_publish_age_seconds",
+            "Seconds since the NodeResourceTopology was last confirmed up to date (-1: never)",
+            last_publish_age.clone(),
+        );
+        let last_publish_time = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "last_publish_timestamp_seconds",
+            "Unix time the NodeResourceTopology was last confirmed up to date",
+            last_publish_time.clone(),
+        );
+        last_publish_age.set(-1.0);
+        Self {
+            registry: root,
+            publishes,
+            errors,
+            podresources_latency,
+            last_publish_age,
+            last_publish_time,
+            last_publish: Mutex::new(None),
+        }
+    }
+
+    /// Record a successful publish (written or unchanged).
+    pub fn published(&self, applied: bool) {
+        let result = if applied { "applied" } else { "unchanged" };
+        self.publishes.get_or_create(&ResultLabel { result }).inc();
+        if let Ok(mut last) = self.last_publish.lock() {
+            *last = Some(Instant::now());
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        self.last_publish_time.set(now);
+    }
+
+    /// Record a failed attempt.
+    pub fn failed(&self, kind: &'static str) {
+        self.publishes
+            .get_or_create(&ResultLabel { result: "error" })
+            .inc();
+        self.errors.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// The text exposition, with the publish age computed now.
+    pub fn encode(&self) -> String {
+        if let Ok(last) = self.last_publish.lock()
+            && let Some(at) = *last
+        {
+            self.last_publish_age.set(at.elapsed().as_secs_f64());
+        }
+        let mut out = String::new();
+        // Encoding into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_names_every_metric() {
+        let m = Metrics::new();
+        m.published(true);
+        m.published(false);
+        m.failed("apply");
+        m.podresources_latency
+            .get_or_create(&CallLabel { call: "list" })
+            .observe(0.002);
+        let text = m.encode();
+        for want in [
+            "tas_updater_publishes_total{result=\"applied\"} 1",
+            "tas_updater_publishes_total{result=\"unchanged\"} 1",
+            "tas_updater_publishes_total{result=\"error\"} 1",
+            "tas_updater_errors_total{kind=\"apply\"} 1",
+            "tas_updater_podresources_call_duration_seconds_count{call=\"list\"} 1",
+            "tas_updater_last_publish_age_seconds",
+            "tas_updater_last_publish_timestamp_seconds",
+        ] {
+            assert!(text.contains(want), "missing {want} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn age_is_negative_before_the_first_publish() {
+        let text = Metrics::new().encode();
+        assert!(
+            text.contains("tas_updater_last_publish_age_seconds -1"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! Builds the node's NodeResourceTopology `v1alpha2` object from what the agent observed.
+//! Pure: same inputs, same object (zones by id, resources by name, attributes by name),
+//! so an unchanged node produces an identical object and no write.
+
+use crate::accounting::NodeResources;
+use crate::sysfs::Topology;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use tas_api::fingerprint::Method;
+use tas_api::nrt::attributes as attr;
+use tas_api::nrt::v1alpha2::{AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo, Zone};
+use tas_api::nrt::{NrtQuantity, TopologyManagerConfig, zone_name};
+
+/// Label on every object the agent writes.
+pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tas-updater");
+
+/// The node the object describes (it owns the object, so deleting the node deletes it).
+#[derive(Debug, Clone)]
+pub struct NodeRef {
+    /// Node name (= object name).
+    pub name: String,
+    /// Node uid, for the owner reference. Empty: no owner reference.
+    pub uid: String,
+}
+
+/// Everything the object says.
+#[derive(Debug, Clone)]
+pub struct Observed<'a> {
+    /// The node.
+    pub node: &'a NodeRef,
+    /// Zones and distances from sysfs.
+    pub topology: &'a Topology,
+    /// Per-zone amounts.
+    pub resources: &'a NodeResources,
+    /// The kubelet's Topology Manager settings.
+    pub topology_manager: TopologyManagerConfig,
+    /// Fingerprint and its method, unless fingerprinting is disabled.
+    pub fingerprint: Option<(String, Method)>,
+}
+
+/// The object to apply.
+pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
+    let mut nrt = NodeResourceTopology::new(o.node.name.clone());
+    nrt.metadata.labels =
+        Some([(MANAGED_BY_LABEL.0.to_owned(), MANAGED_BY_LABEL.1.to_owned())].into());
+    if !o.node.uid.is_empty() {
+        nrt.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "v1".to_owned(),
+            kind: "Node".to_owned(),
+            name: o.node.name.clone(),
+            uid: o.node.uid.clone(),
+            ..OwnerReference::default()
+        }]);
+    }
+    let tm = &o.topology_manager;
+    let mut attributes = vec![
+        AttributeInfo::new(attr::TOPOLOGY_MANAGER_POLICY, tm.policy.as_str()),
+        AttributeInfo::new(attr::TOPOLOGY_MANAGER_SCOPE, tm.scope.as_str()),
+    ];
+    if tm.max_numa_nodes != attr::DEFAULT_MAX_NUMA_NODES {
+        attributes.push(AttributeInfo::new(
+            attr::TOPOLOGY_MANAGER_MAX_NUMA_NODES,
+            tm.max_numa_nodes.to_string(),
+        ));
+    }
+    if let Some((fp, method)) = &o.fingerprint {
+        attributes.push(AttributeInfo::new(attr::NODE_TOPOLOGY_PODS_FINGERPRINT, fp));
+        attributes.push(AttributeInfo::new(
+            attr::NODE_TOPOLOGY_PODS_FINGERPRINT_METHOD,
+            method.as_attribute(),
+        ));
+    }
+    attributes.sort_by(|a, b| a.name.cmp(&b.name));
+    nrt.attributes = attributes;
+    nrt.zones = o
+        .topology
+        .zones
+        .iter()
+        .map(|z| Zone {
+            name: zone_name(z.id),
+            type_: tas_api::nrt::zone::ZONE_TYPE_NODE.to_owned(),
+            parent: None,
+            costs: z
+                .distances
+                .iter()
+                .map(|(dst, d)| CostInfo {
+                    name: zone_name(*dst),
+                    value: i64::from(*d),
+                })
+                .collect(),
+            attributes: Vec::new(),
+            resources: o
+                .resources
+                .zone(z.id)
+                .map(|zr| {
+                    zr.resources
+                        .iter()
+                        .map(|r| ResourceInfo {
+                            name: r.name.clone(),
+                            capacity: quantity(r.capacity),
+                            allocatable: quantity(r.allocatable),
+                            available: quantity(r.available),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    nrt
+}
+
+fn quantity(v: u64) -> NrtQuantity {
+    NrtQuantity::new(v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounting::{ResourceAmounts, ZoneResources};
+    use crate::sysfs::Zone as SysZone;
+    use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+
+    fn two_zones() -> (Topology, NodeResources) {
+        let zone = |id: u32| SysZone {
+            id,
+            cpus: (id * 4..id * 4 + 4).collect(),
+            memory_bytes: 1 << 30,
+            distances: [
+                (0, if id == 0 { 10 } else { 20 }),
+                (1, if id == 1 { 10 } else { 20 }),
+            ]
+            .into(),
+            ..SysZone::default()
+        };
+        let res = |id: u32, avail: u64| ZoneResources {
+            id,
+            resources: vec![ResourceAmounts {
+                name: "cpu".into(),
+                capacity: 4,
+                allocatable: 4,
+                available: avail,
+            }],
+        };
+        (
+            Topology {
+                zones: vec![zone(0), zone(1)],
+            },
+            NodeResources {
+                zones: vec![res(0, 2), res(1, 4)],
+                ..NodeResources::default()
+            },
+        )
+    }
+
+    fn observed<'a>(node: &'a NodeRef, t: &'a Topology, r: &'a NodeResources) -> Observed<'a> {
+        Observed {
+            node,
+            topology: t,
+            resources: r,
+            topology_manager: TopologyManagerConfig {
+                policy: TopologyManagerPolicy::SingleNumaNode,
+                scope: TopologyManagerScope::Pod,
+                max_numa_nodes: 8,
+            },
+            fingerprint: Some((
+                "pfp0v001fe53c4dbd2c5f4a0".into(),
+                Method::WithExclusiveResources,
+            )),
+        }
+    }
+
+    #[test]
+    fn publishes_zones_costs_attributes_and_owner() {
+        let (t, r) = two_zones();
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: "u-1".into(),
+        };
+        let nrt = build(&observed(&node, &t, &r));
+        assert_eq!(nrt.metadata.name.as_deref(), Some("n1"));
+        let owner = &nrt.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Node", "u-1"));
+        assert_eq!(nrt.zones.len(), 2);
+        assert_eq!(nrt.zones[1].name, "node-1");
+        assert_eq!(nrt.zones[1].type_, "Node");
+        assert_eq!(nrt.zones[0].costs[1].name, "node-1");
+        assert_eq!(nrt.zones[0].costs[1].value, 20);
+        assert_eq!(nrt.zones[0].resources[0].available.as_str(), "2");
+        assert_eq!(
+            nrt.attribute(attr::TOPOLOGY_MANAGER_POLICY),
+            Some("single-numa-node")
+        );
+        assert_eq!(nrt.attribute(attr::TOPOLOGY_MANAGER_SCOPE), Some("pod"));
+        assert_eq!(
+            nrt.attribute(attr::NODE_TOPOLOGY_PODS_FINGERPRINT_METHOD),
+            Some("with-exclusive-resources")
+        );
+        assert!(
+            nrt.attribute(attr::TOPOLOGY_MANAGER_MAX_NUMA_NODES)
+                .is_none()
+        );
+        let config = tas_api::nrt::TopologyManagerConfig::from_nrt(&nrt).unwrap();
+        assert_eq!(config.policy, TopologyManagerPolicy::SingleNumaNode);
+    }
+
+    #[test]
+    fn same_inputs_same_object() {
+        let (t, r) = two_zones();
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: String::new(),
+        };
+        let a = build(&observed(&node, &t, &r));
+        let b = build(&observed(&node, &t, &r));
+        assert_eq!(a, b);
+        assert!(a.metadata.owner_references.is_none());
+    }
+}

@@ -1,0 +1,246 @@
+//! The node's NUMA topology, read from sysfs.
+//!
+//! [`discover`] reads, under a configurable root (the host's `/sys` mounted into the
+//! agent's container), everything the NRT object describes that the kubelet does not:
+//!
+//! - `devices/system/node/online`: the online NUMA node ids, in list format. Ids may be
+//!   sparse (`0,2`); one [`Zone`] is built per online node, sorted by id.
+//! - per online node `N`, under `devices/system/node/node<N>/`:
+//!   - `cpulist`: the node's CPUs (empty for a CPU-less node). Required.
+//!   - `meminfo`: the line `Node N MemTotal: <amount> kB`. A missing file or line means
+//!     a memory-less node (0 bytes), not an error: such nodes exist (CXL, HBM, some
+//!     virtual machines) and crashing on them helps no one. The amount is `MemTotal` as
+//!     the kernel reports it; memory reserved as hugepages is part of it.
+//!   - `distance`: one row of the kernel's NUMA distance table. The kernel writes one
+//!     entry per *online* node, in ascending id order, so entry `i` is the distance to
+//!     the `i`-th online node: with `online` = `0,2`, `node0/distance` = `10 20` means
+//!     0→0 costs 10 and 0→2 costs 20. A row whose length differs from the number of
+//!     online nodes is an error (the mapping would attach costs to the wrong zones); a
+//!     missing file leaves the zone without distances.
+//!   - `hugepages/hugepages-<size>kB/nr_hugepages`: see [`hugepages`].
+//!
+//! Errors name the file (its full path, root included) and what was wrong with it.
+
+mod cpulist;
+pub mod hugepages;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use cpulist::{CpuListError, format_cpulist, parse_cpulist};
+pub use hugepages::hugepage_resource_name;
+
+/// Where NUMA nodes live, relative to the sysfs root.
+pub const NODE_DIR: &str = "devices/system/node";
+
+/// The NUMA zones of a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// One zone per online NUMA node, sorted by id.
+    pub zones: Vec<Zone>,
+}
+
+/// One NUMA node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Zone {
+    /// The NUMA node id (`N` in `node<N>`).
+    pub id: u32,
+    /// Its logical CPUs; empty for a CPU-less node.
+    pub cpus: BTreeSet<u32>,
+    /// Its memory (`MemTotal`) in bytes; 0 for a memory-less node.
+    pub memory_bytes: u64,
+    /// Its hugepage pools: resource name (`hugepages-2Mi`) → total bytes.
+    pub hugepages: BTreeMap<String, u64>,
+    /// Distance to each online node (itself included): destination id → distance.
+    pub distances: BTreeMap<u32, u32>,
+}
+
+impl Topology {
+    /// The zone holding `cpu`, if any.
+    pub fn zone_of_cpu(&self, cpu: u32) -> Option<u32> {
+        self.zones
+            .iter()
+            .find(|zone| zone.cpus.contains(&cpu))
+            .map(|zone| zone.id)
+    }
+
+    /// The zone with NUMA id `id`, if it is online.
+    pub fn zone(&self, id: u32) -> Option<&Zone> {
+        self.zones.iter().find(|zone| zone.id == id)
+    }
+}
+
+/// Why the topology could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SysfsError {
+    /// The list of online NUMA nodes does not exist: the sysfs root is wrong (not the
+    /// host's `/sys`, or not mounted) or the kernel was built without NUMA support.
+    #[error(
+        "{} not found: is the sysfs root right (the host's /sys mounted into the container)?",
+        path.display()
+    )]
+    NodeListMissing {
+        /// The missing `online` file.
+        path: PathBuf,
+    },
+    /// A file or directory exists (or must exist) but cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A CPU or node list is not in list format.
+    #[error("{}: {source}", path.display())]
+    CpuList {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the list.
+        source: CpuListError,
+    },
+    /// A file's content is not what the kernel writes there.
+    #[error("{}: {reason}", path.display())]
+    Malformed {
+        /// The file (or directory, for a badly named hugepages directory).
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Reads the NUMA topology under `sysfs_root` (the directory holding `devices/`).
+pub fn discover(sysfs_root: &Path) -> Result<Topology, SysfsError> {
+    let node_dir = sysfs_root.join(NODE_DIR);
+    let online_path = node_dir.join("online");
+    let Some(online_text) = read_optional(&online_path)? else {
+        return Err(SysfsError::NodeListMissing { path: online_path });
+    };
+    let online = parse_list_file(&online_path, &online_text)?;
+    if online.is_empty() {
+        return Err(SysfsError::Malformed {
+            path: online_path,
+            reason: "no NUMA node is online".into(),
+        });
+    }
+    let zones = online
+        .iter()
+        .map(|&id| read_zone(&node_dir.join(format!("node{id}")), id, &online))
+        .collect::<Result<_, _>>()?;
+    Ok(Topology { zones })
+}
+
+/// Reads one online node's directory.
+fn read_zone(dir: &Path, id: u32, online: &BTreeSet<u32>) -> Result<Zone, SysfsError> {
+    let cpulist_path = dir.join("cpulist");
+    let cpus = parse_list_file(&cpulist_path, &read_file(&cpulist_path)?)?;
+
+    let meminfo_path = dir.join("meminfo");
+    let memory_bytes = match read_optional(&meminfo_path)? {
+        Some(text) => parse_mem_total(&meminfo_path, &text)?,
+        None => 0,
+    };
+
+    let distance_path = dir.join("distance");
+    let distances = match read_optional(&distance_path)? {
+        Some(text) => parse_distances(&distance_path, &text, online)?,
+        None => BTreeMap::new(),
+    };
+
+    Ok(Zone {
+        id,
+        cpus,
+        memory_bytes,
+        hugepages: hugepages::read_hugepages(dir)?,
+        distances,
+    })
+}
+
+/// `MemTotal` of a node's `meminfo` in bytes; 0 when the line is absent.
+fn parse_mem_total(path: &Path, text: &str) -> Result<u64, SysfsError> {
+    let malformed = |reason: String| SysfsError::Malformed {
+        path: path.to_owned(),
+        reason,
+    };
+    for line in text.lines() {
+        // `Node 0 MemTotal:       32768 kB`
+        let mut fields = line.split_whitespace().skip_while(|&f| f != "MemTotal:");
+        if fields.next().is_none() {
+            continue;
+        }
+        let amount = fields
+            .next()
+            .filter(|digits| digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|digits| digits.parse::<u64>().ok())
+            .ok_or_else(|| malformed(format!("expected an amount in {line:?}")))?;
+        return match fields.next() {
+            Some("kB") => amount
+                .checked_mul(1024)
+                .ok_or_else(|| malformed(format!("{amount} kB overflows a byte count"))),
+            None => Ok(amount),
+            Some(unit) => Err(malformed(format!(
+                "unknown unit {unit:?} in {line:?}; expected kB"
+            ))),
+        };
+    }
+    Ok(0)
+}
+
+/// A `distance` row, keyed by the online node each entry belongs to.
+fn parse_distances(
+    path: &Path,
+    text: &str,
+    online: &BTreeSet<u32>,
+) -> Result<BTreeMap<u32, u32>, SysfsError> {
+    let malformed = |reason: String| SysfsError::Malformed {
+        path: path.to_owned(),
+        reason,
+    };
+    let row = text
+        .split_whitespace()
+        .map(|entry| {
+            entry
+                .parse::<u32>()
+                .map_err(|_| malformed(format!("{entry:?} is not a distance")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if row.len() != online.len() {
+        return Err(malformed(format!(
+            "{} distances for {} online nodes; expected one per online node",
+            row.len(),
+            online.len()
+        )));
+    }
+    Ok(online.iter().copied().zip(row).collect())
+}
+
+/// Parses a list-format file, naming the file in the error.
+fn parse_list_file(path: &Path, text: &str) -> Result<BTreeSet<u32>, SysfsError> {
+    parse_cpulist(text).map_err(|source| SysfsError::CpuList {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads a file that must exist.
+fn read_file(path: &Path) -> Result<String, SysfsError> {
+    std::fs::read_to_string(path).map_err(|source| SysfsError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads a file that may be absent.
+fn read_optional(path: &Path) -> Result<Option<String>, SysfsError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SysfsError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
