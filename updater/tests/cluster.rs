@@ -1,0 +1,361 @@
+//! The node agent against a real API server (the e2e harness's shared control plane),
+//! with a fake kubelet serving podresources on a real unix socket and a fake sysfs tree.
+//! Each test uses its own kwok node, so tests share one cluster without interfering.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tas_api::fingerprint::Method;
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_e2e::{
+    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name, wait_for,
+};
+use tas_updater::agent::{Agent, AgentConfig};
+use tas_updater::http::Readiness;
+use tas_updater::metrics::Metrics;
+use tas_updater::podresources::fake::{FakeKubelet, FakeKubeletHandle};
+use tas_updater::podresources::v1::{
+    AllocatableResourcesResponse, ContainerResources, PodResources,
+};
+use tas_updater::podresources::{ClientConfig, PodResourcesClient};
+use tas_updater::pods_fingerprint::FingerprintPolicy;
+use tas_updater::triggers::Mode;
+use tempfile::TempDir;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A simulated NUMA node: a kwok Node object, a sysfs tree, a kubelet config and a fake
+/// kubelet, plus the agent running against them.
+struct SimNode {
+    name: String,
+    dir: TempDir,
+    kubelet: FakeKubelet,
+    server: Option<FakeKubeletHandle>,
+    metrics: Arc<Metrics>,
+    readiness: Arc<Readiness>,
+    agent: tokio::task::JoinHandle<()>,
+}
+
+impl SimNode {
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("kubelet.sock")
+    }
+
+    async fn stop_kubelet(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().await.expect("fake kubelet stops");
+        }
+    }
+
+    fn start_kubelet(&mut self) {
+        self.server = Some(
+            self.kubelet
+                .serve(self.socket())
+                .expect("fake kubelet serves"),
+        );
+    }
+
+    fn publishes(&self, result: &str) -> u64 {
+        let text = self.metrics.encode();
+        let prefix = format!("tas_updater_publishes_total{{result=\"{result}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for SimNode {
+    fn drop(&mut self) {
+        self.agent.abort();
+    }
+}
+
+/// Two zones: CPUs 0-3 and 4-7, 4 GiB each, 2Mi hugepages on zone 0.
+fn write_sysfs(root: &Path) {
+    let node = root.join("devices/system/node");
+    std::fs::create_dir_all(&node).unwrap();
+    std::fs::write(node.join("online"), "0-1\n").unwrap();
+    for (id, cpus, distances) in [(0, "0-3", "10 20"), (1, "4-7", "20 10")] {
+        let d = node.join(format!("node{id}"));
+        std::fs::create_dir_all(d.join("hugepages/hugepages-2048kB")).unwrap();
+        std::fs::write(d.join("cpulist"), format!("{cpus}\n")).unwrap();
+        std::fs::write(d.join("distance"), format!("{distances}\n")).unwrap();
+        std::fs::write(
+            d.join("meminfo"),
+            format!("Node {id} MemTotal:        4194304 kB\nNode {id} MemFree:  1 kB\n"),
+        )
+        .unwrap();
+        let pages = if id == 0 { "16" } else { "0" };
+        std::fs::write(d.join("hugepages/hugepages-2048kB/nr_hugepages"), pages).unwrap();
+    }
+}
+
+fn pinned_pod(ns: &str, name: &str, cpus: &[i64]) -> PodResources {
+    PodResources {
+        name: name.into(),
+        namespace: ns.into(),
+        containers: vec![ContainerResources {
+            name: "app".into(),
+            cpu_ids: cpus.to_vec(),
+            ..Default::default()
+        }],
+    }
+}
+
+async fn client() -> Client {
+    let cluster = TestCluster::shared().expect("shared cluster");
+    let client = cluster.client().await.expect("client");
+    apply_crds_from_dir(&client, &crd_dir())
+        .await
+        .expect("CRDs");
+    client
+}
+
+async fn start(client: &Client, mode: Mode, period: Duration) -> SimNode {
+    let name = unique_name("numa");
+    create_fake_node(client, &FakeNode::new(name.clone()))
+        .await
+        .expect("node created");
+    let dir = tempfile::tempdir().unwrap();
+    write_sysfs(&dir.path().join("sys"));
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "kind: KubeletConfiguration\ntopologyManagerPolicy: single-numa-node\ntopologyManagerScope: pod\ncpuManagerPolicy: static\n",
+    )
+    .unwrap();
+    let kubelet = FakeKubelet::new();
+    kubelet.set_allocatable(AllocatableResourcesResponse {
+        cpu_ids: (0..8).collect(),
+        ..Default::default()
+    });
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Arc::new(Readiness::new("starting"));
+    let cfg = AgentConfig {
+        node_name: name.clone(),
+        sysfs_root: dir.path().join("sys"),
+        kubelet_config: dir.path().join("config.yaml"),
+        policy_override: None,
+        scope_override: None,
+        mode,
+        period,
+        debounce: Duration::from_millis(50),
+        reapply_interval: Duration::from_secs(600),
+        fingerprint: FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap(),
+    };
+    let podres = PodResourcesClient::new(ClientConfig {
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(500),
+        ..ClientConfig::new(dir.path().join("kubelet.sock"))
+    });
+    let agent = Agent::new(
+        cfg,
+        client.clone(),
+        podres,
+        metrics.clone(),
+        readiness.clone(),
+    );
+    let mut node = SimNode {
+        name,
+        dir,
+        kubelet,
+        server: None,
+        metrics,
+        readiness,
+        agent: tokio::spawn(agent.run()),
+    };
+    node.start_kubelet();
+    node
+}
+
+fn available(nrt: &NodeResourceTopology, zone: &str, resource: &str) -> Option<String> {
+    nrt.zones
+        .iter()
+        .find(|z| z.name == zone)?
+        .resources
+        .iter()
+        .find(|r| r.name == resource)
+        .map(|r| r.available.as_str().to_owned())
+}
+
+async fn wait_nrt(
+    api: &Api<NodeResourceTopology>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&NodeResourceTopology) -> bool,
+) -> NodeResourceTopology {
+    wait_for(what, TIMEOUT, || async {
+        Ok::<_, kube::Error>(api.get_opt(name).await?.filter(|o| pred(o)))
+    })
+    .await
+    .expect(what)
+}
+
+#[tokio::test]
+async fn publishes_the_node_and_follows_allocation_changes() {
+    let client = client().await;
+    let node = start(&client, Mode::Periodic, Duration::from_millis(500)).await;
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let nrt = wait_nrt(&api, &node.name, "NRT published", |_| true).await;
+    assert_eq!(
+        nrt.zones
+            .iter()
+            .map(|z| z.name.as_str())
+            .collect::<Vec<_>>(),
+        ["node-0", "node-1"]
+    );
+    assert_eq!(
+        nrt.attribute("topologyManagerPolicy"),
+        Some("single-numa-node")
+    );
+    assert_eq!(nrt.attribute("topologyManagerScope"), Some("pod"));
+    assert_eq!(
+        nrt.attribute("nodeTopologyPodsFingerprintMethod"),
+        Some("with-exclusive-resources")
+    );
+    assert_eq!(available(&nrt, "node-0", "cpu").as_deref(), Some("4"));
+    assert_eq!(
+        available(&nrt, "node-0", "hugepages-2Mi").as_deref(),
+        Some("33554432")
+    );
+    assert_eq!(
+        nrt.zones[0]
+            .costs
+            .iter()
+            .map(|c| c.value)
+            .collect::<Vec<_>>(),
+        [10, 20]
+    );
+    let owner = &nrt.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", node.name.as_str())
+    );
+    assert!(
+        node.readiness.reason().is_none(),
+        "ready after the first publish"
+    );
+
+    // A Guaranteed pod gets CPUs 0 and 1: zone 0 shows 2 available, and the fingerprint
+    // now covers that pod.
+    node.kubelet
+        .set_pods(vec![pinned_pod("default", "pinned", &[0, 1])]);
+    let nrt = wait_nrt(&api, &node.name, "allocation visible", |o| {
+        available(o, "node-0", "cpu").as_deref() == Some("2")
+    })
+    .await;
+    assert_eq!(
+        nrt.pods_fingerprint(),
+        Some(tas_api::fingerprint::compute([("default", "pinned")]).as_str())
+    );
+}
+
+#[tokio::test]
+async fn an_unchanged_node_is_not_rewritten() {
+    let client = client().await;
+    let node = start(&client, Mode::Periodic, Duration::from_millis(200)).await;
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let first = wait_nrt(&api, &node.name, "NRT published", |_| true).await;
+    let before = node.publishes("unchanged");
+    // Several more periods pass: the agent observes, finds nothing new, writes nothing.
+    wait_for("five more observations", TIMEOUT, || async {
+        Ok::<_, kube::Error>((node.publishes("unchanged") >= before + 5).then_some(()))
+    })
+    .await
+    .unwrap();
+    let now = api.get(&node.name).await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version,
+        first.metadata.resource_version
+    );
+    assert_eq!(node.publishes("applied"), 1, "exactly one write");
+}
+
+#[tokio::test]
+async fn pod_events_publish_within_the_debounce_not_the_period() {
+    let client = client().await;
+    // Events only: the period is irrelevant, the pod watch drives publishing.
+    let node = start(&client, Mode::Events, Duration::from_secs(3600)).await;
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    wait_nrt(&api, &node.name, "NRT published", |_| true).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod_name = unique_name("pinned");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod_name, "labels": {tas_e2e::NODE_SIM_LABEL: "true"}},
+        "spec": {"nodeName": node.name, "containers": [{"name": "app", "image": "app"}]}
+    }))
+    .unwrap();
+    let started = Instant::now();
+    node.kubelet
+        .set_pods(vec![pinned_pod("default", &pod_name, &[4, 5, 6])]);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_nrt(&api, &node.name, "event-driven update", |o| {
+        available(o, "node-1", "cpu").as_deref() == Some("1")
+    })
+    .await;
+    println!("pod event → NRT updated in {:?}", started.elapsed());
+    let _ = pods.delete(&pod_name, &DeleteParams::default()).await;
+}
+
+#[tokio::test]
+async fn survives_the_kubelet_socket_going_away() {
+    let client = client().await;
+    let mut node = start(&client, Mode::Periodic, Duration::from_millis(200)).await;
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    wait_nrt(&api, &node.name, "NRT published", |_| true).await;
+    node.stop_kubelet().await;
+    wait_for("not ready while the socket is gone", TIMEOUT, || async {
+        Ok::<_, kube::Error>(node.readiness.reason())
+    })
+    .await
+    .unwrap();
+    assert!(node.metrics.encode().contains("tas_updater_errors_total"));
+    // The kubelet comes back with a new allocation: the agent reconnects and publishes it.
+    node.kubelet
+        .set_pods(vec![pinned_pod("default", "after-restart", &[4])]);
+    node.start_kubelet();
+    wait_nrt(
+        &api,
+        &node.name,
+        "published after the kubelet restart",
+        |o| available(o, "node-1", "cpu").as_deref() == Some("3"),
+    )
+    .await;
+    wait_for("ready again", TIMEOUT, || async {
+        Ok::<_, kube::Error>(node.readiness.reason().is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_deleted_object_is_recreated_and_a_deleted_node_takes_its_object_along() {
+    let client = client().await;
+    let node = start(&client, Mode::Periodic, Duration::from_secs(3600)).await;
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let first = wait_nrt(&api, &node.name, "NRT published", |_| true).await;
+    api.delete(&node.name, &DeleteParams::default())
+        .await
+        .unwrap();
+    // Recreated from the watch of its own object, long before the hour-long period.
+    wait_nrt(&api, &node.name, "NRT recreated", |o| {
+        o.metadata.uid != first.metadata.uid
+    })
+    .await;
+
+    node.agent.abort();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .delete(&node.name, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("NRT garbage-collected with its Node", TIMEOUT, || async {
+        Ok::<_, kube::Error>(api.get_opt(&node.name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+}
