@@ -80,7 +80,8 @@ fn parse_scope(s: &str) -> Result<TopologyManagerScope, String> {
     s.parse().map_err(|e| format!("{e}"))
 }
 
-#[tokio::main]
+/// One thread: the agent does little work, and a small footprint matters on every node.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(&args.log_level, &args.log_format);
