@@ -1,0 +1,63 @@
+//! Logging: one `tracing` subscriber for the process, human-readable or JSON lines,
+//! written to stderr (as the Kubernetes components do) and filtered by an
+//! `EnvFilter` directive such as `info` or `info,kube=warn,tas_scheduler=debug`.
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
+
+/// The filter used when the requested one does not parse.
+pub const FALLBACK_LEVEL: &str = "info";
+
+/// Errors of logging setup.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// Another global subscriber was installed first; permanent for this process.
+    #[error("a global tracing subscriber is already installed: {0}")]
+    AlreadyInstalled(#[from] TryInitError),
+}
+
+/// Installs the global subscriber. `level` is an `EnvFilter` directive; a bad one
+/// falls back to [`FALLBACK_LEVEL`] with a warning rather than failing start-up.
+pub fn init_logging(level: &str, json: bool) -> Result<(), TelemetryError> {
+    let (filter, bad_filter) = parse_filter(level);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().finish().try_init()?;
+    } else {
+        builder.finish().try_init()?;
+    }
+    if let Some(error) = bad_filter {
+        tracing::warn!(
+            requested = level,
+            %error,
+            "invalid log filter; logging at {FALLBACK_LEVEL}"
+        );
+    }
+    Ok(())
+}
+
+/// The filter for `level`, or the fallback and the parse error.
+fn parse_filter(level: &str) -> (EnvFilter, Option<String>) {
+    match EnvFilter::try_new(level) {
+        Ok(filter) => (filter, None),
+        Err(e) => (EnvFilter::new(FALLBACK_LEVEL), Some(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_filters_parse_and_bad_ones_fall_back() {
+        let (filter, error) = parse_filter("info,kube=warn,tas_scheduler=debug");
+        assert!(error.is_none());
+        assert!(filter.to_string().contains("kube=warn"));
+
+        let (filter, error) = parse_filter("info,kube=loud");
+        assert!(error.is_some());
+        assert_eq!(filter.to_string(), FALLBACK_LEVEL);
+    }
+}

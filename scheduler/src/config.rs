@@ -1,0 +1,247 @@
+//! The scheduler's configuration: the file the operator renders
+//! ([`tas_api::config::scheduler::SchedulerConfig`]), validated into typed settings with
+//! errors that name the field.
+
+use std::path::Path;
+use std::time::Duration;
+use tas_api::config::scheduler::SchedulerConfig;
+use tas_api::tas::{ForeignPodsDetection, InformerMode, NodesWithoutTopology};
+
+use crate::numa::{ScoreConfig, ScoringStrategy};
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading scheduler config {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for the config type.
+    #[error("scheduler config {path}: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_norway::Error,
+    },
+    /// A field has a bad value.
+    #[error("scheduler config field {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Pods with this `spec.schedulerName` are ours.
+    pub scheduler_name: String,
+    /// Node scoring.
+    pub score: ScoreConfig,
+    /// Reserve-cache resync period.
+    pub resync_period: Duration,
+    /// Longest a node may stay pessimistic.
+    pub max_staleness: Duration,
+    /// Which foreign pods make a node untrusted.
+    pub foreign_pods: ForeignPodsDetection,
+    /// Which pod phases count as present on a node.
+    pub informer_mode: InformerMode,
+    /// Nodes without an NRT.
+    pub nodes_without_topology: NodesWithoutTopology,
+    /// Worker threads for filtering nodes.
+    pub parallelism: usize,
+    /// First retry delay of an unschedulable pod.
+    pub backoff_initial: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Leader election (None: disabled).
+    pub leader_election: Option<LeaderElectionSettings>,
+}
+
+/// Validated leader-election settings.
+#[derive(Debug, Clone)]
+pub struct LeaderElectionSettings {
+    /// Lease name.
+    pub lease_name: String,
+    /// Lease namespace (None: the pod's namespace).
+    pub lease_namespace: Option<String>,
+    /// Lease validity.
+    pub lease_duration: Duration,
+    /// Renewal interval.
+    pub renew_period: Duration,
+}
+
+impl Settings {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let raw: SchedulerConfig =
+            serde_norway::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Self::from_config(&raw)
+    }
+
+    /// Validate a parsed config.
+    pub fn from_config(c: &SchedulerConfig) -> Result<Self, ConfigError> {
+        let name = &c.scheduler_name;
+        let dns_label = !name.is_empty()
+            && name.len() <= 63
+            && name
+                .chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        if !dns_label {
+            return Err(ConfigError::Invalid {
+                field: "schedulerName",
+                reason: format!("{name:?} is not a DNS-1123 label"),
+            });
+        }
+        let mut score = ScoreConfig::new(match c.scoring.strategy {
+            tas_api::tas::ScoringStrategy::LeastAllocated => ScoringStrategy::LeastAllocated,
+            tas_api::tas::ScoringStrategy::MostAllocated => ScoringStrategy::MostAllocated,
+            tas_api::tas::ScoringStrategy::BalancedAllocation => {
+                ScoringStrategy::BalancedAllocation
+            }
+            tas_api::tas::ScoringStrategy::LeastNUMANodes => ScoringStrategy::LeastNumaNodes,
+        });
+        if c.scoring.resources.is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "scoring.resources",
+                reason: "at least one resource is needed".into(),
+            });
+        }
+        score.weights.clear();
+        for r in &c.scoring.resources {
+            if !(1..=100).contains(&r.weight) {
+                return Err(ConfigError::Invalid {
+                    field: "scoring.resources[].weight",
+                    reason: format!("{} has weight {}; weights are 1 to 100", r.name, r.weight),
+                });
+            }
+            score.weights.push((r.name.clone(), i64::from(r.weight)));
+        }
+        let resync_period = duration("cache.resyncPeriod", &c.cache.resync_period)?;
+        let max_staleness = duration("cache.maxStaleness", &c.cache.max_staleness)?;
+        if resync_period < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid {
+                field: "cache.resyncPeriod",
+                reason: "must be at least 1s".into(),
+            });
+        }
+        if max_staleness < resync_period {
+            return Err(ConfigError::Invalid {
+                field: "cache.maxStaleness",
+                reason: "must be at least cache.resyncPeriod".into(),
+            });
+        }
+        let backoff_initial = duration("backoff.initial", &c.backoff.initial)?;
+        let backoff_max = duration("backoff.max", &c.backoff.max)?;
+        if backoff_initial.is_zero() || backoff_max < backoff_initial {
+            return Err(ConfigError::Invalid {
+                field: "backoff",
+                reason: "initial must be > 0 and max >= initial".into(),
+            });
+        }
+        let leader_election = if c.leader_election.enabled {
+            let le = &c.leader_election;
+            let lease_duration = duration("leaderElection.leaseDuration", &le.lease_duration)?;
+            let renew_period = duration("leaderElection.renewPeriod", &le.renew_period)?;
+            if renew_period.is_zero() || renew_period * 2 > lease_duration {
+                return Err(ConfigError::Invalid {
+                    field: "leaderElection.renewPeriod",
+                    reason: "must be > 0 and at most half of leaseDuration".into(),
+                });
+            }
+            Some(LeaderElectionSettings {
+                lease_name: le.lease_name.clone(),
+                lease_namespace: le.lease_namespace.clone(),
+                lease_duration,
+                renew_period,
+            })
+        } else {
+            None
+        };
+        let parallelism = match c.parallelism {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        };
+        Ok(Self {
+            scheduler_name: name.clone(),
+            score,
+            resync_period,
+            max_staleness,
+            foreign_pods: c.cache.foreign_pods,
+            informer_mode: c.cache.informer_mode,
+            nodes_without_topology: c.nodes_without_topology,
+            parallelism,
+            backoff_initial,
+            backoff_max,
+            leader_election,
+        })
+    }
+}
+
+fn duration(field: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    tas_api::duration::parse(value).map_err(|e| ConfigError::Invalid {
+        field,
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<Settings, ConfigError> {
+        Settings::from_config(&serde_norway::from_str(yaml).expect("yaml"))
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let s = parse("{}").unwrap();
+        assert_eq!(s.scheduler_name, "topology-aware-scheduler");
+        assert_eq!(s.resync_period, Duration::from_secs(5));
+        assert!(s.leader_election.is_none());
+        assert!(s.parallelism >= 1);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            ("schedulerName: Bad_Name", "schedulerName"),
+            ("cache: {resyncPeriod: 100ms}", "cache.resyncPeriod"),
+            (
+                "cache: {resyncPeriod: 10s, maxStaleness: 5s}",
+                "cache.maxStaleness",
+            ),
+            ("cache: {resyncPeriod: forever}", "cache.resyncPeriod"),
+            (
+                "scoring: {resources: [{name: cpu, weight: 0}]}",
+                "scoring.resources[].weight",
+            ),
+            ("backoff: {initial: 10s, max: 1s}", "backoff"),
+            (
+                "leaderElection: {enabled: true, leaseDuration: 4s, renewPeriod: 3s}",
+                "leaderElection.renewPeriod",
+            ),
+        ];
+        for (yaml, field) in cases {
+            let e = parse(yaml).expect_err(yaml);
+            assert!(e.to_string().contains(field), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn leader_election_is_read_when_enabled() {
+        let s = parse("leaderElection: {enabled: true, leaseNamespace: tas}").unwrap();
+        let le = s.leader_election.unwrap();
+        assert_eq!(le.lease_namespace.as_deref(), Some("tas"));
+        assert_eq!(le.lease_duration, Duration::from_secs(15));
+    }
+}

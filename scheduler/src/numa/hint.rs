@@ -1,0 +1,198 @@
+//! The kubelet Topology Manager's hint merge, over explicit hint lists.
+//!
+//! This is the literal algorithm (topology-manager.md, "Merge"): normalise each
+//! resource's hint list, take the cross product, AND the masks of each permutation,
+//! mark it preferred only if every member is preferred and all concrete masks are
+//! equal, and keep the best merged hint (preferred beats non-preferred; among preferred
+//! the narrowest, then the numerically lowest mask; among non-preferred the kubelet's
+//! rule of creeping towards the widest provider minimum). `single-numa-node` first drops
+//! every hint that is not preferred or spans more than one NUMA node.
+//!
+//! The cross product grows as the product of the list lengths, so [`super::fit`] does not
+//! call this: it computes the same admission decision and the same chosen mask directly
+//! from the zone amounts (see the `align` module). This module is the executable
+//! specification the fast path is tested against, and a tool for diagnostics.
+
+use tas_api::nrt::TopologyManagerPolicy;
+
+/// A NUMA affinity hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hint {
+    /// The NUMA bitmask (bit `i` = NUMA id `i`); `None` = "any".
+    pub mask: Option<u64>,
+    /// Whether this is a preferred (minimum-width) allocation.
+    pub preferred: bool,
+}
+
+impl Hint {
+    /// A hint for a concrete mask.
+    pub const fn new(mask: u64, preferred: bool) -> Self {
+        Self {
+            mask: Some(mask),
+            preferred,
+        }
+    }
+
+    /// The "any NUMA node" hint.
+    pub const fn any(preferred: bool) -> Self {
+        Self {
+            mask: None,
+            preferred,
+        }
+    }
+}
+
+/// What one hint provider says about one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceHints {
+    /// No opinion (the provider returned nil): normalised to `[{any, preferred}]`.
+    DontCare,
+    /// These hints; an empty list means "impossible": `[{any, not preferred}]`.
+    Hints(Vec<Hint>),
+}
+
+/// The merged hint and whether `policy` admits it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Merged {
+    /// The best merged hint.
+    pub hint: Hint,
+    /// The admission decision.
+    pub admit: bool,
+}
+
+/// Merges per-resource hints like the kubelet's `policy` on a machine whose NUMA ids are
+/// the bits of `numa_nodes`.
+pub fn merge(policy: TopologyManagerPolicy, numa_nodes: u64, hints: &[ResourceHints]) -> Merged {
+    use TopologyManagerPolicy as P;
+    if policy == P::None {
+        return Merged {
+            hint: Hint::any(true),
+            admit: true,
+        };
+    }
+    let mut lists: Vec<Vec<Hint>> = hints
+        .iter()
+        .map(|h| match h {
+            ResourceHints::DontCare => vec![Hint::any(true)],
+            ResourceHints::Hints(list) if list.is_empty() => vec![Hint::any(false)],
+            ResourceHints::Hints(list) => list.clone(),
+        })
+        .collect();
+    if policy == P::SingleNumaNode {
+        for list in &mut lists {
+            list.retain(|h| h.preferred && h.mask.is_none_or(|m| m.count_ones() == 1));
+        }
+    }
+    let mut best = merge_lists(numa_nodes, &lists);
+    if policy == P::SingleNumaNode && best.mask == Some(numa_nodes) {
+        best.mask = None;
+    }
+    let admit = match policy {
+        P::None | P::BestEffort => true,
+        P::Restricted | P::SingleNumaNode => best.preferred,
+    };
+    Merged { hint: best, admit }
+}
+
+fn merge_lists(default: u64, lists: &[Vec<Hint>]) -> Hint {
+    // The widest of the providers' narrowest concrete hints: among non-preferred merged
+    // hints the kubelet aims for this width.
+    let target = lists
+        .iter()
+        .filter_map(|list| {
+            list.iter()
+                .filter_map(|h| h.mask)
+                .min_by_key(|&m| (m.count_ones(), m))
+        })
+        .map(u64::count_ones)
+        .max()
+        .unwrap_or(0);
+    let mut best: Option<Hint> = None;
+    let mut picks = vec![0usize; lists.len()];
+    if lists.iter().any(Vec::is_empty) {
+        return Hint::new(default, false);
+    }
+    loop {
+        let candidate = merge_permutation(default, lists.iter().zip(&picks).map(|(l, &i)| l[i]));
+        best = pick(target, best, candidate);
+        // Odometer over the cross product, last list fastest, like the kubelet's recursion.
+        let mut level = lists.len();
+        loop {
+            if level == 0 {
+                return best.unwrap_or(Hint::new(default, false));
+            }
+            level -= 1;
+            picks[level] += 1;
+            if picks[level] < lists[level].len() {
+                break;
+            }
+            picks[level] = 0;
+        }
+    }
+}
+
+fn merge_permutation(default: u64, permutation: impl Iterator<Item = Hint>) -> Hint {
+    let mut mask = default;
+    let mut first: Option<u64> = None;
+    let mut preferred = true;
+    for hint in permutation {
+        if let Some(m) = hint.mask {
+            mask &= m;
+            if *first.get_or_insert(m) != m {
+                preferred = false;
+            }
+        }
+        preferred &= hint.preferred;
+    }
+    Hint::new(mask, preferred)
+}
+
+/// `a` is narrower than `b`: fewer NUMA nodes, then numerically lower.
+fn narrower(a: u64, b: u64) -> bool {
+    (a.count_ones(), a) < (b.count_ones(), b)
+}
+
+fn fitter(current: Hint, candidate: Hint) -> Hint {
+    let (c, k) = (current.mask.unwrap_or(0), candidate.mask.unwrap_or(0));
+    if c != k && narrower(k, c) {
+        candidate
+    } else {
+        current
+    }
+}
+
+/// The kubelet's comparison of the best hint so far with a new merged hint.
+fn pick(target: u32, current: Option<Hint>, candidate: Hint) -> Option<Hint> {
+    let width = |h: Hint| h.mask.unwrap_or(0).count_ones();
+    if width(candidate) == 0 {
+        return current;
+    }
+    let Some(current) = current else {
+        return Some(candidate);
+    };
+    Some(match (current.preferred, candidate.preferred) {
+        (false, true) => candidate,
+        (true, false) => current,
+        (true, true) => fitter(current, candidate),
+        (false, false) => {
+            let (cur, cand) = (width(current), width(candidate));
+            if cur > target {
+                fitter(current, candidate)
+            } else if cur == target {
+                if cand == target {
+                    fitter(current, candidate)
+                } else {
+                    current
+                }
+            } else if cand > target {
+                current
+            } else if cand == target || cand > cur {
+                candidate
+            } else if cand < cur {
+                current
+            } else {
+                fitter(current, candidate)
+            }
+        }
+    })
+}

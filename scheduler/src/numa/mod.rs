@@ -1,0 +1,35 @@
+//! NUMA fit and score: the pure core of the NUMA-aware filter and score plugins.
+//!
+//! Data flows in three steps, each done as rarely as possible:
+//!
+//! 1. [`PodRequest::from_pod`] — once per pod: QoS class, per-container requests as
+//!    integers, exclusive-CPU flags, pod-level sums ([`request`]).
+//! 2. [`NodeTopology::from_nrt`] — once per NRT update: zones by NUMA id, interned
+//!    resources, flat integer tables, minimum-width and distance tables ([`topology`]).
+//! 3. [`fit`] and [`score`] — per pod × node: integer arithmetic over those views,
+//!    no string formatting and at most a couple of small allocations when the pod fits.
+//!
+//! [`fit`] models what the kubelet Topology Manager admits under every policy and both
+//! scopes (see `fit` for the rules); [`hint::merge`] is the kubelet's literal hint
+//! merge, kept as the executable specification the fast path is tested against.
+
+mod align;
+pub mod fit;
+pub mod hint;
+mod mask;
+pub mod request;
+pub mod resources;
+pub mod score;
+pub mod topology;
+pub mod unfit;
+
+pub use fit::{Placement, fit};
+pub use mask::NumaSet;
+pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, RequestError};
+pub use resources::{Amount, ResourceKind, Resources};
+pub use score::{ScoreConfig, ScoringStrategy, score};
+pub use topology::{NodeTopology, TopologyError};
+pub use unfit::{Unfit, UnfitReason, UnfitTarget};
+
+#[cfg(test)]
+mod tests;

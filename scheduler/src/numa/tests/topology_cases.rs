@@ -1,0 +1,175 @@
+//! Reading NRT objects into [`NodeTopology`].
+
+use tas_api::nrt::v1alpha2::Zone;
+use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+
+use super::super::{NodeTopology, Resources, TopologyError};
+use super::*;
+
+#[test]
+fn reads_policy_zones_amounts_and_distances() {
+    let zones = [
+        (
+            5,
+            vec![("cpu", "3", "4", "6"), ("memory", "1Gi", "2Gi", "4Gi")],
+        ),
+        (
+            0,
+            vec![
+                ("cpu", "1500m", "4", "4"),
+                ("example.com/nic", "2", "2", "2"),
+            ],
+        ),
+        (2, vec![("cpu", "0", "4", "4")]),
+    ];
+    let nrt = nrt_with("restricted", "pod", &zones, |a, b| {
+        if a == b { 10 } else { 10 + i64::from(a + b) }
+    });
+    let node = NodeTopology::from_nrt(&nrt).unwrap();
+    assert_eq!(node.name(), "worker-1");
+    assert_eq!(node.policy(), TopologyManagerPolicy::Restricted);
+    assert_eq!(node.scope(), TopologyManagerScope::Pod);
+    assert_eq!(node.config().max_numa_nodes, 8);
+    assert_eq!(node.numa_ids(), [0, 2, 5]);
+    assert_eq!(
+        node.resource_names().collect::<Vec<_>>(),
+        ["cpu", "example.com/nic", "memory"]
+    );
+    // NRT CPU amounts count CPUs; the node view holds millicores.
+    assert_eq!(node.available(5, "cpu"), Some(3000));
+    assert_eq!(node.available(0, "cpu"), Some(1500));
+    assert_eq!(node.allocatable(5, "cpu"), Some(4000));
+    assert_eq!(node.capacity(5, "cpu"), Some(6000));
+    assert_eq!(node.available(5, "memory"), Some(1 << 30));
+    assert_eq!(node.available(2, "memory"), None);
+    assert_eq!(node.available(1, "cpu"), None);
+    assert!(node.reports("example.com/nic") && !node.reports("example.com/gpu"));
+    assert_eq!(node.distance(0, 5), Some(15));
+    assert_eq!(node.distance(2, 2), Some(10));
+    assert_eq!(node.distance(0, 1), None);
+}
+
+#[test]
+fn missing_costs_default_to_local_and_remote() {
+    let mut nrt = nrt_with(
+        "none",
+        "container",
+        &[free_zone(0, &[]), free_zone(1, &[])],
+        flat_distance,
+    );
+    for zone in &mut nrt.zones {
+        zone.costs.clear();
+    }
+    nrt.attributes.clear();
+    let node = NodeTopology::from_nrt(&nrt).unwrap();
+    assert_eq!(
+        (node.distance(0, 0), node.distance(0, 1)),
+        (Some(10), Some(20))
+    );
+    assert_eq!(node.policy(), TopologyManagerPolicy::None);
+    assert_eq!(node.scope(), TopologyManagerScope::Container);
+}
+
+#[test]
+fn non_numa_zones_are_ignored() {
+    let mut nrt = nrt_with(
+        "single-numa-node",
+        "container",
+        &[free_zone(0, &[("cpu", "2")])],
+        flat_distance,
+    );
+    nrt.zones.push(Zone {
+        name: "socket-0".into(),
+        type_: "Socket".into(),
+        ..Zone::default()
+    });
+    assert_eq!(NodeTopology::from_nrt(&nrt).unwrap().numa_ids(), [0]);
+}
+
+#[test]
+fn errors_name_the_node_and_the_field() {
+    let bad_quantity = nrt_with(
+        "restricted",
+        "container",
+        &[(0, vec![("cpu", "2", "lots", "4")])],
+        flat_distance,
+    );
+    let negative = nrt_with(
+        "restricted",
+        "container",
+        &[(1, vec![("memory", "-1", "1", "1")])],
+        flat_distance,
+    );
+    let mut bad_name = nrt_with(
+        "restricted",
+        "container",
+        &[free_zone(0, &[])],
+        flat_distance,
+    );
+    bad_name.zones[0].name = "numa0".into();
+    let mut duplicate = nrt_with(
+        "restricted",
+        "container",
+        &[free_zone(3, &[]), free_zone(3, &[])],
+        flat_distance,
+    );
+    duplicate.metadata.name = Some("worker-9".into());
+    let high_id = nrt_with(
+        "restricted",
+        "container",
+        &[free_zone(64, &[])],
+        flat_distance,
+    );
+    let bad_policy = nrt_with(
+        "single-numa",
+        "container",
+        &[free_zone(0, &[])],
+        flat_distance,
+    );
+    let cases = [
+        (
+            bad_quantity,
+            r#"node "worker-1": zone "node-0": resource "cpu" allocatable: invalid quantity "lots""#,
+        ),
+        (
+            negative,
+            r#"node "worker-1": zone "node-1": resource "memory" available: negative quantity "-1""#,
+        ),
+        (bad_name, r#"node "worker-1": zone name "numa0""#),
+        (
+            duplicate,
+            r#"node "worker-9": NUMA zone "node-3" is listed twice"#,
+        ),
+        (
+            high_id,
+            r#"node "worker-1": NUMA zone "node-64": ids above 63"#,
+        ),
+        (
+            bad_policy,
+            r#"node "worker-1": topologyManagerPolicy has unknown value "single-numa""#,
+        ),
+    ];
+    for (nrt, text) in cases {
+        let err: TopologyError = NodeTopology::from_nrt(&nrt).unwrap_err();
+        assert!(err.to_string().contains(text), "{err} lacks {text}");
+    }
+}
+
+#[test]
+fn pessimistic_reserve_takes_from_every_zone_and_reverts() {
+    let zones = [
+        free_zone(0, &[("cpu", "30"), ("memory", "60Gi")]),
+        free_zone(1, &[("cpu", "30"), ("memory", "60Gi")]),
+    ];
+    let mut node = node("single-numa-node", "container", &zones);
+    let before = node.clone();
+    let pod_request =
+        Resources::from_amounts([("cpu", 8000), ("memory", 16 << 30), ("example.com/x", 1)]);
+    node.reserve_on_every_zone(&pod_request);
+    for id in [0, 1] {
+        assert_eq!(node.available(id, "cpu"), Some(22_000));
+        assert_eq!(node.available(id, "memory"), Some(44 << 30));
+    }
+    node.unreserve_on_every_zone(&pod_request);
+    assert_eq!(node, before);
+}

@@ -1,0 +1,376 @@
+//! [`NodeTopology`]: one node's NRT object, precomputed for fast fits.
+//!
+//! Built once per NRT update and then read by every fit and score of every pod, so
+//! everything request-independent is done here: zones sorted by NUMA id, resource names
+//! interned and indexed, quantities parsed to integers in flat zone-major arrays, the
+//! per-resource "largest total of any k zones" table the minimum-width rule needs, and
+//! the NUMA distance matrix.
+//!
+//! What counts as a zone's *total* follows the kubelet hint provider that owns the
+//! resource: the CPU manager and the device manager count every CPU / device of the
+//! NUMA node (NRT `capacity`, reserved CPUs and unhealthy devices included), the memory
+//! manager counts allocatable memory and hugepages (NRT `allocatable`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::nrt::{
+    AttributeError, NrtQuantity, TopologyManagerConfig, TopologyManagerPolicy,
+    TopologyManagerScope, ZoneError, zone_numa_id,
+};
+
+use super::request::QuantityProblem;
+use super::resources::{ResourceKind, Resources};
+
+/// Largest NUMA id the kubelet's 64-bit NUMA bitmask can hold.
+pub const MAX_NUMA_ID: u32 = 63;
+/// NUMA distance assumed when an NRT object has no cost entry: local and remote.
+const DEFAULT_LOCAL_DISTANCE: u32 = 10;
+const DEFAULT_REMOTE_DISTANCE: u32 = 20;
+
+/// An NRT object that cannot be turned into a [`NodeTopology`]. Every variant names the
+/// node and the offending field; all are permanent until the object changes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// A Topology Manager attribute (or `topologyPolicies[0]`) has an unknown value.
+    #[error("node {node:?}: {source}")]
+    Config {
+        /// Node name.
+        node: String,
+        /// The attribute problem.
+        source: AttributeError,
+    },
+    /// A `Node` zone's name is not `node-<NUMA id>`.
+    #[error("node {node:?}: {source}")]
+    ZoneName {
+        /// Node name.
+        node: String,
+        /// The naming problem.
+        source: ZoneError,
+    },
+    /// Two zones carry the same NUMA id.
+    #[error("node {node:?}: NUMA zone {zone:?} is listed twice")]
+    DuplicateZone {
+        /// Node name.
+        node: String,
+        /// Zone name.
+        zone: String,
+    },
+    /// A NUMA id the kubelet cannot represent.
+    #[error("node {node:?}: NUMA zone {zone:?}: ids above {MAX_NUMA_ID} are not supported")]
+    NumaIdOutOfRange {
+        /// Node name.
+        node: String,
+        /// Zone name.
+        zone: String,
+    },
+    /// A resource amount that does not parse or is negative.
+    #[error("node {node:?}: zone {zone:?}: resource {resource:?} {field}: {problem}")]
+    Quantity {
+        /// Node name.
+        node: String,
+        /// Zone name.
+        zone: String,
+        /// Resource name.
+        resource: String,
+        /// `capacity`, `allocatable` or `available`.
+        field: &'static str,
+        /// What is wrong with it (boxed to keep the error small).
+        problem: Box<QuantityProblem>,
+    },
+}
+
+/// A resource some zone of the node reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeResource {
+    pub(crate) name: Arc<str>,
+    pub(crate) kind: ResourceKind,
+    /// Zone-index mask of the zones that list it.
+    pub(crate) listed: u64,
+}
+
+/// One node's NUMA zones, precomputed; see the module documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeTopology {
+    name: String,
+    config: TopologyManagerConfig,
+    /// NUMA id per zone index, ascending.
+    ids: Vec<u32>,
+    /// Sorted by name; position = resource index.
+    resources: Vec<NodeResource>,
+    /// Zone-major amounts: `[zone * resources.len() + resource]`; 0 where not listed.
+    available: Vec<i64>,
+    allocatable: Vec<i64>,
+    capacity: Vec<i64>,
+    /// The total the owning hint provider counts (see the module documentation).
+    hint_total: Vec<i64>,
+    /// `[resource * (zones + 1) + k]`: the largest `hint_total` sum of any `k` zones.
+    best_total: Vec<i64>,
+    /// `[from * zones + to]`, by zone index.
+    distances: Vec<u32>,
+}
+
+impl NodeTopology {
+    /// Reads `nrt`: Topology Manager configuration, `Node` zones, amounts and costs.
+    pub fn from_nrt(nrt: &NodeResourceTopology) -> Result<Self, TopologyError> {
+        let node = nrt.metadata.name.clone().unwrap_or_default();
+        let config =
+            TopologyManagerConfig::from_nrt(nrt).map_err(|source| TopologyError::Config {
+                node: node.clone(),
+                source,
+            })?;
+        let zones = nrt.numa_zones().map_err(|source| TopologyError::ZoneName {
+            node: node.clone(),
+            source,
+        })?;
+        for (i, &(id, zone)) in zones.iter().enumerate() {
+            if id > MAX_NUMA_ID {
+                return Err(TopologyError::NumaIdOutOfRange {
+                    node,
+                    zone: zone.name.clone(),
+                });
+            }
+            if i > 0 && zones[i - 1].0 == id {
+                return Err(TopologyError::DuplicateZone {
+                    node,
+                    zone: zone.name.clone(),
+                });
+            }
+        }
+        let ids: Vec<u32> = zones.iter().map(|&(id, _)| id).collect();
+        let n = ids.len();
+
+        let names: BTreeSet<&str> = zones
+            .iter()
+            .flat_map(|(_, z)| z.resources.iter().map(|r| r.name.as_str()))
+            .collect();
+        let mut resources: Vec<NodeResource> = names
+            .into_iter()
+            .map(|name| NodeResource {
+                name: Arc::from(name),
+                kind: ResourceKind::of(name),
+                listed: 0,
+            })
+            .collect();
+        let nres = resources.len();
+
+        let mut available = vec![0; n * nres];
+        let mut allocatable = vec![0; n * nres];
+        let mut capacity = vec![0; n * nres];
+        for (zi, (_, zone)) in zones.iter().enumerate() {
+            for (ri, resource) in resources.iter_mut().enumerate() {
+                // The first entry wins, as with `Zone::resource`.
+                let Some(info) = zone.resource(&resource.name) else {
+                    continue;
+                };
+                resource.listed |= 1 << zi;
+                let parse = |field, q: &NrtQuantity| {
+                    parse_amount(resource.kind, q).map_err(|problem| TopologyError::Quantity {
+                        node: node.clone(),
+                        zone: zone.name.clone(),
+                        resource: info.name.clone(),
+                        field,
+                        problem: Box::new(problem),
+                    })
+                };
+                let at = zi * nres + ri;
+                available[at] = parse("available", &info.available)?;
+                allocatable[at] = parse("allocatable", &info.allocatable)?;
+                capacity[at] = parse("capacity", &info.capacity)?;
+            }
+        }
+
+        let hint_total: Vec<i64> = (0..n * nres)
+            .map(|at| match resources[at % nres].kind {
+                ResourceKind::Cpu | ResourceKind::Device => capacity[at].max(allocatable[at]),
+                _ => allocatable[at],
+            })
+            .collect();
+        let mut best_total = Vec::with_capacity(nres * (n + 1));
+        for ri in 0..nres {
+            let mut totals: Vec<i64> = (0..n).map(|zi| hint_total[zi * nres + ri]).collect();
+            totals.sort_unstable_by(|a, b| b.cmp(a));
+            best_total.push(0);
+            let mut sum = 0i64;
+            for t in totals {
+                sum = sum.saturating_add(t);
+                best_total.push(sum);
+            }
+        }
+
+        let mut distances = vec![DEFAULT_REMOTE_DISTANCE; n * n];
+        for (from, (_, zone)) in zones.iter().enumerate() {
+            distances[from * n + from] = DEFAULT_LOCAL_DISTANCE;
+            for cost in &zone.costs {
+                let to = zone_numa_id(&cost.name)
+                    .ok()
+                    .and_then(|id| ids.binary_search(&id).ok());
+                if let (Some(to), Ok(value)) = (to, u32::try_from(cost.value)) {
+                    distances[from * n + to] = value;
+                }
+            }
+        }
+
+        Ok(Self {
+            name: node,
+            config,
+            ids,
+            resources,
+            available,
+            allocatable,
+            capacity,
+            hint_total,
+            best_total,
+            distances,
+        })
+    }
+
+    /// The node name (the NRT object's name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The node's Topology Manager configuration.
+    pub fn config(&self) -> &TopologyManagerConfig {
+        &self.config
+    }
+
+    /// The Topology Manager policy.
+    pub fn policy(&self) -> TopologyManagerPolicy {
+        self.config.policy
+    }
+
+    /// The Topology Manager scope.
+    pub fn scope(&self) -> TopologyManagerScope {
+        self.config.scope
+    }
+
+    /// NUMA ids of the node's zones, ascending.
+    pub fn numa_ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Number of NUMA zones.
+    pub fn zone_count(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Names of the resources any zone reports, sorted.
+    pub fn resource_names(&self) -> impl Iterator<Item = &str> {
+        self.resources.iter().map(|r| &*r.name)
+    }
+
+    /// Whether any zone reports `resource`.
+    pub fn reports(&self, resource: &str) -> bool {
+        self.resource_index(resource)
+            .is_some_and(|ri| self.resources[ri].listed != 0)
+    }
+
+    /// What is free of `resource` in NUMA zone `numa_id` (CPU in millicores), if the
+    /// zone reports it.
+    pub fn available(&self, numa_id: u32, resource: &str) -> Option<i64> {
+        self.amount(&self.available, numa_id, resource)
+    }
+
+    /// The allocatable amount of `resource` in zone `numa_id`, if reported.
+    pub fn allocatable(&self, numa_id: u32, resource: &str) -> Option<i64> {
+        self.amount(&self.allocatable, numa_id, resource)
+    }
+
+    /// The capacity of `resource` in zone `numa_id`, if reported.
+    pub fn capacity(&self, numa_id: u32, resource: &str) -> Option<i64> {
+        self.amount(&self.capacity, numa_id, resource)
+    }
+
+    /// NUMA distance between two zones (10 = local; defaults 10/20 when not reported).
+    pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
+        let from = self.ids.binary_search(&from).ok()?;
+        let to = self.ids.binary_search(&to).ok()?;
+        Some(self.distances[from * self.ids.len() + to])
+    }
+
+    /// Subtracts `request` from every zone reporting each resource: the pessimistic
+    /// assumption a scheduler cache makes until the node reports where the pod landed.
+    pub fn reserve_on_every_zone(&mut self, request: &Resources) {
+        self.shift_every_zone(request, -1);
+    }
+
+    /// Undoes [`Self::reserve_on_every_zone`].
+    pub fn unreserve_on_every_zone(&mut self, request: &Resources) {
+        self.shift_every_zone(request, 1);
+    }
+
+    fn shift_every_zone(&mut self, request: &Resources, sign: i64) {
+        let nres = self.resources.len();
+        for entry in request.entries() {
+            let Some(ri) = self.resource_index(&entry.name) else {
+                continue;
+            };
+            for zi in super::mask::bits(self.resources[ri].listed) {
+                let at = zi as usize * nres + ri;
+                self.available[at] = self.available[at].saturating_add(sign * entry.amount);
+            }
+        }
+    }
+
+    fn amount(&self, table: &[i64], numa_id: u32, resource: &str) -> Option<i64> {
+        let zi = self.ids.binary_search(&numa_id).ok()?;
+        let ri = self.resource_index(resource)?;
+        (self.resources[ri].listed & 1 << zi != 0).then(|| table[zi * self.resources.len() + ri])
+    }
+
+    pub(crate) fn resource_index(&self, name: &str) -> Option<usize> {
+        self.resources
+            .binary_search_by(|r| (*r.name).cmp(name))
+            .ok()
+    }
+
+    pub(crate) fn resource(&self, index: usize) -> &NodeResource {
+        &self.resources[index]
+    }
+
+    pub(crate) fn resource_count(&self) -> usize {
+        self.resources.len()
+    }
+
+    /// Zone-major free amounts, `[zone * resource_count() + resource]`.
+    pub(crate) fn free(&self) -> &[i64] {
+        &self.available
+    }
+
+    pub(crate) fn hint_total(&self, zone: usize, resource: usize) -> i64 {
+        self.hint_total[zone * self.resources.len() + resource]
+    }
+
+    /// The kubelet's minimum affinity size for `need` of one resource: the fewest zones
+    /// whose totals can hold it, or every zone when none can.
+    pub(crate) fn min_width(&self, resource: usize, need: i64) -> u32 {
+        let n = self.ids.len();
+        let row = &self.best_total[resource * (n + 1)..(resource + 1) * (n + 1)];
+        (1..=n).find(|&k| row[k] >= need).unwrap_or(n) as u32
+    }
+
+    /// Distance by zone index.
+    pub(crate) fn zone_distance(&self, from: usize, to: usize) -> u32 {
+        self.distances[from * self.ids.len() + to]
+    }
+
+    /// NUMA ids of a zone-index mask.
+    pub(crate) fn numa_set(&self, zones: u64) -> super::NumaSet {
+        super::NumaSet::from_ids(super::mask::bits(zones).map(|zi| self.ids[zi as usize]))
+    }
+}
+
+fn parse_amount(kind: ResourceKind, q: &NrtQuantity) -> Result<i64, QuantityProblem> {
+    // NRT CPU amounts count CPUs: "4" is 4000 millicores.
+    let amount = if kind.is_milli() {
+        q.milli_value()
+    } else {
+        q.value()
+    }?;
+    if amount < 0 {
+        return Err(QuantityProblem::Negative(q.as_str().to_owned()));
+    }
+    Ok(amount)
+}
