@@ -2,9 +2,12 @@
 //!
 //! [`numa`] decides, per node, whether the kubelet's Topology Manager would admit a pod
 //! (per the node's policy and scope from its NodeResourceTopology) and scores the
-//! placement; [`filter`] holds the node-level filters with kube-scheduler semantics;
-//! [`config`] validates the configuration file.
+//! placement.
 
 pub mod config;
+pub mod cycle;
+pub mod explain;
 pub mod filter;
 pub mod numa;
+pub mod queue;
+pub mod state;

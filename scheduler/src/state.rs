@@ -1,0 +1,148 @@
+//! The scheduler's view of nodes and the pods bound to them, fed by watches.
+//!
+//! Each node keeps a [`NodeInfo`] (requests and host ports of its pods, maintained
+//! incrementally). Pods the scheduler has chosen a node for but whose binding has not
+//! been observed yet are "assumed": counted on their node at once so the next decision
+//! sees them, and replaced by the real pod when the watch delivers it (keyed by uid, so
+//! nothing is counted twice).
+
+use crate::filter::{NodeInfo, PodUsage};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::{BTreeMap, HashMap};
+
+/// Nodes and their pods.
+#[derive(Default)]
+pub struct ClusterState {
+    nodes: BTreeMap<String, NodeInfo>,
+    /// Where each known bound (or assumed) pod is: uid → node.
+    pod_node: HashMap<String, String>,
+    /// Bound pods whose node is not known yet: node → (uid → pod).
+    orphans: HashMap<String, HashMap<String, Pod>>,
+}
+
+impl ClusterState {
+    /// Add or update a node.
+    pub fn upsert_node(&mut self, node: &Node) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        match self.nodes.get_mut(&name) {
+            Some(info) => {
+                if let Err(e) = info.set_node(node) {
+                    tracing::warn!(node = %name, error = %e, "ignoring node update");
+                }
+            }
+            None => match NodeInfo::new(node) {
+                Ok(mut info) => {
+                    for (_, pod) in self.orphans.remove(&name).unwrap_or_default() {
+                        let _ = info.add_pod(&pod);
+                    }
+                    self.nodes.insert(name, info);
+                }
+                Err(e) => tracing::warn!(node = %name, error = %e, "ignoring node"),
+            },
+        }
+    }
+
+    /// Remove a node.
+    pub fn remove_node(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    /// A bound pod was observed (added, updated, or finished).
+    pub fn upsert_bound_pod(&mut self, pod: &Pod) {
+        let (Some(uid), Some(node)) = (
+            pod.metadata.uid.clone(),
+            pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        ) else {
+            return;
+        };
+        if let Some(old) = self.pod_node.get(&uid)
+            && *old != node
+            && let Some(info) = self.nodes.get_mut(old)
+        {
+            info.remove_pod(&uid);
+        }
+        match self.nodes.get_mut(&node) {
+            Some(info) => {
+                if let Err(e) = info.add_pod(pod) {
+                    tracing::warn!(pod = %uid, error = %e, "pod usage not counted");
+                }
+            }
+            None => {
+                self.orphans
+                    .entry(node.clone())
+                    .or_default()
+                    .insert(uid.clone(), pod.clone());
+            }
+        }
+        self.pod_node.insert(uid, node);
+    }
+
+    /// A pod was deleted.
+    pub fn remove_pod(&mut self, uid: &str) {
+        if let Some(node) = self.pod_node.remove(uid) {
+            if let Some(info) = self.nodes.get_mut(&node) {
+                info.remove_pod(uid);
+            }
+            if let Some(o) = self.orphans.get_mut(&node) {
+                o.remove(uid);
+            }
+        }
+    }
+
+    /// Count a pod on a node before its binding is observed.
+    pub fn assume(&mut self, uid: &str, node: &str, usage: PodUsage) {
+        if let Some(info) = self.nodes.get_mut(node) {
+            info.add_usage(uid, usage);
+            self.pod_node.insert(uid.to_owned(), node.to_owned());
+        }
+    }
+
+    /// Forget an assumed pod (its binding failed).
+    pub fn forget(&mut self, uid: &str) {
+        self.remove_pod(uid);
+    }
+
+    /// The node, if known.
+    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.get(name)
+    }
+
+    /// Every node, sorted by name (stable order for deterministic decisions).
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = &NodeInfo> {
+        self.nodes.values()
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Where a pod is counted, if anywhere.
+    pub fn node_of(&self, uid: &str) -> Option<&str> {
+        self.pod_node.get(uid).map(String::as_str)
+    }
+
+    /// Drop nodes not in `keep` (after a relist).
+    pub fn retain_nodes(&mut self, keep: &std::collections::HashSet<String>) {
+        self.nodes.retain(|n, _| keep.contains(n));
+    }
+
+    /// Drop pods not in `keep` (after a relist), except assumed ones still in flight.
+    pub fn retain_pods(
+        &mut self,
+        keep: &std::collections::HashSet<String>,
+        in_flight: &std::collections::HashSet<String>,
+    ) {
+        let gone: Vec<String> = self
+            .pod_node
+            .keys()
+            .filter(|u| !keep.contains(*u) && !in_flight.contains(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.remove_pod(&uid);
+        }
+    }
+}
