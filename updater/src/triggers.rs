@@ -111,11 +111,25 @@ pub async fn watch_own_object(
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    // After every (re)list, report the state found: a delete missed while the watch was
+    // not established yet (or disconnected) is then noticed too.
+    let mut listed: Option<Option<NodeResourceTopology>> = None;
     loop {
         let trigger = match stream.try_next().await {
             Ok(Some(Event::Apply(o))) => Trigger::ObjectChanged(Some(Box::new(o))),
             Ok(Some(Event::Delete(_))) => Trigger::ObjectChanged(None),
-            Ok(Some(_)) => continue,
+            Ok(Some(Event::Init)) => {
+                listed = Some(None);
+                continue;
+            }
+            Ok(Some(Event::InitApply(o))) => {
+                listed = Some(Some(o));
+                continue;
+            }
+            Ok(Some(Event::InitDone)) => match listed.take() {
+                Some(found) => Trigger::ObjectChanged(found.map(Box::new)),
+                None => continue,
+            },
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "watching this node's NodeResourceTopology");

@@ -353,9 +353,13 @@ async fn a_deleted_object_is_recreated_and_a_deleted_node_takes_its_object_along
         .delete(&node.name, &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("NRT garbage-collected with its Node", TIMEOUT, || async {
-        Ok::<_, kube::Error>(api.get_opt(&node.name).await?.is_none().then_some(()))
-    })
+    // The garbage collector learns about CRDs installed after it started when it
+    // re-reads discovery (every 30 s), so allow for one such cycle.
+    wait_for(
+        "NRT garbage-collected with its Node",
+        TIMEOUT * 3,
+        || async { Ok::<_, kube::Error>(api.get_opt(&node.name).await?.is_none().then_some(())) },
+    )
     .await
     .unwrap();
 }
