@@ -1,6 +1,33 @@
-//! `tas-operator`: reconciles the TopologyAwareScheduling object.
+//! `tas-operator`: runs the topology-aware scheduling stack from one
+//! TopologyAwareScheduling object.
 //!
-//! [`build`] turns the object (plus observed facts such as the operator's default images)
-//! into the desired Kubernetes objects with pure functions.
+//! ```text
+//! watches (watches.rs) ─► controller.rs ─► reconcile/ ─┬─ build/ (pure: CR → objects)
+//!                                                      ├─ apply, prune (SSA, labels)
+//!                                                      ├─ status, conditions, events
+//!                                                      └─ finalizer (uninstall)
+//! ```
+//!
+//! - [`build`] turns the object (plus the operator's default images) into the desired
+//!   Kubernetes objects with pure functions; [`render`] prints them offline.
+//! - [`controller::run_controller`] watches the object, its operands, nodes, node agent
+//!   pods and NodeResourceTopology objects, and runs [`reconcile`] on relevant changes.
+//! - [`node_groups`] and [`selector`] compute which nodes each node group selects.
+//! - [`metrics`] holds the Prometheus metrics and the readiness the binary serves.
 
+pub mod backoff;
 pub mod build;
+pub mod context;
+pub mod controller;
+pub mod error;
+pub mod metrics;
+pub mod node_groups;
+pub mod reconcile;
+pub mod render;
+pub mod selector;
+pub mod watches;
+
+pub use context::{Config, Context};
+pub use controller::run_controller;
+pub use error::Error;
+pub use metrics::Metrics;

@@ -1,24 +1,36 @@
-//! `tas-operator`: reconciles the TopologyAwareScheduling object.
-//!
-//! Today it only prints or writes the CRDs it owns (`tas-operator crd`); the reconcile
-//! loop is not implemented yet.
+//! `tas-operator`: reconciles the TopologyAwareScheduling object (`run`), prints the
+//! CRDs it owns (`crd`), or renders what it would apply for a manifest (`render`).
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use tas_operator::build::BuildContext;
+use tas_operator::{Config, Metrics};
+use tas_runtime::lease::{LeaderElector, LeaseConfig};
+
+/// Node agent image used when the CR names none.
+const DEFAULT_UPDATER_IMAGE: &str = "ghcr.io/tas-dev/tas-updater:v0.1.0";
+/// Scheduler image used when the CR names none.
+const DEFAULT_SCHEDULER_IMAGE: &str = "ghcr.io/tas-dev/tas-scheduler:v0.1.0";
+/// Name of the leader-election Lease.
+const LEASE_NAME: &str = "tas-operator";
 
 #[derive(Parser, Debug)]
 #[command(
     version,
     about = "Runs the TAS topology-aware scheduling stack from one TopologyAwareScheduling object"
 )]
-struct Args {
+struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the operator: reconcile the TopologyAwareScheduling object until stopped.
+    Run(RunArgs),
     /// Print the CRDs (TopologyAwareScheduling and NodeResourceTopology) as YAML, or write
     /// one file per CRD into a directory.
     Crd {
@@ -26,12 +38,176 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Print every object the operator would apply for a TopologyAwareScheduling
+    /// manifest, as a YAML stream, without a cluster (for GitOps review).
+    Render {
+        /// The TopologyAwareScheduling manifest (`-` for stdin).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        #[command(flatten)]
+        images: ImageArgs,
+    },
+}
+
+/// Default operand images.
+#[derive(Args, Debug)]
+struct ImageArgs {
+    /// Node agent image for node groups whose CR sets none.
+    #[arg(long, env = "TAS_UPDATER_IMAGE", default_value = DEFAULT_UPDATER_IMAGE)]
+    updater_image: String,
+    /// Scheduler image when the CR sets none.
+    #[arg(long, env = "TAS_SCHEDULER_IMAGE", default_value = DEFAULT_SCHEDULER_IMAGE)]
+    scheduler_image: String,
+}
+
+impl ImageArgs {
+    fn build_context(self) -> BuildContext {
+        BuildContext {
+            updater_image_default: Some(self.updater_image),
+            scheduler_image_default: Some(self.scheduler_image),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Kubeconfig file; in-cluster configuration (or ~/.kube/config) when unset.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    images: ImageArgs,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_address: SocketAddr,
+    /// Log filter: a level (error, warn, info, debug, trace) or a tracing directive.
+    #[arg(long, env = "TAS_LOG_LEVEL", default_value = "info")]
+    log_level: String,
+    /// Log as JSON lines.
+    #[arg(long, default_value_t = false)]
+    log_json: bool,
+    /// Reconcile only while holding the `tas-operator` Lease, so that several replicas
+    /// can run with one active.
+    #[arg(long, default_value_t = false)]
+    leader_elect: bool,
+    /// Namespace of the leader-election Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "tas-system")]
+    leader_elect_namespace: String,
+    /// Name of this replica in Events and the Lease; the pod name (or host name).
+    #[arg(long, env = "POD_NAME")]
+    instance: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
-    match Args::parse().command {
+    match Cli::parse().command {
         Command::Crd { out } => print_crds(out),
+        Command::Render { file, images } => render(&file, images),
+        Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?
+            .block_on(run(args)),
     }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    tas_runtime::telemetry::init_logging(&args.log_level, args.log_json)?;
+    let client = tas_runtime::client::from_kubeconfig(args.kubeconfig.as_deref()).await?;
+    let instance = args
+        .instance
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("tas-operator-{}", std::process::id()));
+    let metrics = Arc::new(Metrics::new());
+    let config = Config {
+        build: args.images.build_context(),
+        instance: Some(instance.clone()),
+        ..Config::default()
+    };
+
+    // One stop signal for everything: SIGTERM/SIGINT, or a lost Lease.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            // Err: the sender is gone, which also means stop.
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(args.metrics_address)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_address))?;
+    let rendered = metrics.clone();
+    let http = tokio::spawn(tas_runtime::http::serve_on(
+        listener,
+        tas_runtime::http::Metrics::from_fn(move || rendered.render()),
+        metrics.readiness(),
+        stopped(),
+    ));
+
+    let election = if args.leader_elect {
+        let lease = LeaseConfig::new(&args.leader_elect_namespace, LEASE_NAME, &instance);
+        let election = LeaderElector::new(client.clone(), lease)?.run();
+        // A standby is healthy: ready, with nothing to sync until it leads.
+        metrics.set_ready();
+        tracing::info!(lease = LEASE_NAME, namespace = %args.leader_elect_namespace, "waiting to become leader");
+        let status = election.status();
+        tokio::select! {
+            () = status.until_leader() => tracing::info!("leading"),
+            () = tas_runtime::signals::shutdown() => {
+                stop_tx.send_replace(true);
+                election.step_down().await?;
+                return Ok(());
+            }
+        }
+        Some(election)
+    } else {
+        None
+    };
+    let lost = election.as_ref().map(|e| e.status().subscribe());
+
+    let controller = tokio::spawn(tas_operator::run_controller(
+        client,
+        config,
+        metrics,
+        stopped(),
+    ));
+    let leadership_lost = async move {
+        match lost {
+            Some(mut rx) => {
+                let _ = rx.wait_for(|leading| !*leading).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        () = tas_runtime::signals::shutdown() => Ok(()),
+        () = leadership_lost => Err(anyhow::anyhow!(
+            "lost the leader Lease; exiting so that a restart campaigns again"
+        )),
+        served = http => served
+            .context("metrics server task")?
+            .context("metrics server")
+            .and(Err(anyhow::anyhow!("the metrics server stopped"))),
+    };
+    stop_tx.send_replace(true);
+    controller.await.context("controller task")?;
+    if let Some(election) = election {
+        election.step_down().await?;
+    }
+    outcome
+}
+
+fn render(file: &std::path::Path, images: ImageArgs) -> anyhow::Result<()> {
+    let manifest = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    print!(
+        "{}",
+        tas_operator::render::render(&manifest, &images.build_context())?
+    );
+    Ok(())
 }
 
 fn print_crds(out: Option<PathBuf>) -> anyhow::Result<()> {

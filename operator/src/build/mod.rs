@@ -34,6 +34,7 @@ mod rbac;
 mod service;
 
 pub use configmap::{leader_election_enabled, scheduler_config};
+pub(crate) use daemonset::UPDATER_APP_NAME;
 pub use deployment::SCHEDULER_UID;
 pub use error::BuildError;
 pub use meta::{Component, managed_selector};

@@ -1,0 +1,116 @@
+//! Why a reconcile failed, and whether retrying can help.
+//!
+//! Each step has its own error type ([`BuildError`], [`OverlapError`], [`ApplyError`],
+//! [`PruneError`], [`StatusError`]); [`Error`] gathers them for the controller. A
+//! *permanent* error is reported as `Degraded` and waits for a change of the object or
+//! of the nodes (`Action::await_change`); a *transient* one is retried with a backoff
+//! that grows per object ([`crate::backoff`]).
+
+use crate::build::BuildError;
+use crate::node_groups::OverlapError;
+use crate::reconcile::apply::ApplyError;
+use crate::reconcile::prune::PruneError;
+use crate::reconcile::status::StatusError;
+use kube::runtime::finalizer;
+
+/// A failed reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The desired objects could not be built from the spec.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Node groups select the same node.
+    #[error(transparent)]
+    Overlap(#[from] OverlapError),
+    /// Server-side apply failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// Pruning (or uninstalling) failed.
+    #[error(transparent)]
+    Prune(#[from] PruneError),
+    /// Writing the status failed.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+    /// `spec.nrtCRD.manage` is false and nobody installed the NRT CRD.
+    #[error(
+        "spec.nrtCRD.manage is false but the CRD {0} is not installed or not Established: install it, or set spec.nrtCRD.manage to true"
+    )]
+    NrtCrdMissing(String),
+    /// The controller's caches never filled.
+    #[error("the controller's caches are not synced: {0}")]
+    CachesNotSynced(String),
+    /// Adding or removing the finalizer failed.
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Whether only a change of the object (or of the nodes) can fix this.
+    ///
+    /// Exhaustive on purpose: a new variant must decide.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::Build(e) => e.is_permanent(),
+            Self::Overlap(_) | Self::NrtCrdMissing(_) => true,
+            Self::Apply(e) => e.is_permanent(),
+            Self::Prune(_) | Self::Status(_) | Self::CachesNotSynced(_) => false,
+            Self::Finalizer(e) => match e.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => {
+                    e.is_permanent()
+                }
+                finalizer::Error::AddFinalizer(_) | finalizer::Error::RemoveFinalizer(_) => false,
+                finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => true,
+            },
+        }
+    }
+
+    /// CamelCase reason for the `Degraded` condition and the Warning event.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Build(e) => e.reason(),
+            Self::Overlap(_) => OverlapError::REASON,
+            Self::Apply(_) => "ApplyFailed",
+            Self::Prune(_) => "PruneFailed",
+            Self::Status(_) => "StatusUpdateFailed",
+            Self::NrtCrdMissing(_) => "NrtCrdMissing",
+            Self::CachesNotSynced(_) => "CachesNotSynced",
+            Self::Finalizer(_) => "FinalizerFailed",
+        }
+    }
+}
+
+/// The finalizer helper wraps the reconcile's own error; unwrap it so that its
+/// permanence and reason survive.
+impl From<finalizer::Error<Error>> for Error {
+    fn from(e: finalizer::Error<Error>) -> Self {
+        match e {
+            finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner,
+            other => Self::Finalizer(Box::new(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn permanence_and_reasons() {
+        let overlap = Error::Overlap(OverlapError {
+            overlaps: BTreeMap::from([("n".into(), vec!["a".into(), "b".into()])]),
+        });
+        assert!(overlap.is_permanent());
+        assert_eq!(overlap.reason(), "NodeGroupsOverlap");
+        let build = Error::Build(BuildError::MissingSchedulerImage);
+        assert!(build.is_permanent());
+        assert_eq!(build.reason(), "MissingImage");
+        let unsynced = Error::CachesNotSynced("x".into());
+        assert!(!unsynced.is_permanent());
+        // The finalizer's wrapping is removed.
+        let wrapped: Error = finalizer::Error::ApplyFailed(overlap).into();
+        assert!(matches!(wrapped, Error::Overlap(_)));
+        let add: Error = finalizer::Error::<Error>::UnnamedObject.into();
+        assert!(add.is_permanent());
+    }
+}

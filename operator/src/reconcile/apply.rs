@@ -1,0 +1,216 @@
+//! Server-side apply of the desired objects, in the builder's order.
+//!
+//! Each object is applied with field manager [`FIELD_MANAGER`] and `force`: the operator
+//! owns every field it sets, so an edit by someone else is overwritten on the next
+//! reconcile (drift repair), while fields it does not set (defaults, other controllers'
+//! annotations) are left alone. After the NRT CRD the apply waits until the API server
+//! serves it (Established), since the operands that follow watch NRT objects.
+//!
+//! The namespace may have existed before TAS. It is marked with
+//! [`CREATED_BY_ANNOTATION`] only when the operator creates it, and the mark is kept on
+//! later applies, so uninstall and prune know which namespace they may delete.
+
+use super::FIELD_MANAGER;
+use crate::build::ApiObject;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::discovery::Scope;
+use kube::{Api, Client};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// On a namespace the operator created (value `"true"`): it may delete it on uninstall.
+pub const CREATED_BY_ANNOTATION: &str = "tas.dev/created-by-operator";
+
+/// How often the CRD's Established condition is checked while waiting for it.
+const ESTABLISHED_POLL: Duration = Duration::from_millis(200);
+
+/// A failure to apply the desired objects.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The API server refused or failed a server-side apply.
+    #[error("applying {kind} {name}: {source}")]
+    Patch {
+        /// Kind of the object.
+        kind: String,
+        /// `namespace/name` or `name`.
+        name: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading the namespace before applying it failed.
+    #[error("reading namespace {name}: {source}")]
+    ReadNamespace {
+        /// The namespace.
+        name: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The namespace is being deleted; nothing can be created in it until it is gone.
+    #[error("namespace {name} is being deleted; the operands are applied again once it is gone")]
+    NamespaceTerminating {
+        /// The namespace.
+        name: String,
+    },
+    /// The NRT CRD did not become Established in time.
+    #[error("CRD {name} was applied but is not Established after {after:?}")]
+    NotEstablished {
+        /// The CRD's name.
+        name: String,
+        /// How long the operator waited.
+        after: Duration,
+    },
+}
+
+impl ApplyError {
+    /// The API server refuses the object itself (400 Bad Request, 422 Invalid): the
+    /// same bytes fail the same way until the CR changes. Everything else (conflicts,
+    /// throttling, unavailability, a terminating namespace, a slow CRD) may pass later.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::Patch {
+                source: kube::Error::Api(s),
+                ..
+            } => s.code == 400 || s.code == 422,
+            Self::Patch { .. }
+            | Self::ReadNamespace { .. }
+            | Self::NamespaceTerminating { .. }
+            | Self::NotEstablished { .. } => false,
+        }
+    }
+}
+
+/// The typed client for one object's resource and scope.
+pub fn api_for(client: &Client, obj: &ApiObject) -> Api<DynamicObject> {
+    match (&obj.scope, &obj.namespace) {
+        (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &obj.resource),
+        _ => Api::all_with(client.clone(), &obj.resource),
+    }
+}
+
+/// Applies `objects` in order; stops at the first failure.
+pub async fn apply_all(
+    client: &Client,
+    objects: &[ApiObject],
+    established_timeout: Duration,
+) -> Result<(), ApplyError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for obj in objects {
+        let mut value = obj.value.clone();
+        if obj.resource.kind == "Namespace" {
+            mark_if_created(client, &obj.name, &mut value).await?;
+        }
+        let display = match &obj.namespace {
+            Some(ns) => format!("{ns}/{}", obj.name),
+            None => obj.name.clone(),
+        };
+        api_for(client, obj)
+            .patch(&obj.name, &params, &Patch::Apply(&value))
+            .await
+            .map_err(|source| ApplyError::Patch {
+                kind: obj.resource.kind.clone(),
+                name: display,
+                source,
+            })?;
+        if obj.resource.kind == "CustomResourceDefinition" {
+            wait_established(client, &obj.name, established_timeout).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds [`CREATED_BY_ANNOTATION`] to the namespace about to be applied when it does not
+/// exist yet, or when the operator created it before (so the apply keeps the mark).
+async fn mark_if_created(
+    client: &Client,
+    name: &str,
+    value: &mut serde_json::Value,
+) -> Result<(), ApplyError> {
+    let existing = Api::<Namespace>::all(client.clone())
+        .get_opt(name)
+        .await
+        .map_err(|source| ApplyError::ReadNamespace {
+            name: name.to_owned(),
+            source,
+        })?;
+    let created_by_us = match existing {
+        None => true,
+        Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
+            return Err(ApplyError::NamespaceTerminating {
+                name: name.to_owned(),
+            });
+        }
+        Some(ns) => created_by_operator(&ns.metadata),
+    };
+    if created_by_us {
+        value["metadata"]["annotations"][CREATED_BY_ANNOTATION] = "true".into();
+    }
+    Ok(())
+}
+
+/// Whether the namespace with this metadata carries the operator's creation mark.
+pub fn created_by_operator(meta: &kube::core::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(CREATED_BY_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
+
+/// Polls the CRD until it is Established, up to `timeout`.
+async fn wait_established(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), ApplyError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let deadline = Instant::now() + timeout;
+    loop {
+        // A failed read is as good as "not yet": the deadline bounds the wait.
+        if let Ok(crd) = api.get(name).await
+            && super::observed::crd_established(&crd)
+        {
+            return Ok(());
+        }
+        if Instant::now() + ESTABLISHED_POLL > deadline {
+            return Err(ApplyError::NotEstablished {
+                name: name.to_owned(),
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(ESTABLISHED_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Status::failure("m", "r").with_code(code).boxed())
+    }
+
+    #[test]
+    fn only_a_refused_object_is_permanent() {
+        let patch = |code| ApplyError::Patch {
+            kind: "DaemonSet".into(),
+            name: "ns/x".into(),
+            source: api_error(code),
+        };
+        assert!(patch(422).is_permanent());
+        assert!(patch(400).is_permanent());
+        for code in [403, 404, 409, 429, 500, 503] {
+            assert!(!patch(code).is_permanent(), "{code}");
+        }
+        assert!(
+            !ApplyError::NotEstablished {
+                name: "c".into(),
+                after: Duration::from_secs(1)
+            }
+            .is_permanent()
+        );
+    }
+}

@@ -1,0 +1,303 @@
+//! The three status conditions, decided from observed facts by pure functions, and the
+//! Kubernetes rule for `lastTransitionTime`.
+//!
+//! ```text
+//! Facts (operand rollout counts, paused, the reconcile's problem, stale nodes)
+//!   ├─ available()   Available   True when every agent pod and ≥ 1 scheduler replica is ready
+//!   ├─ progressing() Progressing True while a rollout is under way; False/Paused when paused
+//!   └─ degraded()    Degraded    True when something needs a human (the problem's reason)
+//!        └─ merge(existing conditions, now) ─► conditions with lastTransitionTime kept
+//!                                              unless the status flipped
+//! ```
+//!
+//! Stale NodeResourceTopology objects do not make the stack Degraded: a node's topology
+//! is fresh when its agent is Ready and its object exists with zones, so a stale node is
+//! almost always a node whose agent is starting or failing, which `Available`
+//! (`UpdaterNotReady`) already reports; an agent that is Ready without an object is
+//! restoring it within moments. The Degraded message still names stale nodes, so
+//! `kubectl describe` shows them, and `status.nodeGroups[].staleNodes` lists them.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tas_api::tas::Condition;
+use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING};
+
+/// Reason of a condition in its expected state.
+pub const AS_EXPECTED: &str = "AsExpected";
+/// `Progressing=False` while `spec.paused` is true.
+pub const PAUSED: &str = "Paused";
+/// `Progressing=True` while an operand rolls out.
+pub const ROLLING: &str = "Rolling";
+/// `Available=False`: node agents missing or not ready.
+pub const UPDATER_NOT_READY: &str = "UpdaterNotReady";
+/// `Available=False`: no scheduler replica ready.
+pub const SCHEDULER_NOT_READY: &str = "SchedulerNotReady";
+
+/// Rollout counts of one workload (a DaemonSet or the Deployment), as observed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Workload {
+    /// Object name.
+    pub name: String,
+    /// Whether the object exists.
+    pub exists: bool,
+    /// Pods it should run (DaemonSet: desiredNumberScheduled; Deployment: spec.replicas).
+    pub desired: i32,
+    /// Ready pods.
+    pub ready: i32,
+    /// Pods running the current template.
+    pub updated: i32,
+    /// Available pods.
+    pub available: i32,
+    /// Pods of any template (Deployment: status.replicas; DaemonSet: currentNumberScheduled).
+    pub current: i32,
+    /// The controller has seen the latest spec (status.observedGeneration ≥ generation).
+    pub observed: bool,
+}
+
+impl Workload {
+    /// Whether the last change is fully rolled out.
+    pub fn rolled_out(&self) -> bool {
+        self.exists
+            && self.observed
+            && self.updated >= self.desired
+            && self.available >= self.desired
+            && self.current <= self.desired
+    }
+}
+
+/// Why the stack needs attention: the `Degraded` reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// CamelCase reason.
+    pub reason: String,
+    /// What happened and what to do, for a human.
+    pub message: String,
+}
+
+/// Everything the conditions are decided from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Facts {
+    /// `spec.paused`.
+    pub paused: bool,
+    /// The node agent DaemonSets, one per node group.
+    pub daemon_sets: Vec<Workload>,
+    /// The scheduler Deployment.
+    pub scheduler: Workload,
+    /// What went wrong in this reconcile, if anything.
+    pub problem: Option<Problem>,
+    /// Nodes without a fresh NodeResourceTopology (sorted; all of them, not capped).
+    pub stale_nodes: Vec<String>,
+    /// Nodes selected by the node groups.
+    pub desired_nodes: usize,
+}
+
+/// A condition as decided, before timestamps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// Condition type.
+    pub type_: &'static str,
+    /// True or False.
+    pub status: bool,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl Decided {
+    fn new(type_: &'static str, status: bool, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_,
+            status,
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// All three conditions, in a stable order.
+pub fn decide(facts: &Facts) -> Vec<Decided> {
+    vec![available(facts), progressing(facts), degraded(facts)]
+}
+
+/// `Available`: every node agent DaemonSet has all its pods ready and the scheduler has
+/// at least one ready replica.
+pub fn available(f: &Facts) -> Decided {
+    let not_ready: Vec<String> = f
+        .daemon_sets
+        .iter()
+        .filter(|d| !d.exists || d.ready < d.desired)
+        .map(|d| {
+            if d.exists {
+                format!("{} {}/{} ready", d.name, d.ready, d.desired)
+            } else {
+                format!("{} not created", d.name)
+            }
+        })
+        .collect();
+    if !not_ready.is_empty() {
+        return Decided::new(
+            AVAILABLE,
+            false,
+            UPDATER_NOT_READY,
+            format!("node agents not ready: {}", not_ready.join(", ")),
+        );
+    }
+    let s = &f.scheduler;
+    if !s.exists || s.ready < 1 {
+        let what = if s.exists {
+            format!("0/{} replicas ready", s.desired)
+        } else {
+            "not created".to_owned()
+        };
+        return Decided::new(
+            AVAILABLE,
+            false,
+            SCHEDULER_NOT_READY,
+            format!("scheduler Deployment {} {what}", s.name),
+        );
+    }
+    let agents: i32 = f.daemon_sets.iter().map(|d| d.ready).sum();
+    Decided::new(
+        AVAILABLE,
+        true,
+        AS_EXPECTED,
+        format!(
+            "{agents} node agent(s) ready in {} node group(s); scheduler {}/{} replicas ready",
+            f.daemon_sets.len(),
+            s.ready,
+            s.desired
+        ),
+    )
+}
+
+/// `Progressing`: a rollout is under way (or `Paused`).
+pub fn progressing(f: &Facts) -> Decided {
+    if f.paused {
+        return Decided::new(
+            PROGRESSING,
+            false,
+            PAUSED,
+            "spec.paused is true: the operator applies, prunes and restores nothing until it is set back to false",
+        );
+    }
+    let rolling: Vec<String> = f
+        .daemon_sets
+        .iter()
+        .chain(std::iter::once(&f.scheduler))
+        .filter(|w| !w.rolled_out())
+        .map(|w| {
+            if w.exists {
+                format!(
+                    "{} {}/{} updated",
+                    w.name,
+                    w.updated.min(w.desired),
+                    w.desired
+                )
+            } else {
+                format!("{} being created", w.name)
+            }
+        })
+        .collect();
+    if rolling.is_empty() {
+        Decided::new(
+            PROGRESSING,
+            false,
+            AS_EXPECTED,
+            "every operand is rolled out",
+        )
+    } else {
+        Decided::new(
+            PROGRESSING,
+            true,
+            ROLLING,
+            format!("rolling out: {}", rolling.join(", ")),
+        )
+    }
+}
+
+/// `Degraded`: the reconcile's problem if there is one; stale nodes only in the message.
+pub fn degraded(f: &Facts) -> Decided {
+    if let Some(p) = &f.problem {
+        return Decided::new(DEGRADED, true, &p.reason, p.message.clone());
+    }
+    let message = if f.stale_nodes.is_empty() {
+        "no problems found".to_owned()
+    } else {
+        format!(
+            "{} of {} node(s) have no fresh NodeResourceTopology yet ({}); their node agents are starting or not ready, see status.nodeGroups[].staleNodes",
+            f.stale_nodes.len(),
+            f.desired_nodes,
+            name_some(&f.stale_nodes, 5)
+        )
+    };
+    Decided::new(DEGRADED, false, AS_EXPECTED, message)
+}
+
+/// "a, b, c and 4 more".
+pub fn name_some(names: &[String], max: usize) -> String {
+    let mut out = names
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > max {
+        out.push_str(&format!(" and {} more", names.len() - max));
+    }
+    out
+}
+
+/// The conditions to write: `decided` with `lastTransitionTime` carried over from
+/// `existing` when the status did not flip, else `now`.
+pub fn merge(
+    existing: &[Condition],
+    decided: Vec<Decided>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
+    decided
+        .into_iter()
+        .map(|d| {
+            let status = if d.status { "True" } else { "False" };
+            let last_transition_time = existing
+                .iter()
+                .find(|c| c.type_ == d.type_ && c.status == status)
+                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+            Condition {
+                type_: d.type_.to_owned(),
+                status: status.to_owned(),
+                reason: d.reason,
+                message: d.message,
+                observed_generation: generation,
+                last_transition_time,
+            }
+        })
+        .collect()
+}
+
+/// A condition whose status or reason changed: worth a Kubernetes Event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change<'a> {
+    /// The condition before (None when new).
+    pub before: Option<&'a Condition>,
+    /// The condition after.
+    pub after: &'a Condition,
+}
+
+/// The conditions in `after` whose status or reason differ from `before`.
+pub fn changes<'a>(before: &'a [Condition], after: &'a [Condition]) -> Vec<Change<'a>> {
+    after
+        .iter()
+        .filter_map(|a| {
+            let b = before.iter().find(|b| b.type_ == a.type_);
+            let changed = b.is_none_or(|b| b.status != a.status || b.reason != a.reason);
+            changed.then_some(Change {
+                before: b,
+                after: a,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+//! Reconciling the TopologyAwareScheduling object, as a pipeline of steps.
+//!
+//! ```text
+//! CR ─► finalizer ─┬─ Apply:   membership (node labels) ─► build::desired ─► overlap check
+//!                  │           ─► [not paused] apply (SSA, in order; CRD Established)
+//!                  │           ─► [not paused] prune (managed label, not desired)
+//!                  │           ─► status (+ Events)  ─► Ok / Err(permanent | transient)
+//!                  └─ Cleanup: remove every managed object (finalizer.rs)
+//! ```
+//!
+//! Errors never skip the status: a permanent one (overlapping groups, a spec the
+//! builders refuse, a missing unmanaged CRD) becomes `Degraded` and waits for a change;
+//! a transient one becomes `Degraded=ApplyFailed` (or similar) and is retried with a
+//! per-object backoff ([`error_policy`]). Every failure is also a Warning Event.
+
+pub mod apply;
+pub mod conditions;
+pub mod events;
+pub mod finalizer;
+pub mod observed;
+pub mod prune;
+pub mod status;
+
+use crate::build::{self, ApiObject};
+use crate::context::Context;
+use crate::error::Error;
+use crate::metrics::ReconcileResult;
+use crate::node_groups::Membership;
+use conditions::Problem;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::{Api, ResourceExt};
+use prune::Key;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tas_api::tas::{RelatedObject, TopologyAwareScheduling};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Finalizer that runs the uninstall.
+pub const FINALIZER: &str = "tas.dev/cleanup";
+/// Field manager of everything the operator applies, status included.
+pub const FIELD_MANAGER: &str = "tas-operator";
+
+/// Reconciles one TopologyAwareScheduling object (the controller's reconcile function).
+pub async fn reconcile(
+    cr: Arc<TopologyAwareScheduling>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    let name = cr.name_any();
+    let span = tracing::info_span!(
+        "reconcile",
+        object = %name,
+        generation = cr.metadata.generation.unwrap_or_default()
+    );
+    async move {
+        let started = Instant::now();
+        let result = reconcile_inner(cr.clone(), &ctx).await;
+        let outcome = match &result {
+            Ok(_) => {
+                ctx.backoffs.reset(&name);
+                ReconcileResult::Success
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, permanent = e.is_permanent(), "reconcile failed");
+                events::error(&ctx, &cr, e.reason(), e.to_string()).await;
+                if e.is_permanent() {
+                    ReconcileResult::PermanentError
+                } else {
+                    ReconcileResult::TransientError
+                }
+            }
+        };
+        let took = started.elapsed();
+        ctx.metrics.reconciled(outcome, took);
+        tracing::debug!(?outcome, took_ms = took.as_millis() as u64, "reconciled");
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// What to do after a failed reconcile: wait for a change when only a change can help,
+/// else retry after this object's next backoff delay.
+pub fn error_policy(cr: Arc<TopologyAwareScheduling>, error: &Error, ctx: Arc<Context>) -> Action {
+    if error.is_permanent() {
+        Action::await_change()
+    } else {
+        let delay = ctx.backoffs.next_delay(&cr.name_any());
+        tracing::info!(object = %cr.name_any(), retry_in_ms = delay.as_millis() as u64, "retrying after a transient error");
+        Action::requeue(delay)
+    }
+}
+
+async fn reconcile_inner(cr: Arc<TopologyAwareScheduling>, ctx: &Context) -> Result<Action, Error> {
+    ctx.stores
+        .synced()
+        .await
+        .map_err(|e| Error::CachesNotSynced(e.to_string()))?;
+    let api: Api<TopologyAwareScheduling> = Api::all(ctx.client.clone());
+    let result = finalizer(&api, FINALIZER, cr, |event| async move {
+        match event {
+            FinalizerEvent::Apply(cr) => apply_stack(&cr, ctx).await,
+            FinalizerEvent::Cleanup(cr) => finalizer::cleanup(&cr, ctx).await,
+        }
+    })
+    .await;
+    match result {
+        // A second cleanup, triggered by the operands' deletion while the cache still
+        // held the object, raced the first one's finalizer removal: the object is gone.
+        Err(kube::runtime::finalizer::Error::RemoveFinalizer(kube::Error::Api(s)))
+            if s.code == 404 =>
+        {
+            Ok(Action::await_change())
+        }
+        other => other.map_err(Error::from),
+    }
+}
+
+/// The whole pipeline for an object that is not being deleted.
+async fn apply_stack(cr: &TopologyAwareScheduling, ctx: &Context) -> Result<Action, Error> {
+    let nodes = ctx.stores.nodes.state();
+    let membership = Membership::compute(
+        &cr.effective_node_groups(),
+        nodes.iter().map(|n| &n.metadata),
+    );
+    let plan = plan(cr, ctx, &membership);
+    let related = plan.as_ref().ok().map(|objects| related_objects(objects));
+
+    let step = match (&plan, cr.spec.paused) {
+        (Ok(objects), false) => converge(cr, ctx, objects).await,
+        // Paused: change nothing. A plan error is reported below.
+        _ => Ok(()),
+    };
+    let error = plan
+        .err()
+        .or(step.err())
+        .or_else(|| nrt_crd_missing(cr, ctx));
+    let problem = error.as_ref().map(|e| Problem {
+        reason: e.reason().to_owned(),
+        message: e.to_string(),
+    });
+    status::update(
+        ctx,
+        cr,
+        status::Input {
+            membership: &membership,
+            related,
+            problem,
+        },
+    )
+    .await?;
+    match error {
+        Some(e) => Err(e),
+        None => Ok(Action::requeue(ctx.config.resync)),
+    }
+}
+
+/// The objects to apply, or why there are none: the builders' verdict on the spec,
+/// then the node-group overlap check (which needs the nodes, so CEL cannot do it).
+fn plan(
+    cr: &TopologyAwareScheduling,
+    ctx: &Context,
+    membership: &Membership,
+) -> Result<Vec<ApiObject>, Error> {
+    let objects = build::desired(cr, &ctx.config.build)?.into_api_objects()?;
+    membership.check_overlaps()?;
+    Ok(objects)
+}
+
+/// Apply everything in order, then prune what is no longer desired.
+async fn converge(
+    cr: &TopologyAwareScheduling,
+    ctx: &Context,
+    objects: &[ApiObject],
+) -> Result<(), Error> {
+    apply::apply_all(&ctx.client, objects, ctx.config.crd_established_timeout).await?;
+    let keep: BTreeSet<Key> = objects.iter().map(Key::of).collect();
+    let pruned = prune::prune(&ctx.client, &cr.name_any(), &keep).await?;
+    if !pruned.is_empty() {
+        let names: Vec<String> = pruned.iter().map(ToString::to_string).collect();
+        events::normal(
+            ctx,
+            cr,
+            "Pruned",
+            "Prune",
+            format!("removed objects no longer desired: {}", names.join(", ")),
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// With `spec.nrtCRD.manage: false` the operator only checks that someone installed it.
+fn nrt_crd_missing(cr: &TopologyAwareScheduling, ctx: &Context) -> Option<Error> {
+    let installed = ctx
+        .stores
+        .nrt_crd()
+        .is_some_and(|crd| observed::crd_established(&crd));
+    (!cr.spec.nrt_crd.manage && !installed)
+        .then(|| Error::NrtCrdMissing(tas_api::nrt::CRD_NAME.to_owned()))
+}
+
+/// `status.relatedObjects`: every desired object, sorted.
+fn related_objects(objects: &[ApiObject]) -> Vec<RelatedObject> {
+    let mut related: Vec<RelatedObject> = objects
+        .iter()
+        .map(|o| RelatedObject {
+            group: o.resource.group.clone(),
+            kind: o.resource.kind.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+        })
+        .collect();
+    related.sort();
+    related
+}

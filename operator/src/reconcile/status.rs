@@ -1,0 +1,206 @@
+//! The status subresource: computed from what the caches observe after apply, written
+//! only when it changed, with an Event per condition change and the operand gauges.
+//!
+//! ```text
+//! caches (DaemonSets, Deployment, updater pods, NRT objects, NRT CRD)
+//!   + node-group membership + the reconcile's problem
+//!   └─ compute() ─► TopologyAwareSchedulingStatus ─(changed?)─► server-side apply on /status
+//! ```
+//!
+//! Written by server-side apply with the operator's field manager, so a field the
+//! operator stops reporting (e.g. a removed node group) disappears from the status.
+
+use super::FIELD_MANAGER;
+use super::conditions::{self, Facts, Problem};
+use super::events;
+use super::observed::{
+    self, count, daemon_set_workload, deployment_workload, group_status, nrt_crd_status,
+};
+use crate::build::{NODE_GROUP_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
+use crate::context::Context;
+use crate::node_groups::Membership;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use std::collections::{BTreeMap, BTreeSet};
+use tas_api::tas::{
+    RelatedObject, SchedulerStatus, TopologyAwareScheduling, TopologyAwareSchedulingStatus,
+};
+
+/// Writing the status failed (transient: retried with backoff).
+#[derive(Debug, thiserror::Error)]
+#[error("writing the status of TopologyAwareScheduling {name}: {source}")]
+pub struct StatusError {
+    name: String,
+    #[source]
+    source: kube::Error,
+}
+
+/// What the reconcile knows besides the caches.
+pub struct Input<'a> {
+    /// Node-group membership.
+    pub membership: &'a Membership,
+    /// Every desired object; `None` when they could not be built (the previous list stays).
+    pub related: Option<Vec<RelatedObject>>,
+    /// What went wrong, for `Degraded`.
+    pub problem: Option<Problem>,
+}
+
+/// What the status says, beyond the status itself, for metrics.
+struct Summary {
+    status: TopologyAwareSchedulingStatus,
+    agents_ready: i32,
+    scheduler_ready: i32,
+    stale: usize,
+}
+
+/// Computes the status and writes it if it differs from the object's current one.
+pub async fn update(
+    ctx: &Context,
+    cr: &TopologyAwareScheduling,
+    input: Input<'_>,
+) -> Result<(), StatusError> {
+    let name = cr.name_any();
+    let api = Api::<TopologyAwareScheduling>::all(ctx.client.clone());
+    // The status as stored now, not as cached: a reconcile right after another may run
+    // before the cache has seen the previous status write, and comparing against that
+    // older status would move lastTransitionTime and repeat the Events.
+    let current = api
+        .get_status(&name)
+        .await
+        .map_err(|source| StatusError {
+            name: name.clone(),
+            source,
+        })?
+        .status
+        .unwrap_or_default();
+    let summary = compute(ctx, cr, &current, input);
+    ctx.metrics
+        .set_operands_ready(summary.agents_ready.into(), summary.scheduler_ready.into());
+    ctx.metrics
+        .set_stale_nrt_nodes(i64::try_from(summary.stale).unwrap_or(i64::MAX));
+
+    let status = summary.status;
+    if status == current {
+        return Ok(());
+    }
+    let patch = serde_json::json!({
+        "apiVersion": TopologyAwareScheduling::api_version(&()),
+        "kind": TopologyAwareScheduling::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| StatusError {
+        name: name.clone(),
+        source,
+    })?;
+    tracing::debug!("status updated");
+    let changes = conditions::changes(&current.conditions, &status.conditions);
+    events::condition_changes(ctx, cr, &changes).await;
+    Ok(())
+}
+
+fn compute(
+    ctx: &Context,
+    cr: &TopologyAwareScheduling,
+    current: &TopologyAwareSchedulingStatus,
+    input: Input<'_>,
+) -> Summary {
+    let namespace = cr.spec.namespace.as_str();
+    let stores = &ctx.stores;
+
+    // Nodes whose agent pod is Ready, per node group.
+    let mut agent_ready: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for pod in stores.updater_pods.state() {
+        if pod.metadata.namespace.as_deref() != Some(namespace) || !observed::pod_ready(&pod) {
+            continue;
+        }
+        let group = pod.labels().get(NODE_GROUP_LABEL).cloned();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if let (Some(group), Some(node)) = (group, node) {
+            agent_ready.entry(group).or_default().insert(node);
+        }
+    }
+    let nrt_with_zones: BTreeSet<String> = stores
+        .nrts
+        .state()
+        .iter()
+        .filter(|n| !n.zones.is_empty())
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+
+    let empty = BTreeSet::new();
+    let mut stale = BTreeSet::new();
+    let mut fresh = BTreeSet::new();
+    let mut node_groups = Vec::new();
+    let mut daemon_sets = Vec::new();
+    for group in &input.membership.groups {
+        let ready = agent_ready.get(&group.name).unwrap_or(&empty);
+        node_groups.push(group_status(
+            &group.name,
+            &group.nodes,
+            ready,
+            &nrt_with_zones,
+        ));
+        let group_stale: BTreeSet<&String> =
+            observed::stale_nodes(&group.nodes, ready, &nrt_with_zones).collect();
+        fresh.extend(group.nodes.iter().filter(|n| !group_stale.contains(n)));
+        stale.extend(group_stale);
+
+        let ds_name = updater_daemonset_name(&group.name);
+        let ds = stores.daemon_sets.find(|d| {
+            d.metadata.namespace.as_deref() == Some(namespace) && d.name_any() == ds_name
+        });
+        daemon_sets.push(daemon_set_workload(&ds_name, ds.as_deref()));
+    }
+    let deployment = stores.deployments.find(|d| {
+        d.metadata.namespace.as_deref() == Some(namespace) && d.name_any() == SCHEDULER_DEPLOYMENT
+    });
+    let scheduler = deployment_workload(SCHEDULER_DEPLOYMENT, deployment.as_deref());
+
+    let facts = Facts {
+        paused: cr.spec.paused,
+        daemon_sets,
+        scheduler,
+        problem: input.problem,
+        stale_nodes: stale.iter().map(|s| (*s).clone()).collect(),
+        desired_nodes: input.membership.total_nodes(),
+    };
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let conditions = conditions::merge(
+        &current.conditions,
+        conditions::decide(&facts),
+        cr.metadata.generation,
+        &now,
+    );
+
+    let related_objects = input
+        .related
+        .unwrap_or_else(|| current.related_objects.clone());
+    let nrt_crd = nrt_crd_status(stores.nrt_crd().as_deref(), cr.spec.nrt_crd.manage);
+    let status = TopologyAwareSchedulingStatus {
+        observed_generation: cr.metadata.generation,
+        conditions,
+        nrt_crd: Some(nrt_crd),
+        node_groups,
+        desired_nodes: Some(count(facts.desired_nodes)),
+        nodes_with_fresh_nrt: Some(count(fresh.len())),
+        scheduler: Some(SchedulerStatus {
+            scheduler_name: cr.spec.scheduler.scheduler_name.clone(),
+            replicas: facts.scheduler.current,
+            ready_replicas: facts.scheduler.ready,
+        }),
+        related_objects,
+    };
+    Summary {
+        agents_ready: facts.daemon_sets.iter().map(|d| d.ready).sum(),
+        scheduler_ready: facts.scheduler.ready,
+        stale: stale.len(),
+        status,
+    }
+}

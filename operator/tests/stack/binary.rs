@@ -1,0 +1,133 @@
+//! The `tas-operator run` binary: loads a kubeconfig, serves `/healthz`, `/readyz` and
+//! `/metrics`, becomes ready once its caches sync, takes and releases the leader Lease
+//! with `--leader-elect`, and exits cleanly on SIGTERM.
+
+use crate::harness::TIMEOUT;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tas_e2e::wait_for;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+/// Status code and body of `GET path` on `addr` (HTTP/1.0, so the server closes).
+async fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+pub async fn scenario(client: &Client, kubeconfig: &Path) {
+    // A single replica.
+    let (child, addr) = start(kubeconfig, &[]);
+    wait_ready(&addr).await;
+    assert_eq!(get(&addr, "/healthz").await.unwrap().0, 200);
+    let (code, metrics) = get(&addr, "/metrics").await.unwrap();
+    assert_eq!(code, 200);
+    for series in [
+        "tas_operator_reconciles_total{result=\"success\"} 0",
+        "# TYPE tas_operator_reconcile_duration_seconds histogram",
+        "tas_operator_operands_ready{component=\"updater\"} 0",
+        "tas_operator_stale_nrt_nodes 0",
+    ] {
+        assert!(metrics.contains(series), "{series} in\n{metrics}");
+    }
+    terminate(child).await;
+
+    // With leader election: it takes the Lease, and hands it back on SIGTERM.
+    let identity = "e2e-operator-1";
+    let (child, addr) = start(
+        kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "default",
+            "--instance",
+            identity,
+        ],
+    );
+    wait_ready(&addr).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let holder = || async {
+        let lease = leases.get_opt("tas-operator").await?;
+        Ok::<_, kube::Error>(
+            lease
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .filter(|h| !h.is_empty()),
+        )
+    };
+    let leader = wait_for("the operator to hold the Lease", TIMEOUT, || async {
+        holder().await.map(|h| h.filter(|h| h == identity))
+    })
+    .await
+    .unwrap();
+    assert_eq!(leader, identity);
+    terminate(child).await;
+    assert_eq!(
+        holder().await.unwrap(),
+        None,
+        "the Lease is released on SIGTERM"
+    );
+}
+
+fn start(kubeconfig: &Path, extra: &[&str]) -> (Child, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_tas-operator"))
+        .args(["run", "--log-level", "warn", "--metrics-address", &addr])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(extra)
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the operator binary starts");
+    (child, addr)
+}
+
+async fn wait_ready(addr: &str) {
+    wait_for("the binary to report ready", TIMEOUT, || async {
+        let (code, _) = get(addr, "/readyz").await?;
+        Ok::<_, std::io::Error>((code == 200).then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+/// SIGTERM, then a clean exit within 30 s.
+async fn terminate(mut child: Child) {
+    let pid = child.id().expect("still running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the binary stops within 30 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+}
