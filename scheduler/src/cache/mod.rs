@@ -1,0 +1,386 @@
+//! The reserve ("overreserve") cache: per-node NUMA views that account for the pods
+//! this scheduler placed before the node agent reports them.
+//!
+//! Data flows in from four sources and out to the filters:
+//!
+//! - NRT watch → [`TopologyCache::update_nrt`] / [`TopologyCache::delete_nrt`]. A clean
+//!   node's view follows every update; a dirty node only records the object as its
+//!   latest and keeps its pessimistic view.
+//! - Reserve / unreserve of the scheduling cycle → [`TopologyCache::reserve`]
+//!   subtracts the pod's NUMA footprint ([`numa_footprint`]) from **every** zone (the
+//!   kubelet picks the zone, not us) and makes the node dirty;
+//!   [`TopologyCache::unreserve`] adds exactly that back.
+//! - Pod watch → [`TopologyCache::pod_bound`] / [`TopologyCache::pod_deleted`] keep the
+//!   set of pods believed on each node (for the fingerprint). A pod we reserved moves
+//!   from assumed to bound and keeps its reservation until a resync. A pod nobody
+//!   reserved (another scheduler's, or ours from before a restart) is handled by the
+//!   foreign-pods policy: when relevant it is reserved on observation, so the node
+//!   becomes dirty *and* its footprint is accounted instead of the node being unusable.
+//! - Resync timer → [`TopologyCache::resync`] compares each dirty node's latest NRT
+//!   with the pods believed on it and replaces the view when they agree, or when the
+//!   node has been dirty too long (bounded staleness); see [`resync`] for
+//!   the exact rules and which reservations survive.
+//!
+//! Filters and scores read [`TopologyCache::snapshot`]: an `Arc` clone under a
+//! read lock, never a deep copy. Writers mutate views copy-on-write, so a snapshot
+//! stays valid and unchanged while a cycle uses it.
+//!
+//! A node is *dirty* while its view carries reservations: then, and only then, NRT
+//! updates are held back. Releasing its last reservation makes it clean again (and
+//! accepts the latest NRT at once). Reservations on a node without an NRT object are
+//! recorded and subtracted from its first one. A corrupt NRT object yields an error
+//! view for that node only; the next good object replaces it at once.
+//!
+//! Unlike the reference, no node stays dirty forever: one dirty for `max_staleness`
+//! is forced clean from its latest NRT (logged and counted), keeping only the
+//! reservations that object cannot reflect yet.
+
+mod config;
+mod metrics;
+mod node;
+mod pod;
+pub mod resync;
+mod store;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::tas::ForeignPodsDetection;
+
+pub use config::{CacheConfig, ConfigError};
+pub use metrics::{CacheMetrics, ResultLabel};
+pub use node::{NodeView, NrtUpdate};
+pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
+pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
+
+use crate::numa::PodRequest;
+use node::{NodeEntry, Reservation};
+use pod::ObservedPod;
+use store::State;
+
+/// `spec.schedulerName` when unset.
+const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// What [`TopologyCache::pod_bound`] did with a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PodBound {
+    /// Not bound, or without UID or name: nothing recorded.
+    Ignored,
+    /// Already known on this node: only its phase was updated.
+    Updated,
+    /// One of our reservations is now bound; the reservation stays until a resync.
+    Confirmed,
+    /// Nobody reserved it and the foreign-pods policy finds it relevant: reserved on
+    /// observation, the node is dirty.
+    Foreign,
+    /// Nobody reserved it and it changes nothing (finished, or not relevant under the
+    /// policy): recorded for the fingerprint only.
+    Recorded,
+}
+
+/// A node's cache state, for status pages and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// Whether the node has an NRT object.
+    pub has_topology: bool,
+    /// When the oldest reservation the view carries was made (staleness is measured
+    /// from it); `None` when clean.
+    pub dirty_since: Option<Instant>,
+    /// Reservations carried (or recorded, without an NRT object).
+    pub reservations: usize,
+    /// Of which reserved on observation of a pod not placed through the cache.
+    pub foreign_reservations: usize,
+    /// Pods believed bound to the node.
+    pub pods: usize,
+}
+
+/// The reserve cache; see the module documentation. Shared by reference (or `Arc`)
+/// between the watches, the scheduling cycle, the filters and the resync timer.
+#[derive(Debug)]
+pub struct TopologyCache {
+    config: CacheConfig,
+    metrics: CacheMetrics,
+    state: RwLock<State>,
+}
+
+impl TopologyCache {
+    /// An empty cache.
+    pub fn new(config: CacheConfig, metrics: CacheMetrics) -> Self {
+        Self {
+            config,
+            metrics,
+            state: RwLock::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.metrics
+    }
+
+    /// Records an NRT object (from the initial list or the watch).
+    pub fn update_nrt(&self, nrt: impl Into<Arc<NodeResourceTopology>>) -> NrtUpdate {
+        let nrt = nrt.into();
+        let Some(node) = nrt.metadata.name.clone().filter(|n| !n.is_empty()) else {
+            tracing::warn!("NodeResourceTopology without a name ignored");
+            return NrtUpdate::Ignored;
+        };
+        let update = self
+            .write()
+            .edit(&node, &self.metrics, |entry| entry.set_nrt(nrt));
+        tracing::trace!(node, ?update, "NodeResourceTopology observed");
+        update
+    }
+
+    /// Forgets a node's NRT object: the node has no NUMA view until a new one arrives.
+    /// Returns whether there was one.
+    pub fn delete_nrt(&self, node: &str) -> bool {
+        let mut state = self.write();
+        if !state.nodes.contains_key(node) {
+            return false;
+        }
+        state.edit(node, &self.metrics, |entry| {
+            let had = entry.latest().is_some();
+            entry.remove_nrt();
+            had
+        })
+    }
+
+    /// The node's view for a filter or score; `None` when it has no NRT object.
+    pub fn snapshot(&self, node: &str) -> Option<NodeView> {
+        self.read().nodes.get(node)?.view()
+    }
+
+    /// The node's cache state; `None` when the cache knows nothing about it.
+    pub fn status(&self, node: &str) -> Option<NodeStatus> {
+        let state = self.read();
+        let entry = state.nodes.get(node)?;
+        Some(NodeStatus {
+            has_topology: entry.latest().is_some(),
+            dirty_since: entry.dirty_since(),
+            reservations: entry.reservations().count(),
+            foreign_reservations: entry.reservations().filter(|(_, r)| r.foreign).count(),
+            pods: entry.pods.len(),
+        })
+    }
+
+    /// Names of the dirty nodes.
+    pub fn dirty_nodes(&self) -> Vec<String> {
+        let state = self.read();
+        state
+            .nodes
+            .iter()
+            .filter(|(_, e)| e.is_dirty())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Reserves `pod`'s NUMA footprint on every zone of `node` and makes it dirty.
+    /// Reserving a pod again replaces its earlier reservation, wherever it was.
+    pub fn reserve(&self, node: &str, pod: &PodRef, request: &PodRequest, now: Instant) {
+        let mut state = self.write();
+        if let Some(other) = state.pod_nodes.get(&pod.uid).filter(|n| *n != node) {
+            let other = other.clone();
+            state.detach(&other, &pod.uid, &self.metrics, None);
+        }
+        let reservation = Reservation {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            amounts: numa_footprint(request),
+            foreign: false,
+            reserved_at: now,
+        };
+        state.edit(node, &self.metrics, |entry| {
+            self.check_identity(node, entry, &pod.namespace, &pod.name, now);
+            entry.reserve(&pod.uid, reservation);
+        });
+        state.pod_nodes.insert(pod.uid.clone(), node.to_owned());
+    }
+
+    /// Adds back exactly what [`Self::reserve`] subtracted for pod `uid` on `node`.
+    /// Returns whether there was such a reservation.
+    pub fn unreserve(&self, node: &str, uid: &str) -> bool {
+        let mut state = self.write();
+        if !state.nodes.contains_key(node) {
+            return false;
+        }
+        let released = state.edit(node, &self.metrics, |entry| entry.unreserve(uid).is_some());
+        state.forget_if_gone(node, uid);
+        released
+    }
+
+    /// Records a pod seen with `spec.nodeName` set (every add and update event of such
+    /// a pod; only the first one per node does more than update the phase).
+    pub fn pod_bound(&self, pod: &Pod, now: Instant) -> PodBound {
+        let spec = pod.spec.as_ref();
+        let Some(node) = spec
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty())
+        else {
+            return PodBound::Ignored;
+        };
+        let Some(id) = PodRef::from_pod(pod) else {
+            return PodBound::Ignored;
+        };
+        let phase = PodPhase::of(pod);
+        let mut state = self.write();
+        match state.pod_nodes.get(&id.uid) {
+            Some(known) if known == node => {
+                let observed = state
+                    .nodes
+                    .get_mut(node)
+                    .and_then(|e| e.pods.get_mut(&id.uid));
+                if let Some(observed) = observed {
+                    observed.phase = phase;
+                    return PodBound::Updated;
+                }
+            }
+            // Pods never move: a record on another node is a leftover.
+            Some(other) => {
+                let other = other.clone();
+                state.detach(&other, &id.uid, &self.metrics, None);
+            }
+            None => {}
+        }
+
+        let request = PodRequest::from_pod(pod);
+        if let Err(error) = &request {
+            tracing::debug!(node, pod = %id.name, %error, "pod requests unreadable, assumed NUMA-relevant");
+        }
+        let exclusive = request.as_ref().map_or(true, holds_exclusive_resources);
+        let scheduler = spec
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or(DEFAULT_SCHEDULER_NAME);
+        let ours = scheduler == self.config.scheduler_name;
+        let outcome = state.edit(node, &self.metrics, |entry| {
+            if entry.reservation(&id.uid).is_none() {
+                // Reserved pods were checked when they were reserved.
+                self.check_identity(node, entry, &id.namespace, &id.name, now);
+            }
+            entry.pods.insert(
+                id.uid.clone(),
+                ObservedPod {
+                    namespace: id.namespace.clone(),
+                    name: id.name.clone(),
+                    exclusive,
+                    phase,
+                    bound_at: now,
+                },
+            );
+            if let Some(reservation) = entry.reservation(&id.uid) {
+                return if reservation.foreign {
+                    PodBound::Updated
+                } else {
+                    PodBound::Confirmed
+                };
+            }
+            if phase.is_terminal() || !self.foreign_pod_matters(ours, exclusive) {
+                return PodBound::Recorded;
+            }
+            let amounts = request.as_ref().map(numa_footprint).unwrap_or_default();
+            entry.reserve(
+                &id.uid,
+                Reservation {
+                    namespace: id.namespace.clone(),
+                    name: id.name.clone(),
+                    amounts,
+                    foreign: true,
+                    reserved_at: now,
+                },
+            );
+            PodBound::Foreign
+        });
+        if outcome == PodBound::Foreign {
+            self.metrics.foreign_pod();
+            tracing::debug!(node, pod = %id.name, namespace = %id.namespace, scheduler, "pod not placed through the cache reserved on observation");
+        }
+        state.pod_nodes.insert(id.uid, node.to_owned());
+        outcome
+    }
+
+    /// Records a pod deletion: it leaves its node, and its reservation (if any) is
+    /// released. Returns whether the cache knew the pod.
+    pub fn pod_deleted(&self, pod: &Pod, now: Instant) -> bool {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return false;
+        };
+        let mut state = self.write();
+        let Some(node) = state.pod_nodes.get(uid).cloned() else {
+            return false;
+        };
+        let window = self.config.max_staleness;
+        state.detach(&node, uid, &self.metrics, Some((now, window)))
+    }
+
+    /// Resyncs every dirty node; see [`resync`].
+    pub fn resync(&self, now: Instant) -> ResyncReport {
+        let _span = tracing::debug_span!("nrt_cache_resync").entered();
+        let mut report = ResyncReport::default();
+        for node in self.dirty_nodes() {
+            // One node per lock hold, so filters are never blocked for long.
+            let mut state = self.write();
+            let Some(entry) = state.nodes.get_mut(&node) else {
+                continue;
+            };
+            let Some((resync, dropped)) = resync::resync_node(&node, entry, now, &self.config)
+            else {
+                continue;
+            };
+            self.metrics.dirty_changed(true, entry.is_dirty());
+            self.metrics.resynced(resync.outcome);
+            for uid in &dropped {
+                state.forget_if_gone(&node, uid);
+            }
+            report.nodes.push(resync);
+        }
+        report
+    }
+
+    /// Whether a pod nobody reserved makes its node dirty. Our own pods can only be
+    /// unreserved after a restart or a lost reserve, and this scheduler certainly
+    /// places NUMA-relevant pods, so they are judged at least by exclusive resources.
+    fn foreign_pod_matters(&self, ours: bool, exclusive: bool) -> bool {
+        match self.config.foreign_pods {
+            ForeignPodsDetection::All => true,
+            ForeignPodsDetection::OnlyExclusiveResources => exclusive,
+            ForeignPodsDetection::None => ours && exclusive,
+        }
+    }
+
+    fn check_identity(
+        &self,
+        node: &str,
+        entry: &NodeEntry,
+        namespace: &str,
+        name: &str,
+        now: Instant,
+    ) {
+        if entry.pod_identity_reused(namespace, name, now, self.config.max_staleness) {
+            self.metrics.identity_reused();
+            tracing::info!(
+                node,
+                namespace,
+                pod = name,
+                "pod reuses the name of a pod just deleted from this node; the pod fingerprint cannot tell them apart",
+            );
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,242 @@
+//! [`NodeEntry`]: everything the cache keeps for one node, and the operations that
+//! keep its decision view equal to "latest accepted NRT minus every reservation".
+//!
+//! The view is rebuilt from the NRT only at well-defined points ([`NodeEntry::rebuild`]:
+//! first NRT, clean node, resync); in between, reservations are subtracted and added
+//! back in place, copy-on-write so snapshots held by running filters stay untouched.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tas_api::fingerprint::{Fingerprint, Method};
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::tas::InformerMode;
+
+use super::pod::ObservedPod;
+use crate::numa::{NodeTopology, Resources, TopologyError};
+
+/// What filters and scores read for a node: its zones with every reservation already
+/// subtracted, or why its NRT object cannot be used.
+pub type NodeView = Result<Arc<NodeTopology>, Arc<TopologyError>>;
+
+/// Resources held back on every zone of a node for a pod the latest accepted NRT is
+/// not known to reflect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    /// Subtracted from every zone that reports each resource.
+    pub(crate) amounts: Resources,
+    /// Not placed through this cache: another scheduler's pod (or ours from before a
+    /// restart), reserved when it was first seen bound.
+    pub(crate) foreign: bool,
+    pub(crate) reserved_at: Instant,
+}
+
+/// What [`TopologyCache::update_nrt`](super::TopologyCache::update_nrt) did with an NRT object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NrtUpdate {
+    /// First NRT of the node (or the first after its deletion): view built, any
+    /// reservations recorded meanwhile subtracted from it.
+    Added,
+    /// Clean node (or one whose view was an error): view rebuilt from the object.
+    Replaced,
+    /// Dirty node: the object is kept as the latest but the view stays pessimistic
+    /// until a resync accepts it.
+    Held,
+    /// The object has no name, so it belongs to no node.
+    Ignored,
+}
+
+/// One node's cache state; see the module documentation.
+#[derive(Debug, Default)]
+pub(crate) struct NodeEntry {
+    /// The latest NRT object observed, accepted into the view or not.
+    latest: Option<Arc<NodeResourceTopology>>,
+    /// `None` exactly when there is no NRT object.
+    view: Option<NodeView>,
+    /// By pod UID.
+    reservations: HashMap<String, Reservation>,
+    /// Pods believed bound to the node, by UID.
+    pub(crate) pods: HashMap<String, ObservedPod>,
+    /// When pods were deleted, by namespace/name: a new pod reusing one has the same
+    /// fingerprint identity (see `pod_identity_reused`).
+    deleted: HashMap<(String, String), Instant>,
+}
+
+impl NodeEntry {
+    pub(crate) fn view(&self) -> Option<NodeView> {
+        self.view.clone()
+    }
+
+    pub(crate) fn latest(&self) -> Option<&Arc<NodeResourceTopology>> {
+        self.latest.as_ref()
+    }
+
+    pub(crate) fn reservations(&self) -> impl Iterator<Item = (&String, &Reservation)> {
+        self.reservations.iter()
+    }
+
+    pub(crate) fn reservation(&self, uid: &str) -> Option<&Reservation> {
+        self.reservations.get(uid)
+    }
+
+    /// Dirty: the view carries reservations, so NRT updates are held back.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.view.is_some() && !self.reservations.is_empty()
+    }
+
+    /// Since when the view has diverged from an accepted NRT: the oldest reservation.
+    pub(crate) fn dirty_since(&self) -> Option<Instant> {
+        if !self.is_dirty() {
+            return None;
+        }
+        self.reservations.values().map(|r| r.reserved_at).min()
+    }
+
+    /// Nothing worth keeping: no NRT, no reservation, no pod.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.latest.is_none() && self.reservations.is_empty() && self.pods.is_empty()
+    }
+
+    /// Records `nrt` as the latest object and updates the view unless the node is
+    /// dirty with a usable view.
+    pub(crate) fn set_nrt(&mut self, nrt: Arc<NodeResourceTopology>) -> NrtUpdate {
+        let had_view = self.view.is_some();
+        let hold = self.is_dirty() && matches!(self.view, Some(Ok(_)));
+        self.latest = Some(nrt);
+        if hold {
+            return NrtUpdate::Held;
+        }
+        // A clean node has nothing to carry over. A node that had no usable view may
+        // hold reservations nothing has confirmed yet: all of them stay.
+        self.rebuild(|_, _| true);
+        if had_view {
+            NrtUpdate::Replaced
+        } else {
+            NrtUpdate::Added
+        }
+    }
+
+    /// Forgets the NRT object. Reservations stay recorded, to be subtracted from the
+    /// node's next NRT.
+    pub(crate) fn remove_nrt(&mut self) {
+        self.latest = None;
+        self.view = None;
+    }
+
+    /// Subtracts `reservation` from every zone, replacing an earlier reservation of
+    /// the same pod.
+    pub(crate) fn reserve(&mut self, uid: &str, reservation: Reservation) {
+        if let Some(old) = self.reservations.remove(uid) {
+            self.shift(&old.amounts, Shift::Release);
+        }
+        self.shift(&reservation.amounts, Shift::Hold);
+        self.reservations.insert(uid.to_owned(), reservation);
+    }
+
+    /// Adds a reservation back. Releasing the last one makes the node clean, so the
+    /// view is rebuilt from the latest NRT: exact, and a held NRT is accepted.
+    pub(crate) fn unreserve(&mut self, uid: &str) -> Option<Reservation> {
+        let reservation = self.reservations.remove(uid)?;
+        if self.reservations.is_empty() {
+            self.rebuild(|_, _| true);
+        } else {
+            self.shift(&reservation.amounts, Shift::Release);
+        }
+        Some(reservation)
+    }
+
+    /// Rebuilds the view from the latest NRT, keeping only the reservations `keep`
+    /// accepts (given the reservation and the pod if it is bound here) and subtracting
+    /// them again. Returns the UIDs of the dropped reservations.
+    pub(crate) fn rebuild(
+        &mut self,
+        mut keep: impl FnMut(&Reservation, Option<&ObservedPod>) -> bool,
+    ) -> Vec<String> {
+        let pods = &self.pods;
+        let mut dropped = Vec::new();
+        self.reservations.retain(|uid, r| {
+            let kept = keep(r, pods.get(uid));
+            if !kept {
+                dropped.push(uid.clone());
+            }
+            kept
+        });
+        self.view = self.latest.as_deref().map(|nrt| {
+            let mut view = NodeTopology::from_nrt(nrt).map(Arc::new).map_err(Arc::new);
+            if let Ok(topology) = &mut view {
+                let topology = Arc::make_mut(topology);
+                for r in self.reservations.values() {
+                    topology.reserve_on_every_zone(&r.amounts);
+                }
+            }
+            view
+        });
+        dropped
+    }
+
+    /// Records a pod deletion for the identity-reuse check, forgetting deletions older
+    /// than `window`.
+    pub(crate) fn note_deleted(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        now: Instant,
+        window: Duration,
+    ) {
+        self.deleted
+            .retain(|_, at| now.saturating_duration_since(*at) < window);
+        self.deleted
+            .insert((namespace.to_owned(), name.to_owned()), now);
+    }
+
+    /// Whether a pod with this namespace/name left the node less than `window` ago: an
+    /// NRT object may still describe the old pod, and the fingerprint cannot tell the
+    /// two apart.
+    pub(crate) fn pod_identity_reused(
+        &self,
+        namespace: &str,
+        name: &str,
+        now: Instant,
+        window: Duration,
+    ) -> bool {
+        !self.deleted.is_empty()
+            && self
+                .deleted
+                .get(&(namespace.to_owned(), name.to_owned()))
+                .is_some_and(|at| now.saturating_duration_since(*at) < window)
+    }
+
+    /// The fingerprint of the pods believed on the node that `method` and `mode` count.
+    pub(crate) fn fingerprint(&self, method: Method, mode: InformerMode) -> Fingerprint {
+        let mut fp = Fingerprint::with_capacity(self.pods.len());
+        for pod in self.pods.values() {
+            let covered = match method {
+                Method::All => true,
+                Method::WithExclusiveResources => pod.exclusive,
+            };
+            if covered && pod.phase.counts_in_fingerprint(mode) {
+                fp.add(&pod.namespace, &pod.name);
+            }
+        }
+        fp
+    }
+
+    fn shift(&mut self, amounts: &Resources, shift: Shift) {
+        if let Some(Ok(topology)) = &mut self.view {
+            let topology = Arc::make_mut(topology);
+            match shift {
+                Shift::Hold => topology.reserve_on_every_zone(amounts),
+                Shift::Release => topology.unreserve_on_every_zone(amounts),
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Shift {
+    Hold,
+    Release,
+}

@@ -1,0 +1,209 @@
+//! The resync of one dirty node: decide whether its latest NRT object can replace the
+//! pessimistic view, and which reservations survive the replacement.
+//!
+//! Decision, in order:
+//!
+//! 1. The NRT carries a fingerprint of a known method and version, and it equals the
+//!    fingerprint of the pods the cache believes are on the node → **match**: the NRT
+//!    reflects exactly those pods. Reservations of pods it cannot reflect yet (assumed
+//!    but not bound, or bound but still `Pending`) are carried over; the rest dropped.
+//! 2. A valid fingerprint that differs → **mismatch**: the node stays dirty.
+//! 3. No fingerprint, or one that cannot be compared (malformed, other version, unknown
+//!    method) → the NRT is trusted once the node has been dirty for one resync period
+//!    (**no_fingerprint**); until then nothing happens (**deferred**).
+//! 4. Whatever the fingerprint says, a node still dirty after `max_staleness` is
+//!    **forced** clean from its latest NRT.
+//!
+//! Trusting an NRT without a match (3 and 4) keeps the reservations of pods the node
+//! agent cannot have reported yet: assumed pods not bound (unless the reservation
+//! itself is older than `max_staleness`: binding never takes that long, so it was
+//! leaked) and pods bound less than one resync period ago. Finished pods and pods bound
+//! longer ago are assumed to be in the NRT. Every carried reservation keeps its age, so
+//! the node cannot stay dirty past `max_staleness` on old reservations.
+
+use std::time::{Duration, Instant};
+
+use tas_api::fingerprint::{CheckError, check};
+
+use super::config::CacheConfig;
+use super::node::{NodeEntry, Reservation};
+use super::pod::{ObservedPod, PodPhase};
+
+/// What a resync did with one dirty node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResyncOutcome {
+    /// The fingerprints matched: the NRT replaced the view.
+    Match,
+    /// The fingerprints differ: the node stays dirty.
+    Mismatch,
+    /// No usable fingerprint, dirty for a resync period: the NRT replaced the view.
+    NoFingerprint,
+    /// No usable fingerprint yet and dirty for less than a resync period.
+    Deferred,
+    /// Dirty for `max_staleness`: the NRT replaced the view without a match.
+    Forced,
+}
+
+impl ResyncOutcome {
+    /// The metric label value.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Self::Match => "match",
+            Self::Mismatch => "mismatch",
+            Self::NoFingerprint => "no_fingerprint",
+            Self::Deferred => "deferred",
+            Self::Forced => "forced",
+        }
+    }
+}
+
+/// The resync of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeResync {
+    /// Node name.
+    pub node: String,
+    /// What happened.
+    pub outcome: ResyncOutcome,
+    /// How long the node had been dirty.
+    pub dirty_for: Duration,
+    /// Reservations re-applied on the fresh view; the node is still dirty if non-zero.
+    pub carried_over: usize,
+}
+
+/// Every dirty node's resync, in no particular order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResyncReport {
+    /// One entry per node that was dirty.
+    pub nodes: Vec<NodeResync>,
+}
+
+impl ResyncReport {
+    /// The outcome for `node`, if it was dirty.
+    pub fn outcome(&self, node: &str) -> Option<ResyncOutcome> {
+        self.nodes
+            .iter()
+            .find(|n| n.node == node)
+            .map(|n| n.outcome)
+    }
+
+    /// How many nodes had `outcome`.
+    pub fn count(&self, outcome: ResyncOutcome) -> usize {
+        self.nodes.iter().filter(|n| n.outcome == outcome).count()
+    }
+}
+
+/// What the fingerprint says about the latest NRT.
+enum Verdict {
+    Match,
+    Mismatch,
+    Unusable,
+}
+
+/// Resyncs `entry` if it is dirty; returns what happened and the UIDs of the dropped
+/// reservations.
+pub(crate) fn resync_node(
+    node: &str,
+    entry: &mut NodeEntry,
+    now: Instant,
+    config: &CacheConfig,
+) -> Option<(NodeResync, Vec<String>)> {
+    let dirty_for = now.saturating_duration_since(entry.dirty_since()?);
+    let stale = |entry: &NodeEntry| {
+        entry
+            .dirty_since()
+            .is_some_and(|since| now.saturating_duration_since(since) >= config.max_staleness)
+    };
+    let trusting =
+        |r: &Reservation, pod: Option<&ObservedPod>| kept_when_trusting(r, pod, now, config);
+    let (outcome, mut dropped) = match verdict(node, entry, config) {
+        Verdict::Match => {
+            let dropped = entry.rebuild(|_, pod| kept_after_match(pod));
+            (ResyncOutcome::Match, dropped)
+        }
+        Verdict::Mismatch if stale(entry) => (ResyncOutcome::Forced, entry.rebuild(trusting)),
+        Verdict::Mismatch => (ResyncOutcome::Mismatch, Vec::new()),
+        Verdict::Unusable if dirty_for >= config.resync_period => {
+            (ResyncOutcome::NoFingerprint, entry.rebuild(trusting))
+        }
+        Verdict::Unusable => (ResyncOutcome::Deferred, Vec::new()),
+    };
+    // A match can carry over reservations that are themselves past the bound.
+    let outcome = if outcome == ResyncOutcome::Match && stale(entry) {
+        dropped.extend(entry.rebuild(trusting));
+        ResyncOutcome::Forced
+    } else {
+        outcome
+    };
+    let carried_over = if entry.is_dirty() {
+        entry.reservations().count()
+    } else {
+        0
+    };
+    if outcome == ResyncOutcome::Forced {
+        tracing::warn!(
+            node,
+            dirty_for_seconds = dirty_for.as_secs_f64(),
+            carried_over,
+            "node topology forced clean: dirty for longer than the maximum staleness",
+        );
+    } else {
+        tracing::debug!(
+            node,
+            outcome = outcome.as_label(),
+            carried_over,
+            "node topology resync"
+        );
+    }
+    let resync = NodeResync {
+        node: node.to_owned(),
+        outcome,
+        dirty_for,
+        carried_over,
+    };
+    Some((resync, dropped))
+}
+
+fn verdict(node: &str, entry: &NodeEntry, config: &CacheConfig) -> Verdict {
+    let Some(nrt) = entry.latest() else {
+        return Verdict::Unusable;
+    };
+    let Some(expected) = nrt.pods_fingerprint() else {
+        return Verdict::Unusable;
+    };
+    let method = match nrt.pods_fingerprint_method() {
+        Ok(method) => method,
+        Err(error) => {
+            tracing::warn!(node, %error, "pod fingerprint ignored");
+            return Verdict::Unusable;
+        }
+    };
+    let computed = entry.fingerprint(method, config.informer_mode).sum();
+    match check(expected, &computed) {
+        Ok(()) => Verdict::Match,
+        Err(CheckError::Mismatch { .. }) => Verdict::Mismatch,
+        Err(error) => {
+            tracing::warn!(node, %error, "pod fingerprint ignored");
+            Verdict::Unusable
+        }
+    }
+}
+
+/// After a match the NRT reflects every pod the fingerprint counted, and the
+/// fingerprint never counts pods that are not bound or still `Pending`.
+fn kept_after_match(pod: Option<&ObservedPod>) -> bool {
+    pod.is_none_or(|p| p.phase == PodPhase::Pending)
+}
+
+/// See the module documentation.
+fn kept_when_trusting(
+    reservation: &Reservation,
+    pod: Option<&ObservedPod>,
+    now: Instant,
+    config: &CacheConfig,
+) -> bool {
+    match pod {
+        None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
+        Some(p) if p.phase.is_terminal() => false,
+        Some(p) => now.saturating_duration_since(p.bound_at) < config.resync_period,
+    }
+}

@@ -1,0 +1,207 @@
+//! Kubernetes Events and pod conditions, sent from one background task so the
+//! scheduling loop never waits on them: `Scheduled` / `FailedScheduling` on pods (and
+//! `PodScheduled=False` with reason `Unschedulable`), `InvalidNodeResourceTopology` on
+//! unreadable NRT objects.
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// Longest note an Event may carry.
+const MAX_NOTE: usize = 1000;
+
+enum Message {
+    Scheduled {
+        pod: ObjectReference,
+        node: String,
+    },
+    Failed {
+        pod: ObjectReference,
+        message: String,
+        set_condition: bool,
+    },
+    InvalidTopology {
+        node: String,
+        reason: String,
+    },
+}
+
+/// Cheap handle to queue Events; dropped messages (a full queue) are logged, not fatal.
+#[derive(Clone)]
+pub struct EventSender {
+    tx: mpsc::Sender<Message>,
+}
+
+impl EventSender {
+    /// Start the task that publishes Events as `reporter`.
+    pub fn spawn(client: Client, reporter: &str, instance: Option<String>) -> Self {
+        let (tx, rx) = mpsc::channel(4096);
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: reporter.to_owned(),
+                instance,
+            },
+        );
+        tokio::spawn(run(client, recorder, rx, reporter.to_owned()));
+        Self { tx }
+    }
+
+    /// A sender whose messages go nowhere (unit tests, benchmarks).
+    pub fn disabled() -> Self {
+        let (tx, _rx) = mpsc::channel(1);
+        Self { tx }
+    }
+
+    /// The pod was bound to `node`.
+    pub fn scheduled(&self, pod: &Pod, node: &str) {
+        self.send(Message::Scheduled {
+            pod: pod.object_ref(&()),
+            node: node.to_owned(),
+        });
+    }
+
+    /// The pod fits no node; `set_condition` also writes `PodScheduled=False`.
+    pub fn failed(&self, pod: &Pod, message: String, set_condition: bool) {
+        self.send(Message::Failed {
+            pod: pod.object_ref(&()),
+            message,
+            set_condition,
+        });
+    }
+
+    /// A node's NRT object cannot be used.
+    pub fn invalid_topology(&self, node: &str, reason: &str) {
+        self.send(Message::InvalidTopology {
+            node: node.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+
+    fn send(&self, m: Message) {
+        if self.tx.try_send(m).is_err() {
+            tracing::debug!("event queue full or closed: event dropped");
+        }
+    }
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > MAX_NOTE {
+        let mut cut = MAX_NOTE - 3;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+async fn run(
+    client: Client,
+    recorder: Recorder,
+    mut rx: mpsc::Receiver<Message>,
+    reporter: String,
+) {
+    while let Some(m) = rx.recv().await {
+        let result = match m {
+            Message::Scheduled { pod, node } => {
+                let note = format!(
+                    "Successfully assigned {}/{} to {node}",
+                    pod.namespace.as_deref().unwrap_or_default(),
+                    pod.name.as_deref().unwrap_or_default()
+                );
+                publish(
+                    &recorder,
+                    &pod,
+                    EventType::Normal,
+                    "Scheduled",
+                    "Binding",
+                    note,
+                )
+                .await
+            }
+            Message::Failed {
+                pod,
+                message,
+                set_condition,
+            } => {
+                if set_condition {
+                    set_unschedulable(&client, &pod, &message, &reporter).await;
+                }
+                publish(
+                    &recorder,
+                    &pod,
+                    EventType::Warning,
+                    "FailedScheduling",
+                    "Scheduling",
+                    message,
+                )
+                .await
+            }
+            Message::InvalidTopology { node, reason } => {
+                let nrt = ObjectReference {
+                    api_version: Some(tas_api::nrt::v1alpha2::API_VERSION.to_owned()),
+                    kind: Some(tas_api::nrt::KIND.to_owned()),
+                    name: Some(node.clone()),
+                    ..ObjectReference::default()
+                };
+                let note = format!(
+                    "node {node} is skipped until its NodeResourceTopology is fixed: {reason}"
+                );
+                publish(
+                    &recorder,
+                    &nrt,
+                    EventType::Warning,
+                    "InvalidNodeResourceTopology",
+                    "Reading",
+                    note,
+                )
+                .await
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "publishing an event");
+        }
+    }
+}
+
+async fn publish(
+    recorder: &Recorder,
+    regarding: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) -> Result<(), kube::Error> {
+    let ev = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(truncate(note)),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    recorder.publish(&ev, regarding).await
+}
+
+async fn set_unschedulable(client: &Client, pod: &ObjectReference, message: &str, reporter: &str) {
+    let (Some(ns), Some(name)) = (&pod.namespace, &pod.name) else {
+        return;
+    };
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let patch = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "status": {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": truncate(message.to_owned()),
+            "lastTransitionTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+        }]}
+    });
+    let pp = PatchParams::apply(reporter).force();
+    if let Err(e) = api.patch_status(name, &pp, &Patch::Apply(&patch)).await {
+        tracing::debug!(error = %e, pod = %name, "setting PodScheduled=False");
+    }
+}

@@ -1,0 +1,105 @@
+//! Prometheus metrics of the scheduler (`tas_scheduler_*`), all low-cardinality.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Result of a scheduling attempt.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `scheduled`, `unschedulable` or `error`.
+    pub result: &'static str,
+}
+
+/// Every metric the scheduler exports.
+pub struct Metrics {
+    /// The registry (also holds the cache's metrics).
+    pub registry: Registry,
+    /// Scheduling attempts by result.
+    pub attempts: Family<ResultLabel, Counter>,
+    /// Pod creation → bind latency.
+    pub e2e_latency: Histogram,
+    /// Time of one decision (filter + score).
+    pub decision_latency: Histogram,
+    /// Pods waiting in the queue.
+    pub queue_depth: Gauge,
+    /// Failed binds.
+    pub bind_errors: Counter,
+    /// Nodes skipped because their NRT is unreadable.
+    pub invalid_topologies: Gauge,
+    /// 1 while this replica is the leader.
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Register every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tas_scheduler");
+        let attempts = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "schedule_attempts",
+            "Scheduling attempts by result",
+            attempts.clone(),
+        );
+        let e2e_latency = Histogram::new([
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        ]);
+        registry.register(
+            "pod_scheduling_duration_seconds",
+            "From pod creation to a successful bind",
+            e2e_latency.clone(),
+        );
+        let decision_latency = Histogram::new([
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+        ]);
+        registry.register(
+            "decision_duration_seconds",
+            "Filter + score time of one scheduling decision",
+            decision_latency.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "queue_depth",
+            "Pods waiting to be scheduled",
+            queue_depth.clone(),
+        );
+        let bind_errors = Counter::default();
+        registry.register(
+            "bind_errors",
+            "Failed binding requests",
+            bind_errors.clone(),
+        );
+        let invalid_topologies = Gauge::default();
+        registry.register(
+            "invalid_node_topologies",
+            "Nodes skipped because their NodeResourceTopology is unreadable",
+            invalid_topologies.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register("leader", "1 while this replica leads", leader.clone());
+        Self {
+            registry,
+            attempts,
+            e2e_latency,
+            decision_latency,
+            queue_depth,
+            bind_errors,
+            invalid_topologies,
+            leader,
+        }
+    }
+
+    /// Count an attempt.
+    pub fn attempt(&self, result: &'static str) {
+        self.attempts.get_or_create(&ResultLabel { result }).inc();
+    }
+}

@@ -1,0 +1,277 @@
+//! The scheduling loop: pop the next pod, decide, assume, bind in the background.
+//!
+//! A decision assumes the pod on its node at once (node usage and a pessimistic
+//! reservation on every NUMA zone of the node), so the next decision already sees it,
+//! then binds through the `pods/binding` subresource in a separate task. A failed bind
+//! undoes the assumption and requeues the pod. A pod is never bound twice: it is marked
+//! in flight before its bind starts and only leaves that state when the bound pod is
+//! observed or the bind failed. Only the leader (when leader election is on) decides
+//! and binds; losing the lease stops both at once, the check is repeated right before
+//! every bind request.
+
+use crate::cycle::{self, CycleSettings, Decision, PodInput, TopologyView};
+use crate::events::EventSender;
+use crate::explain;
+use crate::filter::PodFilterInput;
+use crate::numa::PodRequest;
+use crate::shared::Shared;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use kube::api::PostParams;
+use kube::{Api, Client, ResourceExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// Concurrent bind requests.
+const MAX_CONCURRENT_BINDS: usize = 64;
+/// Every how many identical failed attempts the Event is repeated.
+const REPEAT_EVENT_EVERY: u32 = 10;
+
+/// Answers "may I bind now?" (always yes without leader election).
+pub type LeaderCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Run the loop until the process ends.
+pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_leader: LeaderCheck) {
+    let binds = Arc::new(Semaphore::new(MAX_CONCURRENT_BINDS));
+    let settings = CycleSettings {
+        score: shared.settings.score.clone(),
+        nodes_without_topology: shared.settings.nodes_without_topology,
+        parallelism: shared.settings.parallelism,
+    };
+    let mut last_message: std::collections::HashMap<String, String> = Default::default();
+    loop {
+        if !shared.synced.all() || !is_leader() {
+            tokio::select! {
+                () = shared.wake.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+            continue;
+        }
+        let next = shared.queue.lock().ok().and_then(|mut q| {
+            let p = q.pop(Instant::now());
+            shared.metrics.queue_depth.set(q.len() as i64);
+            p
+        });
+        let Some(queued) = next else {
+            let expiry = shared
+                .queue
+                .lock()
+                .ok()
+                .and_then(|q| q.next_backoff_expiry());
+            let sleep = expiry.map_or(Duration::from_secs(1), |t| {
+                t.saturating_duration_since(Instant::now())
+            });
+            tokio::select! {
+                () = shared.wake.notified() => {}
+                () = tokio::time::sleep(sleep) => {}
+            }
+            continue;
+        };
+        let Some(pod) = shared
+            .pending
+            .read()
+            .ok()
+            .and_then(|p| p.get(&queued.uid).cloned())
+        else {
+            continue;
+        };
+        if shared.is_in_flight(&queued.uid) {
+            continue;
+        }
+        let input = match parse(&pod) {
+            Ok(i) => i,
+            Err(message) => {
+                shared.metrics.attempt("error");
+                unschedulable(&shared, &events, &pod, message, &mut last_message);
+                continue;
+            }
+        };
+        let started = Instant::now();
+        // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
+        let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
+        let decision = if multi_thread {
+            tokio::task::block_in_place(|| decide(&shared, &input, &settings))
+        } else {
+            decide(&shared, &input, &settings)
+        };
+        shared
+            .metrics
+            .decision_latency
+            .observe(started.elapsed().as_secs_f64());
+        match decision {
+            Decision::Schedule(c) => {
+                last_message.remove(&queued.uid);
+                assume(&shared, &pod, &input, &c.node);
+                let permit = binds.clone().acquire_owned().await;
+                let (client, shared, events, is_leader) = (
+                    client.clone(),
+                    shared.clone(),
+                    events.clone(),
+                    is_leader.clone(),
+                );
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    bind(&client, &shared, &events, &pod, input, &c.node, &is_leader).await;
+                });
+            }
+            Decision::Unschedulable(reasons) => {
+                shared.metrics.attempt("unschedulable");
+                let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
+                let message = explain::with_unsupported_note(
+                    reasons.message(total),
+                    &explain::unsupported_features(&pod),
+                );
+                unschedulable(&shared, &events, &pod, message, &mut last_message);
+            }
+        }
+    }
+}
+
+fn parse(pod: &Pod) -> Result<PodInput, String> {
+    let err = |e: &dyn std::fmt::Display| format!("pod cannot be scheduled: {e}");
+    Ok(PodInput {
+        uid: pod.uid().unwrap_or_default(),
+        filter: PodFilterInput::new(pod).map_err(|e| err(&e))?,
+        request: PodRequest::from_pod(pod).map_err(|e| err(&e))?,
+    })
+}
+
+/// One decision over a consistent snapshot of nodes and topologies.
+pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> Decision {
+    let state = match shared.state.read() {
+        Ok(s) => s,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let nodes: Vec<_> = state.nodes().collect();
+    let lookup = |name: &str| -> TopologyView {
+        match shared.cache.snapshot(name) {
+            None => TopologyView::Missing,
+            Some(Ok(view)) => TopologyView::Known(view),
+            Some(Err(e)) => TopologyView::Invalid(e),
+        }
+    };
+    cycle::decide(input, &nodes, lookup, settings)
+}
+
+fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
+    let uid = input.uid.clone();
+    if let Ok(mut f) = shared.in_flight.lock() {
+        f.insert(uid.clone());
+    }
+    if let Ok(mut s) = shared.state.write() {
+        s.assume(&uid, node, input.filter.usage().clone());
+    }
+    if let Some(r) = crate::cache::PodRef::from_pod(pod) {
+        shared
+            .cache
+            .reserve(node, &r, &input.request, Instant::now());
+    }
+}
+
+fn undo(shared: &Shared, uid: &str, node: &str) {
+    if let Ok(mut s) = shared.state.write() {
+        s.forget(uid);
+    }
+    shared.cache.unreserve(node, uid);
+    if let Ok(mut f) = shared.in_flight.lock() {
+        f.remove(uid);
+    }
+}
+
+async fn bind(
+    client: &Client,
+    shared: &Shared,
+    events: &EventSender,
+    pod: &Pod,
+    input: PodInput,
+    node: &str,
+    is_leader: &LeaderCheck,
+) {
+    let uid = input.uid;
+    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    if !is_leader() {
+        undo(shared, &uid, node);
+        if let Ok(mut q) = shared.queue.lock() {
+            q.retry_now(&uid);
+        }
+        return;
+    }
+    let binding = Binding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.clone()),
+            uid: Some(uid.clone()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_owned()),
+            ..ObjectReference::default()
+        },
+    };
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let result: Result<serde_json::Value, kube::Error> = api
+        .create_subresource("binding", &name, &PostParams::default(), &binding)
+        .await;
+    match result {
+        Ok(_) => {
+            shared.metrics.attempt("scheduled");
+            if let Some(created) = &pod.metadata.creation_timestamp {
+                let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
+                shared
+                    .metrics
+                    .e2e_latency
+                    .observe(age.as_secs_f64().max(0.0));
+            }
+            tracing::debug!(pod = %format!("{ns}/{name}"), node, "bound");
+            events.scheduled(pod, node);
+        }
+        Err(e) => {
+            shared.metrics.bind_errors.inc();
+            shared.metrics.attempt("error");
+            undo(shared, &uid, node);
+            let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+            tracing::warn!(pod = %format!("{ns}/{name}"), node, error = %e, "bind failed");
+            if let Ok(mut q) = shared.queue.lock() {
+                if gone {
+                    // Deleted, or already bound (by us earlier or someone else): the
+                    // watches settle what is true; never bind again.
+                    q.remove(&uid);
+                } else {
+                    q.unschedulable(&uid, Instant::now());
+                }
+            }
+            shared.wake.notify_one();
+        }
+    }
+}
+
+fn unschedulable(
+    shared: &Shared,
+    events: &EventSender,
+    pod: &Pod,
+    message: String,
+    last: &mut std::collections::HashMap<String, String>,
+) {
+    let uid = pod.uid().unwrap_or_default();
+    let attempts = shared
+        .queue
+        .lock()
+        .ok()
+        .map(|mut q| {
+            q.unschedulable(&uid, Instant::now());
+            q.attempts(&uid)
+        })
+        .unwrap_or(1);
+    let changed = last.get(&uid) != Some(&message);
+    if changed || attempts.is_multiple_of(REPEAT_EVENT_EVERY) {
+        tracing::info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %message, "unschedulable");
+        events.failed(pod, message.clone(), changed);
+        last.insert(uid, message);
+    }
+    if last.len() > 100_000 {
+        last.clear();
+    }
+}

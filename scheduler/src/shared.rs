@@ -1,0 +1,108 @@
+//! What the watches, the scheduling loop and the bind tasks share.
+
+use crate::cache::TopologyCache;
+use crate::config::Settings;
+use crate::events::EventSender;
+use crate::metrics::Metrics;
+use crate::queue::SchedulingQueue;
+use crate::state::ClusterState;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::Notify;
+
+/// Which initial lists have completed (readiness waits for all).
+#[derive(Default)]
+pub struct Synced {
+    /// Nodes listed.
+    pub nodes: AtomicBool,
+    /// Bound pods listed.
+    pub bound_pods: AtomicBool,
+    /// Pending pods listed.
+    pub pending_pods: AtomicBool,
+    /// NRT objects listed.
+    pub topologies: AtomicBool,
+}
+
+impl Synced {
+    /// Every watch has delivered its initial list.
+    pub fn all(&self) -> bool {
+        [
+            &self.nodes,
+            &self.bound_pods,
+            &self.pending_pods,
+            &self.topologies,
+        ]
+        .iter()
+        .all(|b| b.load(Ordering::Acquire))
+    }
+}
+
+/// Shared scheduler state. Locks are held briefly and never across an `.await`.
+pub struct Shared {
+    /// Validated settings.
+    pub settings: Settings,
+    /// Nodes and bound pods.
+    pub state: RwLock<ClusterState>,
+    /// Per-node topology views with reservations.
+    pub cache: TopologyCache,
+    /// Pods to schedule.
+    pub queue: Mutex<SchedulingQueue>,
+    /// The latest object of each pending pod of ours, by uid.
+    pub pending: RwLock<HashMap<String, Arc<Pod>>>,
+    /// Pods assumed on a node whose binding is in flight or not yet observed.
+    pub in_flight: Mutex<HashSet<String>>,
+    /// Wakes the scheduling loop.
+    pub wake: Notify,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Initial lists done.
+    pub synced: Synced,
+    /// Events and pod conditions.
+    pub events: EventSender,
+}
+
+impl Shared {
+    /// New shared state.
+    pub fn new(
+        settings: Settings,
+        cache: TopologyCache,
+        metrics: Metrics,
+        events: EventSender,
+    ) -> Arc<Self> {
+        let queue = SchedulingQueue::new(settings.backoff_initial, settings.backoff_max);
+        Arc::new(Self {
+            settings,
+            state: RwLock::new(ClusterState::default()),
+            cache,
+            queue: Mutex::new(queue),
+            pending: RwLock::new(HashMap::new()),
+            in_flight: Mutex::new(HashSet::new()),
+            wake: Notify::new(),
+            metrics,
+            synced: Synced::default(),
+            events,
+        })
+    }
+
+    /// Something changed that could help unschedulable pods.
+    pub fn cluster_event(&self) {
+        let moved = self
+            .queue
+            .lock()
+            .map(|mut q| q.on_cluster_event(std::time::Instant::now()))
+            .unwrap_or(0);
+        if moved > 0 {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Whether a pod is assumed and binding.
+    pub fn is_in_flight(&self, uid: &str) -> bool {
+        self.in_flight
+            .lock()
+            .map(|s| s.contains(uid))
+            .unwrap_or(false)
+    }
+}
