@@ -1,9 +1,10 @@
 //! What every reconcile shares: the client, the operator's settings, the watch caches,
-//! the event recorder, metrics and per-object backoff.
+//! the event recorder, metrics, the OTLP exporters and per-object backoff.
 
 use crate::backoff::Backoffs;
 use crate::build::BuildContext;
 use crate::metrics::Metrics;
+use crate::telemetry::Otlp;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -97,6 +98,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// OpenTelemetry export, pointed at the endpoint the object names.
+    pub otlp: Otlp,
     /// Retry delays per object.
     pub backoffs: Backoffs,
 }

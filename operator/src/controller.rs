@@ -20,6 +20,7 @@ use crate::build::{MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL, STACK_LABEL, UPDATE
 use crate::context::{Config, Context, Stores};
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
+use crate::telemetry::Otlp;
 use crate::watches::{relevance, relevant_changes};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -45,11 +46,13 @@ pub const REPORTER: &str = "tas-operator";
 
 /// Runs the controller until `shutdown` completes, then lets running reconciles finish.
 ///
-/// Readiness (`metrics.is_ready()`) turns true once the watch caches are synced.
+/// Readiness (`metrics.is_ready()`) turns true once the watch caches are synced. Each
+/// reconcile points `otlp` at the endpoint the object names.
 pub async fn run_controller(
     client: Client,
     config: Config,
     metrics: Arc<Metrics>,
+    otlp: Otlp,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
@@ -147,6 +150,7 @@ pub async fn run_controller(
         config,
         stores,
         metrics,
+        otlp,
         backoffs: Default::default(),
     });
 

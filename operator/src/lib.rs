@@ -13,7 +13,8 @@
 //! - [`controller::run_controller`] watches the object, its operands, nodes, node agent
 //!   pods and NodeResourceTopology objects, and runs [`reconcile`] on relevant changes.
 //! - [`node_groups`] and [`selector`] compute which nodes each node group selects.
-//! - [`metrics`] holds the Prometheus metrics and the readiness the binary serves.
+//! - [`metrics`] holds the Prometheus metrics and the readiness the binary serves;
+//!   [`telemetry`] the logs and the OpenTelemetry export over OTLP.
 
 pub mod backoff;
 pub mod build;
@@ -25,6 +26,7 @@ pub mod node_groups;
 pub mod reconcile;
 pub mod render;
 pub mod selector;
+pub mod telemetry;
 pub mod watches;
 
 pub use context::{Config, Context};

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tas_operator::build::BuildContext;
+use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_operator::{Config, Metrics};
 use tas_runtime::lease::{LeaderElector, LeaseConfig};
 
@@ -110,14 +111,24 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    tas_runtime::telemetry::init_logging(&args.log_level, args.log_json)?;
-    let client = tas_runtime::client::from_kubeconfig(args.kubeconfig.as_deref()).await?;
     let instance = args
         .instance
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("tas-operator-{}", std::process::id()));
-    let metrics = Arc::new(Metrics::new());
+    let otlp = Otlp::new(OtlpSettings::from_env(Some(instance.clone())));
+    tas_operator::telemetry::init(&args.log_level, args.log_json, &otlp)?;
+    // The environment's endpoint until the object names one.
+    otlp.use_endpoint(None);
+    let outcome = operate(args, instance, otlp.clone()).await;
+    otlp.shutdown().await;
+    outcome
+}
+
+/// Serves metrics and reconciles (when leading) until a shutdown signal.
+async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<()> {
+    let client = tas_runtime::client::from_kubeconfig(args.kubeconfig.as_deref()).await?;
+    let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
     let config = Config {
         build: args.images.build_context(),
         instance: Some(instance.clone()),
@@ -169,6 +180,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         client,
         config,
         metrics,
+        otlp,
         stopped(),
     ));
     let leadership_lost = async move {

@@ -1,9 +1,19 @@
 //! Prometheus metrics of the operator (`tas_operator_*`) and its readiness, both served
-//! by `tas_runtime::http` (`/metrics`, `/readyz`).
+//! by `tas_runtime::http` (`/metrics`, `/readyz`), and the same metrics as OpenTelemetry
+//! instruments for OTLP export ([`Metrics::with_meter`]).
+//!
+//! The OpenTelemetry names (`tas_operator.reconciles`, `tas_operator.reconcile_duration`
+//! in seconds, ...) become the Prometheus names again when a collector converts them.
+//! Reconciles are recorded into both at once; the gauges are read from the Prometheus
+//! ones when the meter collects.
 //!
 //! Labels are low-cardinality by construction: a reconcile's `result` is one of three
 //! words, an operand's `component` one of two.
 
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{
+    Counter as OtelCounter, Histogram as OtelHistogram, Meter, ObservableGauge,
+};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,6 +46,11 @@ impl ReconcileResult {
             Self::PermanentError => "permanent_error",
         }
     }
+
+    /// The OpenTelemetry `result` attribute.
+    fn attribute(self) -> KeyValue {
+        KeyValue::new("result", self.as_str())
+    }
 }
 
 /// `result` label.
@@ -52,6 +67,11 @@ pub struct ComponentLabel {
     pub component: &'static str,
 }
 
+/// Upper bounds of the reconcile duration buckets, in seconds.
+const DURATION_BUCKETS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// Values of the `component` label.
+const COMPONENTS: [&str; 2] = ["updater", "scheduler"];
+
 /// Every metric the operator exports, plus its readiness.
 pub struct Metrics {
     registry: Registry,
@@ -60,6 +80,15 @@ pub struct Metrics {
     operands_ready: Family<ComponentLabel, Gauge>,
     stale_nrt_nodes: Gauge,
     readiness: Readiness,
+    otel: Option<OtelInstruments>,
+}
+
+/// The OpenTelemetry side: the synchronous instruments a reconcile records into, and
+/// the gauges' callbacks (kept here so they live as long as the metrics).
+struct OtelInstruments {
+    reconciles: OtelCounter<u64>,
+    reconcile_duration: OtelHistogram<f64>,
+    _gauges: [ObservableGauge<i64>; 2],
 }
 
 impl Default for Metrics {
@@ -80,7 +109,7 @@ impl Metrics {
             reconciles.clone(),
         );
         let reconcile_duration = Family::<ResultLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0])
+            Histogram::new(DURATION_BUCKETS)
         });
         registry.register(
             "reconcile_duration_seconds",
@@ -106,6 +135,7 @@ impl Metrics {
             operands_ready,
             stale_nrt_nodes,
             readiness: Readiness::not_ready("the controller's caches are not synced yet"),
+            otel: None,
         };
         // Every series exists from the start, at zero: a missing series cannot be told
         // apart from a scrape problem, and rate() needs the zero to start from.
@@ -120,6 +150,54 @@ impl Metrics {
         metrics
     }
 
+    /// The Prometheus metrics, also recorded as OpenTelemetry instruments of `meter`
+    /// (exported while an OTLP endpoint is configured).
+    pub fn with_meter(meter: &Meter) -> Self {
+        let mut metrics = Self::new();
+        let reconciles = meter
+            .u64_counter("tas_operator.reconciles")
+            .with_description("Reconciles of the TopologyAwareScheduling object by result")
+            .with_unit("{reconcile}")
+            .build();
+        let reconcile_duration = meter
+            .f64_histogram("tas_operator.reconcile_duration")
+            .with_description("Duration of a reconcile by result")
+            .with_unit("s")
+            .with_boundaries(DURATION_BUCKETS.to_vec())
+            .build();
+        // As on the Prometheus side, every result is a series from the start.
+        for result in ReconcileResult::ALL {
+            reconciles.add(0, &[result.attribute()]);
+        }
+        let ready = metrics.operands_ready.clone();
+        let operands_ready = meter
+            .i64_observable_gauge("tas_operator.operands_ready")
+            .with_description(
+                "Ready pods per operand: node agents (updater) and scheduler replicas (scheduler)",
+            )
+            .with_unit("{pod}")
+            .with_callback(move |observer| {
+                for component in COMPONENTS {
+                    let value = ready.get_or_create(&ComponentLabel { component }).get();
+                    observer.observe(value, &[KeyValue::new("component", component)]);
+                }
+            })
+            .build();
+        let stale = metrics.stale_nrt_nodes.clone();
+        let stale_nrt_nodes = meter
+            .i64_observable_gauge("tas_operator.stale_nrt_nodes")
+            .with_description("Nodes of the node groups without a fresh NodeResourceTopology")
+            .with_unit("{node}")
+            .with_callback(move |observer| observer.observe(stale.get(), &[]))
+            .build();
+        metrics.otel = Some(OtelInstruments {
+            reconciles,
+            reconcile_duration,
+            _gauges: [operands_ready, stale_nrt_nodes],
+        });
+        metrics
+    }
+
     /// Records one reconcile.
     pub fn reconciled(&self, result: ReconcileResult, took: Duration) {
         let label = ResultLabel {
@@ -129,6 +207,12 @@ impl Metrics {
         self.reconcile_duration
             .get_or_create(&label)
             .observe(took.as_secs_f64());
+        if let Some(otel) = &self.otel {
+            let attributes = [result.attribute()];
+            otel.reconciles.add(1, &attributes);
+            otel.reconcile_duration
+                .record(took.as_secs_f64(), &attributes);
+        }
     }
 
     /// Reconciles so far, all results together.
@@ -145,7 +229,7 @@ impl Metrics {
 
     /// Sets the ready pods of the node agents and of the scheduler.
     pub fn set_operands_ready(&self, updater: i64, scheduler: i64) {
-        for (component, value) in [("updater", updater), ("scheduler", scheduler)] {
+        for (component, value) in COMPONENTS.into_iter().zip([updater, scheduler]) {
             self.operands_ready
                 .get_or_create(&ComponentLabel { component })
                 .set(value);

@@ -55,6 +55,10 @@ pub async fn reconcile(
     );
     async move {
         let started = Instant::now();
+        // Before anything else, so this reconcile's span already goes to the new
+        // endpoint. Cleanup turns back to the operator's own endpoint once done.
+        ctx.otlp
+            .use_endpoint(cr.spec.observability.otlp_endpoint.as_deref());
         let result = reconcile_inner(cr.clone(), &ctx).await;
         let outcome = match &result {
             Ok(_) => {
@@ -101,7 +105,12 @@ async fn reconcile_inner(cr: Arc<TopologyAwareScheduling>, ctx: &Context) -> Res
     let result = finalizer(&api, FINALIZER, cr, |event| async move {
         match event {
             FinalizerEvent::Apply(cr) => apply_stack(&cr, ctx).await,
-            FinalizerEvent::Cleanup(cr) => finalizer::cleanup(&cr, ctx).await,
+            FinalizerEvent::Cleanup(cr) => {
+                let done = finalizer::cleanup(&cr, ctx).await?;
+                // The object is about to go: back to the operator's own endpoint.
+                ctx.otlp.use_endpoint(None);
+                Ok(done)
+            }
         }
     })
     .await;

@@ -15,6 +15,7 @@ use tas_e2e::{
     FakeNode, crd_dir, create_fake_node, read_crds, unique_name, wait_for, wait_node_ready,
 };
 use tas_operator::build::{BuildContext, SCHEDULER_DEPLOYMENT};
+use tas_operator::telemetry::Otlp;
 use tas_operator::{Config, Metrics};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -34,8 +35,9 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub fn start(client: Client) -> Self {
-        let metrics = Arc::new(Metrics::new());
+    /// Starts the operator, exporting over `otlp` when the object names an endpoint.
+    pub fn start(client: Client, otlp: Otlp) -> Self {
+        let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
         let (stop, rx) = watch::channel(false);
         let config = Config {
             build: BuildContext {
@@ -53,6 +55,7 @@ impl Operator {
             client,
             config,
             metrics.clone(),
+            otlp,
             shutdown,
         ));
         Self {

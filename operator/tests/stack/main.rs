@@ -7,34 +7,57 @@
 //! object and waiting for its operands to be gone.
 
 mod binary;
+mod collector;
 mod harness;
 mod install;
+mod otlp;
 mod overlap;
 mod paused;
 mod scale;
 
 use harness::Operator;
+use std::time::Duration;
 use tas_e2e::TestCluster;
+use tas_operator::telemetry::{Otlp, OtlpSettings};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
 
 #[tokio::test]
 async fn one_object_runs_and_reports_the_whole_stack() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "tas_operator=info".to_owned()),
+    // No endpoint from the environment: only the object turns export on. Short delays
+    // keep the OTLP scenario quick.
+    let telemetry = Otlp::new(OtlpSettings {
+        fallback_endpoint: None,
+        instance: Some("stack-test".into()),
+        metric_interval: Some(Duration::from_secs(1)),
+        span_delay: Some(Duration::from_millis(200)),
+    });
+    let logs = EnvFilter::new(
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "tas_operator=info".to_owned()),
+    );
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(logs),
         )
-        .with_test_writer()
-        .try_init();
+        .with(telemetry.tracing_layer())
+        .try_init()
+        .expect("the only global subscriber of this test binary");
     let cluster = TestCluster::shared().expect("the shared test cluster starts");
     let _logs = cluster.log_guard();
     let client = cluster.client().await.unwrap();
     harness::install_tas_crd(&client).await;
 
-    let operator = Operator::start(client.clone());
+    let operator = Operator::start(client.clone(), telemetry.clone());
     install::scenario(&client, &operator).await;
     overlap::scenario(&client).await;
     paused::scenario(&client, &operator).await;
     scale::scenario(&client, &operator).await;
+    otlp::scenario(&client, &telemetry).await;
     operator.stop().await;
+    telemetry.shutdown().await;
     // With no object left, the binary only has to start, sync and stop.
     binary::scenario(&client, &cluster.kubeconfig_path()).await;
 }

@@ -1,0 +1,305 @@
+//! OpenTelemetry traces and metrics over OTLP/gRPC, to the endpoint the
+//! TopologyAwareScheduling object names, else to `OTEL_EXPORTER_OTLP_ENDPOINT`, else
+//! nowhere.
+//!
+//! ```text
+//! tracing spans (tas_operator) ─► tracing layer ─► tracer provider ─► batch ─► SpanSwitch ─┐
+//! Metrics (metrics.rs) ─► meter ─► meter provider ─► periodic reader ─► MetricSwitch ──────┤
+//!                                                                                          ▼
+//!                          Otlp::use_endpoint (every reconcile) ─► Slot: OTLP exporter | none
+//! ```
+//!
+//! The endpoint is only known once the object is read, long after the `tracing`
+//! subscriber is installed, and it may change. So the providers are built once, at
+//! start, and only the exporters behind them are swapped (`switch.rs`): the
+//! `tracing` layer and the metric instruments never change. Spans and metric points
+//! not yet exported at a switch go to the new endpoint; metrics are cumulative, so a
+//! new collector gets totals since the operator started.
+//!
+//! Nothing here blocks a reconcile: the exporters connect lazily and export from the
+//! SDK's own threads, the span queue drops when full, and failures are logged with a
+//! rate limit.
+
+use super::switch::{MetricSwitch, Slot, SpanSwitch};
+use crate::build::OTLP_ENDPOINT_ENV;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::tonic_types::transport::ClientTlsConfig;
+use opentelemetry_otlp::{
+    ExporterBuildError, MetricExporter, SpanExporter, WithExportConfig as _, WithTonicConfig as _,
+};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanExporter as _,
+};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tracing::Subscriber;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::registry::LookupSpan;
+
+/// `service.name` of everything the operator exports, and the name of its tracer and
+/// meter.
+pub const SERVICE_NAME: &str = "tas-operator";
+/// How long a shutdown may spend flushing each signal.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the exporters behave; [`OtlpSettings::from_env`] for the binary.
+#[derive(Debug, Clone, Default)]
+pub struct OtlpSettings {
+    /// Endpoint used while the object names none (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub fallback_endpoint: Option<String>,
+    /// `service.instance.id`: which replica exported (its pod name).
+    pub instance: Option<String>,
+    /// Time between metric exports; when unset `OTEL_METRIC_EXPORT_INTERVAL`, else 60 s.
+    pub metric_interval: Option<Duration>,
+    /// Longest a finished span waits for its batch; when unset
+    /// `OTEL_BSP_SCHEDULE_DELAY`, else 5 s.
+    pub span_delay: Option<Duration>,
+}
+
+impl OtlpSettings {
+    /// The fallback endpoint from `OTEL_EXPORTER_OTLP_ENDPOINT`; the SDK reads its other
+    /// `OTEL_*` variables (headers, timeouts, intervals) itself.
+    pub fn from_env(instance: Option<String>) -> Self {
+        Self {
+            fallback_endpoint: std::env::var(OTLP_ENDPOINT_ENV).ok(),
+            instance,
+            ..Self::default()
+        }
+    }
+}
+
+/// The endpoint to export to: the object's, else the fallback, else none (an empty
+/// string counts as unset).
+pub fn resolve_endpoint<'a>(
+    from_object: Option<&'a str>,
+    fallback: Option<&'a str>,
+) -> Option<&'a str> {
+    let set = |e: &&str| !e.trim().is_empty();
+    from_object.filter(set).or(fallback.filter(set))
+}
+
+/// The process's OpenTelemetry pipelines; cheap to clone (shared).
+#[derive(Clone)]
+pub struct Otlp(Arc<Inner>);
+
+struct Inner {
+    fallback_endpoint: Option<String>,
+    resource: Resource,
+    tracer_provider: SdkTracerProvider,
+    meter_provider: SdkMeterProvider,
+    spans: Arc<Slot<SpanExporter>>,
+    metrics: Arc<Slot<MetricExporter>>,
+    /// The endpoint last chosen by [`Otlp::use_endpoint`] (even if it could not be
+    /// used), so that every reconcile does not rebuild or re-warn.
+    chosen: Mutex<Option<String>>,
+}
+
+impl Otlp {
+    /// Builds the pipelines with export off; [`Self::use_endpoint`] turns it on.
+    pub fn new(settings: OtlpSettings) -> Self {
+        let mut resource = Resource::builder()
+            .with_service_name(SERVICE_NAME)
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        if let Some(instance) = settings.instance {
+            resource = resource.with_attribute(KeyValue::new("service.instance.id", instance));
+        }
+        let resource = resource.build();
+
+        let spans = Slot::new("traces");
+        let mut batch = BatchConfigBuilder::default();
+        if let Some(delay) = settings.span_delay {
+            batch = batch.with_scheduled_delay(delay);
+        }
+        let tracer_provider = SdkTracerProvider::builder()
+            .with_resource(resource.clone())
+            .with_span_processor(
+                BatchSpanProcessor::builder(SpanSwitch(spans.clone()))
+                    .with_batch_config(batch.build())
+                    .build(),
+            )
+            .build();
+
+        let metrics = Slot::new("metrics");
+        let meter_provider = SdkMeterProvider::builder()
+            .with_resource(resource.clone())
+            .with_reader(
+                PeriodicReader::builder(MetricSwitch(metrics.clone()))
+                    // Zero keeps the SDK's default (env or 60 s).
+                    .with_interval(settings.metric_interval.unwrap_or_default())
+                    .build(),
+            )
+            .build();
+
+        Self(Arc::new(Inner {
+            fallback_endpoint: settings.fallback_endpoint,
+            resource,
+            tracer_provider,
+            meter_provider,
+            spans,
+            metrics,
+            chosen: Mutex::new(None),
+        }))
+    }
+
+    /// The layer that turns the operator's own `tracing` spans (the reconcile span and
+    /// the events in it, at info and above) into OpenTelemetry spans. Other crates'
+    /// spans stay out: the gRPC client's would describe the export itself.
+    pub fn tracing_layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
+    where
+        S: Subscriber + for<'span> LookupSpan<'span> + Send + Sync,
+    {
+        tracing_opentelemetry::layer()
+            .with_tracer(self.0.tracer_provider.tracer(SERVICE_NAME))
+            .with_filter(Targets::new().with_target("tas_operator", tracing::Level::INFO))
+    }
+
+    /// The meter the operator's OTLP metrics are recorded with.
+    pub fn meter(&self) -> Meter {
+        self.0.meter_provider.meter(SERVICE_NAME)
+    }
+
+    /// The endpoint chosen last, if any.
+    pub fn endpoint(&self) -> Option<String> {
+        self.0
+            .chosen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Exports to the object's endpoint, else the fallback, else nowhere. Cheap when
+    /// nothing changes, so it runs on every reconcile; must run on a Tokio runtime (the
+    /// gRPC channel's worker is spawned there). An endpoint that cannot be used (a
+    /// malformed URL) turns export off with a warning until the endpoint changes.
+    pub fn use_endpoint(&self, from_object: Option<&str>) {
+        let wanted = resolve_endpoint(from_object, self.0.fallback_endpoint.as_deref());
+        let mut chosen = self.0.chosen.lock().unwrap_or_else(PoisonError::into_inner);
+        if chosen.as_deref() == wanted {
+            return;
+        }
+        let exporters = match wanted {
+            None => {
+                tracing::info!("OTLP export off: no endpoint configured");
+                None
+            }
+            Some(endpoint) => match self.0.exporters(endpoint) {
+                Ok(exporters) => {
+                    tracing::info!(endpoint, "exporting traces and metrics over OTLP/gRPC");
+                    Some(exporters)
+                }
+                Err(error) => {
+                    tracing::warn!(endpoint, %error, "cannot export to this OTLP endpoint; OTLP export off");
+                    None
+                }
+            },
+        };
+        let (spans, metrics) = match (wanted, exporters) {
+            (Some(endpoint), Some((spans, metrics))) => {
+                (Some((endpoint, spans)), Some((endpoint, metrics)))
+            }
+            _ => (None, None),
+        };
+        // The replaced exporters only drop their gRPC client: an export still running
+        // on them finishes (or fails) on its own.
+        if let Some(old) = self.0.spans.set(spans) {
+            let _ = old.shutdown();
+        }
+        if let Some(old) = self.0.metrics.set(metrics) {
+            let _ = opentelemetry_sdk::metrics::exporter::PushMetricExporter::shutdown(&*old);
+        }
+        *chosen = wanted.map(str::to_owned);
+    }
+
+    /// Exports what is pending and stops both pipelines, spending at most a few
+    /// seconds per signal when the collector does not answer.
+    pub async fn shutdown(&self) {
+        let inner = self.0.clone();
+        let stopped = tokio::task::spawn_blocking(move || {
+            if let Err(error) = inner
+                .tracer_provider
+                .shutdown_with_timeout(SHUTDOWN_TIMEOUT)
+            {
+                tracing::debug!(%error, "stopping the OTLP trace pipeline");
+            }
+            if let Err(error) = inner.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
+                tracing::debug!(%error, "stopping the OTLP metrics pipeline");
+            }
+        });
+        if let Err(error) = stopped.await {
+            tracing::warn!(%error, "flushing OpenTelemetry data");
+        }
+    }
+}
+
+impl Inner {
+    /// Both exporters for `endpoint`, TLS with the system's roots for `https://`.
+    fn exporters(
+        &self,
+        endpoint: &str,
+    ) -> Result<(SpanExporter, MetricExporter), ExporterBuildError> {
+        let tls = endpoint
+            .starts_with("https://")
+            .then(|| ClientTlsConfig::new().with_native_roots());
+
+        let mut spans = SpanExporter::builder().with_tonic().with_endpoint(endpoint);
+        if let Some(tls) = tls.clone() {
+            spans = spans.with_tls_config(tls);
+        }
+        let mut spans = spans.build()?;
+        // The provider gives its resource to the switch, not to exporters made later.
+        spans.set_resource(&self.resource);
+
+        let mut metrics = MetricExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .with_temporality(Temporality::Cumulative);
+        if let Some(tls) = tls {
+            metrics = metrics.with_tls_config(tls);
+        }
+        Ok((spans, metrics.build()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_object_wins_over_the_environment() {
+        let env = Some("http://env:4317");
+        assert_eq!(
+            resolve_endpoint(Some("http://cr:4317"), env),
+            Some("http://cr:4317")
+        );
+        assert_eq!(resolve_endpoint(None, env), env);
+        assert_eq!(resolve_endpoint(Some(""), env), env);
+        assert_eq!(resolve_endpoint(None, Some(" ")), None);
+        assert_eq!(resolve_endpoint(None, None), None);
+    }
+
+    #[tokio::test]
+    async fn endpoints_switch_without_a_collector() {
+        let otlp = Otlp::new(OtlpSettings {
+            fallback_endpoint: Some("http://127.0.0.1:1".into()),
+            ..OtlpSettings::default()
+        });
+        assert_eq!(otlp.endpoint(), None, "off until told");
+        otlp.use_endpoint(None);
+        assert_eq!(otlp.endpoint().as_deref(), Some("http://127.0.0.1:1"));
+        otlp.use_endpoint(Some("http://127.0.0.1:2"));
+        assert_eq!(otlp.endpoint().as_deref(), Some("http://127.0.0.1:2"));
+        // A URL the exporter refuses is remembered, so it is not retried per reconcile.
+        otlp.use_endpoint(Some("not a url"));
+        assert_eq!(otlp.endpoint().as_deref(), Some("not a url"));
+        // Nothing listens: shutting down still returns promptly.
+        otlp.use_endpoint(None);
+        tokio::time::timeout(Duration::from_secs(30), otlp.shutdown())
+            .await
+            .expect("shutdown is bounded");
+    }
+}
