@@ -10,6 +10,7 @@
 
 pub mod accounting;
 pub mod agent;
+pub mod cli;
 pub mod http;
 pub mod kubelet_config;
 pub mod metrics;
