@@ -62,6 +62,9 @@ pub(crate) struct Running {
     pub component: Component,
     pub child: Child,
     pub log: PathBuf,
+    /// What it was started with, to restart it the same way.
+    pub binary: PathBuf,
+    pub args: Vec<String>,
 }
 
 impl Running {
@@ -74,7 +77,12 @@ impl Running {
         base: &Path,
     ) -> Result<Self, Error> {
         let log = log_path(base, component);
-        let out = File::create(&log).map_err(Error::io(format!("creating {}", log.display())))?;
+        // Appending: a restarted component keeps its earlier log above the new one.
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(Error::io(format!("creating {}", log.display())))?;
         let err = out
             .try_clone()
             .map_err(Error::io(format!("duplicating {}", log.display())))?;
@@ -97,6 +105,8 @@ impl Running {
             component,
             child,
             log,
+            binary: binary.to_path_buf(),
+            args: args.to_vec(),
         })
     }
 

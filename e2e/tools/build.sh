@@ -6,7 +6,9 @@
 #
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
-#   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok (default: all)
+#   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok schedplugins
+#                    (default: k8s etcd kwok; schedplugins — kube-scheduler with the
+#                    scheduler-plugins NUMA plugin, for `make bench` — only on request)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,6 +17,7 @@ cache_root="${TAS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools}"
 K8S_VERSION=v1.34.4
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+SCHEDPLUGINS_VERSION=v0.33.5
 
 if ! command -v go >/dev/null 2>&1; then
   cat >&2 <<'EOF'
@@ -78,6 +81,9 @@ for m in $only; do
   case $m in
     etcd) build etcd "$ETCD_VERSION" "" etcd=go.etcd.io/etcd/server/v3 ;;
     kwok) build kwok "$KWOK_VERSION" "" kwok=sigs.k8s.io/kwok/cmd/kwok ;;
+    schedplugins) build schedplugins "$SCHEDPLUGINS_VERSION" \
+      "-X k8s.io/component-base/version.gitVersion=v1.33.13-scheduler-plugins-$SCHEDPLUGINS_VERSION" \
+      kube-scheduler-plugins=sigs.k8s.io/scheduler-plugins/cmd/scheduler ;;
     k8s) build k8s "$K8S_VERSION" "$k8s_ldflags" \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
       kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -96,4 +102,8 @@ ln -sf "$(key k8s "$K8S_VERSION")"/kube-scheduler "$bin/kube-scheduler"
 ln -sf "$(key k8s "$K8S_VERSION")"/kubectl "$bin/kubectl"
 ln -sf "$(key etcd "$ETCD_VERSION")"/etcd "$bin/etcd"
 ln -sf "$(key kwok "$KWOK_VERSION")"/kwok "$bin/kwok"
+sp="$(key schedplugins "$SCHEDPLUGINS_VERSION")/kube-scheduler-plugins"
+if [ -x "$sp" ]; then
+  ln -sf "$sp" "$bin/kube-scheduler-plugins"
+fi
 echo "$bin"

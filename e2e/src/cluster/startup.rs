@@ -97,6 +97,30 @@ impl TestCluster {
         Ok(cluster)
     }
 
+    /// Stops `component` (SIGTERM, then SIGKILL after the grace period) and starts it
+    /// again with the same flags, waiting until it serves again: for fault tests
+    /// (clients must reconnect). Only a cluster a test owns can be restarted.
+    pub async fn restart(&mut self, component: Component) -> Result<(), Error> {
+        let Some(i) = self.running.iter().position(|r| r.component == component) else {
+            return Err(Error::Startup {
+                component: component.name(),
+                reason: "not running in this cluster".into(),
+                log_tail: String::new(),
+            });
+        };
+        let old = self.running.remove(i);
+        let (binary, args) = (old.binary.clone(), old.args.clone());
+        process::stop_all(&mut [old], super::STOP_GRACE);
+        let running = Running::spawn(component, &binary, &args, &self.layout.base)?;
+        self.running.push(running);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        if component == Component::KubeApiserver {
+            self.wait_for_apiserver(deadline).await
+        } else {
+            Ok(())
+        }
+    }
+
     fn spawn(&mut self, component: Component, args: Vec<String>) -> Result<(), Error> {
         let binary = self.tools.binary(component.name());
         let running = Running::spawn(component, &binary, &args, &self.layout.base)?;
