@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help
+.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help images
 
 all: build
 
@@ -34,3 +34,16 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins
+
+# Container images (a docker-compatible CLI is needed; the tests do not use images).
+# VERSION defaults to the workspace version, which config/manager's image tags match.
+IMAGE_REPO ?= ghcr.io/tas-dev
+VERSION ?= v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+CONTAINER_TOOL ?= docker
+
+images: ## Build the tas-operator, tas-scheduler and tas-updater images (IMAGE_REPO, VERSION)
+	@for c in operator scheduler updater; do \
+		echo "building $(IMAGE_REPO)/tas-$$c:$(VERSION)"; \
+		$(CONTAINER_TOOL) build --target $$c --build-arg VERSION=$(VERSION) \
+			-t $(IMAGE_REPO)/tas-$$c:$(VERSION) . || exit 1; \
+	done

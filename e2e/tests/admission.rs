@@ -1,0 +1,333 @@
+//! The ValidatingAdmissionPolicy of `config/policy/` on the real API server: a node
+//! agent (a ServiceAccount named `tas-updater`) may write only the NodeResourceTopology
+//! named after the node its token is bound to.
+//!
+//! The agent's credentials are made the way the kubelet makes them: a TokenRequest
+//! bound to a pod scheduled on a node, for which kube-apiserver records the node's name
+//! in the token (user extra `authentication.kubernetes.io/node-name`). The test then
+//! talks to the API server with that token, as the agent would.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tas_e2e::{
+    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name,
+    unique_namespace, wait_for,
+};
+
+/// Name of the node agents' ServiceAccount, which the policy matches in any namespace.
+const UPDATER_SA: &str = "tas-updater";
+/// Name of the policy (and of its binding) in `config/policy/`.
+const POLICY: &str = "tas-updater-own-node";
+/// Field manager of the agent's writes, as the real agent uses one.
+const AGENT_MANAGER: &str = "tas-updater";
+/// How long the policy may take to be enforced after it is created (the admission
+/// plugin learns about policies through an informer).
+const ENFORCED_WITHIN: Duration = Duration::from_secs(30);
+
+fn policy_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/policy/updater-own-node-policy.yaml")
+}
+
+fn nrt_resource() -> ApiResource {
+    ApiResource {
+        group: "topology.node.k8s.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "topology.node.k8s.io/v1alpha2".into(),
+        kind: "NodeResourceTopology".into(),
+        plural: "noderesourcetopologies".into(),
+    }
+}
+
+/// A NodeResourceTopology as the agent publishes it, with `free` CPUs in its one zone.
+fn nrt(name: &str, free: u32) -> Value {
+    json!({
+        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "kind": "NodeResourceTopology",
+        "metadata": { "name": name },
+        "attributes": [{ "name": "topologyManagerPolicy", "value": "single-numa-node" }],
+        "zones": [{ "name": "node-0", "type": "Node", "resources": [
+            { "name": "cpu", "capacity": "8", "allocatable": "8", "available": free.to_string() },
+        ]}],
+    })
+}
+
+/// Server-side applies `nrt(name, free)` as the agent does; the refusal's message on error.
+async fn publish(api: &Api<DynamicObject>, name: &str, free: u32) -> Result<(), String> {
+    api.patch(
+        name,
+        &PatchParams::apply(AGENT_MANAGER).force(),
+        &Patch::Apply(nrt(name, free)),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| match e {
+        kube::Error::Api(s) => format!("{} ({}): {}", s.code, s.reason, s.message),
+        other => format!("not an API refusal: {other}"),
+    })
+}
+
+/// Applies the policy and its binding from `config/policy/` as an admin would.
+async fn apply_policy(client: &Client) {
+    let text = std::fs::read_to_string(policy_file()).expect("policy file readable");
+    let params = PatchParams::apply(tas_e2e::FIELD_MANAGER).force();
+    let mut kinds = Vec::new();
+    for document in serde_norway::Deserializer::from_str(&text) {
+        let value = Value::deserialize(document).expect("policy file is YAML");
+        let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match kind.as_str() {
+            "ValidatingAdmissionPolicy" => {
+                let policy: ValidatingAdmissionPolicy = serde_json::from_value(value).unwrap();
+                Api::<ValidatingAdmissionPolicy>::all(client.clone())
+                    .patch(&name, &params, &Patch::Apply(&policy))
+                    .await
+                    .expect("policy applies");
+            }
+            "ValidatingAdmissionPolicyBinding" => {
+                let binding: ValidatingAdmissionPolicyBinding =
+                    serde_json::from_value(value).unwrap();
+                Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+                    .patch(&name, &params, &Patch::Apply(&binding))
+                    .await
+                    .expect("binding applies");
+            }
+            other => panic!("unexpected kind {other} in {}", policy_file().display()),
+        }
+        kinds.push(kind);
+    }
+    assert_eq!(
+        kinds,
+        [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ]
+    );
+}
+
+/// A client of the test cluster that authenticates with `token` instead of the admin's.
+async fn client_with_token(cluster: &TestCluster, token: &str) -> Client {
+    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
+    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
+    for named in &mut kubeconfig.auth_infos {
+        named.auth_info = Some(auth.clone());
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("client config");
+    assert_eq!(
+        config.cluster_url.to_string().trim_end_matches('/'),
+        cluster.server_url()
+    );
+    Client::try_from(config).expect("client")
+}
+
+/// A token of `tas-updater` in `ns`, bound to `pod` when given (as the kubelet's
+/// projected tokens are), else bound to nothing.
+async fn updater_token(client: &Client, ns: &str, pod: Option<&Pod>) -> String {
+    let bound_object_ref = pod.map(|p| BoundObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: p.metadata.name.clone(),
+        uid: p.metadata.uid.clone(),
+    });
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            // Empty: the API server's own audience.
+            audiences: Vec::new(),
+            bound_object_ref,
+            expiration_seconds: Some(600),
+        },
+        ..TokenRequest::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_token_request(UPDATER_SA, &PostParams::default(), &request)
+        .await
+        .expect("token request")
+        .status
+        .expect("token in status")
+        .token
+}
+
+/// A `tas-updater` ServiceAccount in `ns` with the node agent's NRT permissions (a
+/// ClusterRole: NRT objects are cluster-scoped).
+async fn updater_account(client: &Client, ns: &str) {
+    let post = PostParams::default();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": UPDATER_SA } })).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&post, &sa)
+        .await
+        .expect("service account");
+    let role_name = unique_name("nrt-writer");
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": { "name": role_name },
+        "rules": [{
+            "apiGroups": ["topology.node.k8s.io"],
+            "resources": ["noderesourcetopologies"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch"],
+        }],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(client.clone())
+        .create(&post, &role)
+        .await
+        .expect("cluster role");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": role_name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
+        "subjects": [{ "kind": "ServiceAccount", "name": UPDATER_SA, "namespace": ns }],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&post, &binding)
+        .await
+        .expect("cluster role binding");
+}
+
+/// A pod of `tas-updater` scheduled on `node` (spec.nodeName set, as a DaemonSet's are).
+async fn agent_pod(client: &Client, ns: &str, node: &str) -> Pod {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "agent" },
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": UPDATER_SA,
+            "containers": [{ "name": "updater", "image": "registry.invalid/tas-updater:test" }],
+        },
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("agent pod")
+}
+
+#[tokio::test]
+async fn a_node_agent_writes_only_its_own_nodes_topology() {
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    apply_crds_from_dir(&admin, &crd_dir()).await.unwrap();
+    apply_policy(&admin).await;
+
+    // Any namespace: the policy matches the ServiceAccount by name, wherever
+    // spec.namespace put the operands.
+    let ns = unique_namespace(&admin, "admission").await.unwrap();
+    updater_account(&admin, &ns).await;
+    let own = unique_name("own-node");
+    let other = unique_name("other-node");
+    for name in [&own, &other] {
+        create_fake_node(&admin, &FakeNode::new(name.clone()))
+            .await
+            .unwrap();
+    }
+    let pod = agent_pod(&admin, &ns, &own).await;
+    let agent = client_with_token(cluster, &updater_token(&admin, &ns, Some(&pod)).await).await;
+    let nrts = Api::<DynamicObject>::all_with(agent, &nrt_resource());
+
+    // Another node's object: refused, with a message naming both nodes. Polled, since
+    // the API server enforces a new policy after a moment.
+    let refusal = wait_for(
+        "the policy to refuse another node's NodeResourceTopology",
+        ENFORCED_WITHIN,
+        || async { Ok::<_, String>(publish(&nrts, &other, 8).await.err()) },
+    )
+    .await
+    .unwrap();
+    assert!(refusal.starts_with("403"), "{refusal}");
+    assert!(refusal.contains(POLICY), "{refusal}");
+    assert!(
+        refusal.contains(&format!(
+            "on node {own} may only write the NodeResourceTopology named {own}, not {other}"
+        )),
+        "{refusal}"
+    );
+
+    // Its own node's object: created, then updated (server-side apply is a PATCH that
+    // reaches admission as CREATE, then UPDATE), and a plain update too.
+    publish(&nrts, &own, 8).await.expect("own NRT created");
+    publish(&nrts, &own, 6).await.expect("own NRT updated");
+    let mut current = nrts.get(&own).await.unwrap();
+    current.data["zones"][0]["resources"][0]["available"] = json!("4");
+    nrts.replace(&own, &PostParams::default(), &current)
+        .await
+        .expect("own NRT replaced");
+
+    // The policy constrains node agents only: an admin still writes any object.
+    let as_admin = Api::<DynamicObject>::all_with(admin.clone(), &nrt_resource());
+    publish(&as_admin, &other, 8)
+        .await
+        .expect("an admin is not matched by the policy");
+}
+
+#[tokio::test]
+async fn a_node_agent_token_without_a_node_is_refused() {
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    apply_crds_from_dir(&admin, &crd_dir()).await.unwrap();
+    apply_policy(&admin).await;
+
+    let ns = unique_namespace(&admin, "admission-unbound").await.unwrap();
+    updater_account(&admin, &ns).await;
+    let node = unique_name("some-node");
+    create_fake_node(&admin, &FakeNode::new(node.clone()))
+        .await
+        .unwrap();
+    // Bound to no pod (like `kubectl create token`): the token names no node, so it
+    // cannot write even an object named after a real node.
+    let agent = client_with_token(cluster, &updater_token(&admin, &ns, None).await).await;
+    let nrts = Api::<DynamicObject>::all_with(agent, &nrt_resource());
+
+    let refusal = wait_for(
+        "the policy to refuse a token without a node",
+        ENFORCED_WITHIN,
+        || async { Ok::<_, String>(publish(&nrts, &node, 8).await.err()) },
+    )
+    .await
+    .unwrap();
+    assert!(refusal.starts_with("403"), "{refusal}");
+    assert!(refusal.contains("its token names no node"), "{refusal}");
+}
+
+/// The policy's CEL compiles and type-checks against the real API server's schemas.
+#[tokio::test]
+async fn the_policy_type_checks_without_warnings() {
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    apply_crds_from_dir(&admin, &crd_dir()).await.unwrap();
+    apply_policy(&admin).await;
+
+    let policies = Api::<ValidatingAdmissionPolicy>::all(admin);
+    let status = wait_for("the policy's type check", ENFORCED_WITHIN, || async {
+        let policy = policies.get(POLICY).await?;
+        let generation = policy.metadata.generation;
+        Ok::<_, kube::Error>(
+            policy
+                .status
+                .filter(|s| s.observed_generation == generation && s.type_checking.is_some()),
+        )
+    })
+    .await
+    .unwrap();
+    let warnings = status
+        .type_checking
+        .and_then(|t| t.expression_warnings)
+        .unwrap_or_default();
+    assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
+}
