@@ -18,6 +18,7 @@ mod error;
 mod kubeconfig;
 mod namespace;
 mod nodes;
+pub mod nodesim;
 mod ports;
 mod process;
 mod tools;

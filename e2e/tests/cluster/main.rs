@@ -4,6 +4,7 @@
 //! component running) and keep to their own namespace and nodes; see the crate README.
 
 mod lifecycle;
+mod nodesim;
 mod tas_validation;
 
 use std::collections::BTreeSet;
