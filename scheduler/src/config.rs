@@ -56,6 +56,8 @@ pub struct Settings {
     pub backoff_max: Duration,
     /// Leader election (None: disabled).
     pub leader_election: Option<LeaderElectionSettings>,
+    /// Evict lower-priority pods for a pod that fits nowhere.
+    pub preemption: bool,
 }
 
 /// Validated leader-election settings.
@@ -183,6 +185,7 @@ impl Settings {
             backoff_initial,
             backoff_max,
             leader_election,
+            preemption: c.preemption.enabled,
         })
     }
 }
@@ -209,6 +212,8 @@ mod tests {
         assert_eq!(s.resync_period, Duration::from_secs(5));
         assert!(s.leader_election.is_none());
         assert!(s.parallelism >= 1);
+        assert!(s.preemption, "preemption is on unless switched off");
+        assert!(!parse("preemption: {enabled: false}").unwrap().preemption);
     }
 
     #[test]

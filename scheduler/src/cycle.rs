@@ -1,15 +1,29 @@
-//! One scheduling decision: filter every node (node-level filters, then the NUMA fit of
-//! the node's Topology Manager policy/scope), score the feasible ones, pick the best.
+//! One scheduling decision: filter every node (node-level filters, topology spread,
+//! inter-pod affinity, then the NUMA fit of the node's Topology Manager policy/scope),
+//! score the feasible ones, pick the best.
+//!
+//! Data flows in four steps:
+//!
+//! 1. [`PreFilter::prepare`] — once per decision: the cluster-wide counts the spread
+//!    and inter-pod affinity filters need (one pass over every node's pods).
+//! 2. [`score_node_in`] — per node, in parallel chunks for large clusters: every filter
+//!    in kube-scheduler's order (the first failure is the node's reason), then the
+//!    node-local score (NUMA alignment and node-level balance).
+//! 3. Cluster-wide scores over the feasible nodes — preferred inter-pod affinity and
+//!    `ScheduleAnyway` spread — each normalized to 0..=100 across them and added with
+//!    kube-scheduler's default weight (2).
+//! 4. The best combined score wins.
 //!
 //! Pure over its inputs (a state snapshot and a topology lookup), so it is unit-tested
-//! and benchmarked without an API server. Large clusters are filtered in parallel
-//! chunks; the result does not depend on the chunking (ties are broken by a hash of pod
-//! and node, not by arrival order).
+//! and benchmarked without an API server. The result does not depend on the chunking
+//! (ties are broken by a hash of pod and node, not by arrival order).
 
+use crate::affinity::{self, AffinityFilter, AffinityScore, NamespaceLabels};
 use crate::explain::Reasons;
 use crate::filter::{self, NodeInfo, PodFilterInput};
 use crate::numa::{self, NodeTopology, PodRequest, ScoreConfig, TopologyError};
-use std::sync::Arc;
+use crate::spread::{self, SpreadFilter, SpreadScore};
+use std::sync::{Arc, LazyLock};
 use tas_api::tas::NodesWithoutTopology;
 
 /// What the cache knows of a node's topology.
@@ -27,7 +41,8 @@ pub enum TopologyView {
 pub struct PodInput {
     /// Pod uid (tie-breaking).
     pub uid: String,
-    /// Node-level filter input.
+    /// Node-level filter input (also the pod's labels, affinity terms and spread
+    /// constraints).
     pub filter: PodFilterInput,
     /// NUMA request.
     pub request: PodRequest,
@@ -64,68 +79,178 @@ pub enum Decision {
     Unschedulable(Reasons),
 }
 
+/// The cluster as one decision sees it.
+#[derive(Clone, Copy)]
+pub struct ClusterView<'a> {
+    /// Every node, with its bound and assumed pods.
+    pub nodes: &'a [&'a NodeInfo],
+    /// Every namespace's labels (for affinity terms' namespace selectors).
+    pub namespaces: &'a NamespaceLabels,
+}
+
+/// The cluster-wide filters of one decision, prepared once.
+pub struct PreFilter<'a> {
+    /// `PodTopologySpread` (`DoNotSchedule` constraints).
+    pub spread: SpreadFilter<'a>,
+    /// `InterPodAffinity` (required terms, both directions).
+    pub affinity: AffinityFilter<'a>,
+}
+
+impl<'a> PreFilter<'a> {
+    /// Counts what the filters need for `pod` over the whole cluster.
+    pub fn prepare(pod: &'a PodInput, cluster: &ClusterView<'a>) -> Self {
+        Self {
+            spread: SpreadFilter::prepare(&pod.filter, cluster.nodes),
+            affinity: AffinityFilter::prepare(pod.filter.meta(), cluster.nodes, cluster.namespaces),
+        }
+    }
+
+    /// Runs both filters on a node, in kube-scheduler's order.
+    pub fn check(&self, node: &NodeInfo) -> Result<(), &'static str> {
+        if self.spread.is_active() {
+            self.spread
+                .check(node)
+                .map_err(spread::SpreadReason::message)?;
+        }
+        if self.affinity.is_active() {
+            self.affinity
+                .check(node)
+                .map_err(affinity::AffinityReason::message)?;
+        }
+        Ok(())
+    }
+}
+
 /// Reason text for a node without topology when such nodes are skipped.
 pub const NO_TOPOLOGY: &str = "node(s) had no NodeResourceTopology";
 /// Reason text for a node whose topology object is unreadable.
 pub const INVALID_TOPOLOGY: &str = "node(s) had an invalid NodeResourceTopology";
+/// kube-scheduler's default weight of the `InterPodAffinity` and `PodTopologySpread`
+/// scores.
+const CLUSTER_SCORE_WEIGHT: u32 = 2;
 
 /// Below this many nodes per worker, splitting is not worth a thread.
 const MIN_NODES_PER_WORKER: usize = 256;
 
-/// Decide where `pod` goes.
+/// Decide where `pod` goes, without namespace labels (a namespace selector of an
+/// affinity term then selects no namespace by label).
 pub fn decide<F>(pod: &PodInput, nodes: &[&NodeInfo], topology: F, s: &CycleSettings) -> Decision
 where
     F: Fn(&str) -> TopologyView + Sync,
 {
+    static NO_NAMESPACES: LazyLock<NamespaceLabels> = LazyLock::new(NamespaceLabels::new);
+    let cluster = ClusterView {
+        nodes,
+        namespaces: &NO_NAMESPACES,
+    };
+    decide_in(pod, &cluster, topology, s)
+}
+
+/// Decide where `pod` goes in `cluster`.
+pub fn decide_in<F>(
+    pod: &PodInput,
+    cluster: &ClusterView<'_>,
+    topology: F,
+    s: &CycleSettings,
+) -> Decision
+where
+    F: Fn(&str) -> TopologyView + Sync,
+{
+    let pre = PreFilter::prepare(pod, cluster);
+    let nodes = cluster.nodes;
     let workers = s.parallelism.min(nodes.len() / MIN_NODES_PER_WORKER).max(1);
-    let (best, reasons) = if workers == 1 {
-        evaluate(pod, nodes, &topology, s)
+    let (mut feasible, reasons) = if workers == 1 {
+        evaluate(pod, nodes, &pre, &topology, s)
     } else {
         let chunk = nodes.len().div_ceil(workers);
         std::thread::scope(|scope| {
             let handles: Vec<_> = nodes
                 .chunks(chunk)
-                .map(|part| scope.spawn(|| evaluate(pod, part, &topology, s)))
+                .map(|part| scope.spawn(|| evaluate(pod, part, &pre, &topology, s)))
                 .collect();
-            let mut best: Option<Candidate> = None;
+            let mut feasible = Vec::new();
             let mut reasons = Reasons::default();
             for h in handles {
                 // A worker only panics on a bug; treat its nodes as unevaluated.
-                if let Ok((b, r)) = h.join() {
-                    best = better(best, b);
+                if let Ok((f, r)) = h.join() {
+                    feasible.extend(f);
                     reasons.merge(r);
                 }
             }
-            (best, reasons)
+            (feasible, reasons)
         })
     };
-    match best {
+    if feasible.len() > 1 {
+        add_cluster_scores(pod, cluster, &mut feasible);
+    }
+    match feasible.into_iter().map(|(_, c)| c).reduce(better) {
         Some(c) => Decision::Schedule(c),
         None => Decision::Unschedulable(reasons),
     }
 }
 
-fn evaluate<F>(
+fn evaluate<'n, F>(
     pod: &PodInput,
-    nodes: &[&NodeInfo],
+    nodes: &[&'n NodeInfo],
+    pre: &PreFilter<'_>,
     topology: &F,
     s: &CycleSettings,
-) -> (Option<Candidate>, Reasons)
+) -> (Vec<(&'n NodeInfo, Candidate)>, Reasons)
 where
     F: Fn(&str) -> TopologyView,
 {
-    let mut best = None;
+    let mut feasible = Vec::new();
     let mut reasons = Reasons::default();
     for node in nodes {
-        match score_node(pod, node, topology(node.name()), s) {
-            Ok(c) => best = better(best, Some(c)),
+        match score_node_in(pod, node, pre, topology(node.name()), s) {
+            Ok(c) => feasible.push((*node, c)),
             Err(reason) => reasons.add(reason),
         }
     }
-    (best, reasons)
+    (feasible, reasons)
 }
 
-/// Filter and score one node: its score, or why it does not fit.
+/// Adds the normalized preferred inter-pod affinity and soft spread scores.
+fn add_cluster_scores(
+    pod: &PodInput,
+    cluster: &ClusterView<'_>,
+    feasible: &mut [(&NodeInfo, Candidate)],
+) {
+    let mut extra = vec![0i64; feasible.len()];
+    let meta = pod.filter.meta();
+    if let Some(a) = AffinityScore::prepare(meta, cluster.nodes, cluster.namespaces) {
+        let mut raw: Vec<i64> = feasible.iter().map(|(n, _)| a.raw(n)).collect();
+        affinity::score::normalize(&mut raw);
+        extra.iter_mut().zip(raw).for_each(|(e, r)| *e += r);
+    }
+    let nodes: Vec<&NodeInfo> = feasible.iter().map(|(n, _)| *n).collect();
+    if let Some(sp) = SpreadScore::prepare(&pod.filter, cluster.nodes, &nodes) {
+        let raw: Vec<Option<i64>> = nodes.iter().map(|n| sp.raw(n)).collect();
+        let normalized = spread::score::normalize(&raw);
+        extra.iter_mut().zip(normalized).for_each(|(e, r)| *e += r);
+    }
+    for ((_, c), e) in feasible.iter_mut().zip(extra) {
+        let e = u32::try_from(e.max(0)).unwrap_or(u32::MAX);
+        c.score = c.score.saturating_add(CLUSTER_SCORE_WEIGHT * e);
+    }
+}
+
+/// Every filter on one node — node-level, then the cluster-wide ones of `pre`, then the
+/// NUMA fit — and the node-local score.
+pub fn score_node_in(
+    pod: &PodInput,
+    node: &NodeInfo,
+    pre: &PreFilter<'_>,
+    view: TopologyView,
+    s: &CycleSettings,
+) -> Result<Candidate, String> {
+    filter::filter_node(&pod.filter, node).map_err(|r| r.to_string())?;
+    pre.check(node).map_err(str::to_owned)?;
+    numa_and_score(pod, node, view, s)
+}
+
+/// Filter and score one node by itself (node-level filters and the NUMA fit, without
+/// the cluster-wide filters): its score, or why it does not fit.
 pub fn score_node(
     pod: &PodInput,
     node: &NodeInfo,
@@ -133,10 +258,19 @@ pub fn score_node(
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
     filter::filter_node(&pod.filter, node).map_err(|r| r.to_string())?;
+    numa_and_score(pod, node, view, s)
+}
+
+/// The NUMA fit and the node-local score of a node that passed the other filters.
+fn numa_and_score(
+    pod: &PodInput,
+    node: &NodeInfo,
+    view: TopologyView,
+    s: &CycleSettings,
+) -> Result<Candidate, String> {
     let numa_score = match view {
         TopologyView::Known(topo) => {
-            let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
-            numa::fit(&topo, &pod.request, &node_level).map_err(|u| u.to_string())?;
+            numa_fit(&topo, &pod.request, node).map_err(|u| u.to_string())?;
             numa::score(&topo, &pod.request, &s.score)
         }
         TopologyView::Invalid(_) => return Err(INVALID_TOPOLOGY.to_owned()),
@@ -152,6 +286,17 @@ pub fn score_node(
         score: u32::from(numa_score) * 2 + node_score,
         tie: fnv1a(pod.uid.as_bytes(), node.name().as_bytes()),
     })
+}
+
+/// The NUMA fit of `request` on `topology`, the node-level resources judged from
+/// `node`'s allocatable.
+pub fn numa_fit(
+    topology: &NodeTopology,
+    request: &PodRequest,
+    node: &NodeInfo,
+) -> Result<numa::Placement, numa::Unfit> {
+    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
+    numa::fit(topology, request, &node_level)
 }
 
 fn is_core(r: &str) -> bool {
@@ -183,20 +328,16 @@ fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> 
     (value * 100.0).round() as u32
 }
 
-fn better(a: Option<Candidate>, b: Option<Candidate>) -> Option<Candidate> {
-    match (a, b) {
-        (None, x) | (x, None) => x,
-        (Some(a), Some(b)) => {
-            if (b.score, std::cmp::Reverse(b.tie)) > (a.score, std::cmp::Reverse(a.tie)) {
-                Some(b)
-            } else {
-                Some(a)
-            }
-        }
+fn better(a: Candidate, b: Candidate) -> Candidate {
+    if (b.score, std::cmp::Reverse(b.tie)) > (a.score, std::cmp::Reverse(a.tie)) {
+        b
+    } else {
+        a
     }
 }
 
-fn fnv1a(a: &[u8], b: &[u8]) -> u64 {
+/// A stable hash of two byte strings (tie-breaking between equally good choices).
+pub fn fnv1a(a: &[u8], b: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in a.iter().chain([0u8].iter()).chain(b) {
         h ^= u64::from(*byte);

@@ -1,7 +1,7 @@
 //! Kubernetes Events and pod conditions, sent from one background task so the
 //! scheduling loop never waits on them: `Scheduled` / `FailedScheduling` on pods (and
-//! `PodScheduled=False` with reason `Unschedulable`), `InvalidNodeResourceTopology` on
-//! unreadable NRT objects.
+//! `PodScheduled=False` with reason `Unschedulable`), `Preempting` on a preemptor and
+//! `Preempted` on its victims, `InvalidNodeResourceTopology` on unreadable NRT objects.
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Patch, PatchParams};
@@ -9,6 +9,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use serde_json::json;
 use tokio::sync::mpsc;
+
+use crate::pod_meta::PodMeta;
 
 /// Longest note an Event may carry.
 const MAX_NOTE: usize = 1000;
@@ -26,6 +28,16 @@ enum Message {
     InvalidTopology {
         node: String,
         reason: String,
+    },
+    Preempting {
+        pod: ObjectReference,
+        node: String,
+        victims: Vec<String>,
+    },
+    Preempted {
+        victim: ObjectReference,
+        preemptor: String,
+        node: String,
     },
 }
 
@@ -70,6 +82,31 @@ impl EventSender {
             pod: pod.object_ref(&()),
             message,
             set_condition,
+        });
+    }
+
+    /// The pod's victims on `node` (as `namespace/name`) were evicted for it.
+    pub fn preempting(&self, pod: &Pod, node: &str, victims: &[String]) {
+        self.send(Message::Preempting {
+            pod: pod.object_ref(&()),
+            node: node.to_owned(),
+            victims: victims.to_vec(),
+        });
+    }
+
+    /// `victim` was evicted from `node` for `preemptor` (`namespace/name`).
+    pub fn preempted(&self, victim: &PodMeta, preemptor: &str, node: &str) {
+        self.send(Message::Preempted {
+            victim: ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Pod".to_owned()),
+                namespace: Some(victim.namespace.clone()),
+                name: Some(victim.name.clone()),
+                uid: Some(victim.uid.clone()),
+                ..ObjectReference::default()
+            },
+            preemptor: preemptor.to_owned(),
+            node: node.to_owned(),
         });
     }
 
@@ -139,6 +176,38 @@ async fn run(
                     "FailedScheduling",
                     "Scheduling",
                     message,
+                )
+                .await
+            }
+            Message::Preempting { pod, node, victims } => {
+                let note = format!(
+                    "Preempted {} lower-priority pod(s) on node {node} to make room: {}",
+                    victims.len(),
+                    victims.join(", ")
+                );
+                publish(
+                    &recorder,
+                    &pod,
+                    EventType::Normal,
+                    "Preempting",
+                    "Preempting",
+                    note,
+                )
+                .await
+            }
+            Message::Preempted {
+                victim,
+                preemptor,
+                node,
+            } => {
+                let note = format!("Preempted by {preemptor} on node {node} to make room");
+                publish(
+                    &recorder,
+                    &victim,
+                    EventType::Normal,
+                    "Preempted",
+                    "Preempting",
+                    note,
                 )
                 .await
             }

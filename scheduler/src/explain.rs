@@ -56,21 +56,6 @@ pub fn unsupported_features(pod: &Pod) -> Vec<&'static str> {
     if has_pvc {
         out.push("volume topology (PersistentVolumeClaims)");
     }
-    if let Some(a) = &spec.affinity {
-        if a.pod_affinity.is_some() {
-            out.push("inter-pod affinity");
-        }
-        if a.pod_anti_affinity.is_some() {
-            out.push("inter-pod anti-affinity");
-        }
-    }
-    if spec
-        .topology_spread_constraints
-        .as_ref()
-        .is_some_and(|c| !c.is_empty())
-    {
-        out.push("topology spread constraints");
-    }
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         out.push("dynamic resource claims");
     }
@@ -128,17 +113,18 @@ mod tests {
                 "containers": [{"name": "c"}],
                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}],
                 "affinity": {"podAntiAffinity": {}},
-                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
             }
         }))
         .unwrap();
         let u = unsupported_features(&pod);
+        // Inter-pod affinity and topology spread are evaluated: not named.
         assert_eq!(
             u,
             [
                 "volume topology (PersistentVolumeClaims)",
-                "inter-pod anti-affinity",
-                "topology spread constraints"
+                "dynamic resource claims"
             ]
         );
         let m = with_unsupported_note("0/1 nodes are available.".into(), &u);

@@ -1,25 +1,37 @@
 //! `tas-scheduler`: a NUMA-aware secondary scheduler.
 //!
 //! Data flows from [`watch`] (nodes, bound pods, our pending pods, NodeResourceTopology
-//! objects) into [`state`] (node usage), the [`cache`] (per-node NUMA views with
-//! pessimistic reservations) and the [`queue`]. The loop in [`scheduler`] pops a pod,
-//! runs one [`cycle`] — node-level [`filter`]s, then the [`numa`] fit of the node's
-//! Topology Manager policy and scope, then scoring — assumes the pod and binds it in the
-//! background; [`explain`] and [`events`] tell users why a pod waits. [`run`] wires it
-//! together with leader election and the HTTP endpoints ([`metrics`]); [`config`]
-//! validates the configuration file.
+//! objects, namespaces, PodDisruptionBudgets) into [`state`] (node usage and who runs
+//! where, as [`pod_meta`]), the [`cache`] (per-node NUMA views with pessimistic
+//! reservations) and the [`queue`]. The loop in [`scheduler`] pops a pod, takes a
+//! [`snapshot`] and runs one [`cycle`] — node-level [`filter`]s, topology [`spread`],
+//! inter-pod [`affinity`], then the [`numa`] fit of the node's Topology Manager policy
+//! and scope, then scoring — assumes the pod and binds it in the background. A pod that
+//! fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. [`explain`] and
+//! [`events`] tell users why a pod waits. [`run`] wires it together with leader
+//! election and the HTTP endpoints ([`metrics`]); [`config`] validates the
+//! configuration file; [`labels`] matches label selectors for everyone.
 
+pub mod affinity;
 pub mod cache;
 pub mod config;
 pub mod cycle;
 pub mod events;
 pub mod explain;
 pub mod filter;
+pub mod labels;
 pub mod metrics;
 pub mod numa;
+pub mod pod_meta;
+pub mod preempt;
 pub mod queue;
 pub mod run;
 pub mod scheduler;
 pub mod shared;
+pub mod snapshot;
+pub mod spread;
 pub mod state;
 pub mod watch;
+
+#[cfg(test)]
+mod test_support;

@@ -10,7 +10,8 @@ use prometheus_client::registry::Registry;
 /// Result of a scheduling attempt.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
-    /// `scheduled`, `unschedulable` or `error`.
+    /// `scheduled`, `unschedulable`, `preempted` (victims evicted for the pod) or
+    /// `error`.
     pub result: &'static str,
 }
 

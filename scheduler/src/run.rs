@@ -1,7 +1,7 @@
 //! Wires the scheduler together: watches, reserve-cache resync, leader election, the
 //! HTTP endpoints and the scheduling loop.
 
-use crate::cache::{CacheConfig, CacheMetrics, TopologyCache};
+use crate::cache::{CacheConfig, CacheMetrics, ResyncOutcome, TopologyCache};
 use crate::config::Settings;
 use crate::events::EventSender;
 use crate::metrics::Metrics;
@@ -101,7 +101,16 @@ async fn resync_loop(shared: Arc<Shared>) {
     loop {
         tick.tick().await;
         let report = shared.cache.resync(Instant::now());
-        if report.count(crate::cache::ResyncOutcome::Mismatch) < report.nodes.len() {
+        for node in &report.nodes {
+            // These outcomes rebuilt the view from the latest NRT object.
+            if matches!(
+                node.outcome,
+                ResyncOutcome::Match | ResyncOutcome::NoFingerprint | ResyncOutcome::Forced
+            ) {
+                shared.topology_accepted(&node.node);
+            }
+        }
+        if report.count(ResyncOutcome::Mismatch) < report.nodes.len() {
             shared.cluster_event();
         }
     }

@@ -8,13 +8,19 @@
 //! observed or the bind failed. Only the leader (when leader election is on) decides
 //! and binds; losing the lease stops both at once, the check is repeated right before
 //! every bind request.
+//!
+//! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs here,
+//! the evictions in a background task; the pod itself waits in the queue until an
+//! ordinary decision places it.
 
-use crate::cycle::{self, CycleSettings, Decision, PodInput, TopologyView};
+use crate::cycle::{self, CycleSettings, Decision, PodInput};
 use crate::events::EventSender;
 use crate::explain;
 use crate::filter::PodFilterInput;
 use crate::numa::PodRequest;
+use crate::preempt::{self, Outcome};
 use crate::shared::Shared;
+use crate::snapshot::with_snapshot;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
@@ -102,6 +108,9 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
         match decision {
             Decision::Schedule(c) => {
                 last_message.remove(&queued.uid);
+                if let Ok(mut n) = shared.nominations.lock() {
+                    n.remove(&queued.uid);
+                }
                 assume(&shared, &pod, &input, &c.node);
                 let permit = binds.clone().acquire_owned().await;
                 let (client, shared, events, is_leader) = (
@@ -118,14 +127,50 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             Decision::Unschedulable(reasons) => {
                 shared.metrics.attempt("unschedulable");
                 let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
-                let message = explain::with_unsupported_note(
+                let outcome = if multi_thread {
+                    tokio::task::block_in_place(|| preempt::attempt(&shared, &input, &settings))
+                } else {
+                    preempt::attempt(&shared, &input, &settings)
+                };
+                let mut message = explain::with_unsupported_note(
                     reasons.message(total),
                     &explain::unsupported_features(&pod),
                 );
+                if let Some(note) = outcome.note() {
+                    message = format!("{message} {note}");
+                }
                 unschedulable(&shared, &events, &pod, message, &mut last_message);
+                if let Outcome::Plans(plans) = outcome {
+                    start_preemption(&client, &shared, &events, &pod, input, plans, &is_leader);
+                }
             }
         }
     }
+}
+
+/// Holds the room on the best plan's node at once, then evicts in the background.
+fn start_preemption(
+    client: &Client,
+    shared: &Arc<Shared>,
+    events: &EventSender,
+    pod: &Arc<Pod>,
+    input: PodInput,
+    plans: Vec<preempt::Plan>,
+    is_leader: &LeaderCheck,
+) {
+    let usage = input.filter.usage().clone();
+    if let Some(best) = plans.first() {
+        preempt::execute::nominate_locally(shared, &usage, best);
+    }
+    tokio::spawn(preempt::execute::run(
+        client.clone(),
+        shared.clone(),
+        events.clone(),
+        pod.clone(),
+        usage,
+        plans,
+        is_leader.clone(),
+    ));
 }
 
 fn parse(pod: &Pod) -> Result<PodInput, String> {
@@ -137,21 +182,11 @@ fn parse(pod: &Pod) -> Result<PodInput, String> {
     })
 }
 
-/// One decision over a consistent snapshot of nodes and topologies.
+/// One decision over a consistent snapshot of nodes, namespaces and topologies.
 pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> Decision {
-    let state = match shared.state.read() {
-        Ok(s) => s,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    let nodes: Vec<_> = state.nodes().collect();
-    let lookup = |name: &str| -> TopologyView {
-        match shared.cache.snapshot(name) {
-            None => TopologyView::Missing,
-            Some(Ok(view)) => TopologyView::Known(view),
-            Some(Err(e)) => TopologyView::Invalid(e),
-        }
-    };
-    cycle::decide(input, &nodes, lookup, settings)
+    with_snapshot(shared, input, |cluster, lookup| {
+        cycle::decide_in(input, cluster, lookup, settings)
+    })
 }
 
 fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {

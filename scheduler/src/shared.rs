@@ -1,15 +1,18 @@
 //! What the watches, the scheduling loop and the bind tasks share.
 
+use crate::affinity::NamespaceLabels;
 use crate::cache::TopologyCache;
 use crate::config::Settings;
 use crate::events::EventSender;
 use crate::metrics::Metrics;
+use crate::preempt::{Budgets, Nominations};
 use crate::queue::SchedulingQueue;
 use crate::state::ClusterState;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 use tokio::sync::Notify;
 
 /// Which initial lists have completed (readiness waits for all).
@@ -23,6 +26,10 @@ pub struct Synced {
     pub pending_pods: AtomicBool,
     /// NRT objects listed.
     pub topologies: AtomicBool,
+    /// Namespaces listed.
+    pub namespaces: AtomicBool,
+    /// PodDisruptionBudgets listed.
+    pub budgets: AtomicBool,
 }
 
 impl Synced {
@@ -33,6 +40,8 @@ impl Synced {
             &self.bound_pods,
             &self.pending_pods,
             &self.topologies,
+            &self.namespaces,
+            &self.budgets,
         ]
         .iter()
         .all(|b| b.load(Ordering::Acquire))
@@ -53,6 +62,15 @@ pub struct Shared {
     pub pending: RwLock<HashMap<String, Arc<Pod>>>,
     /// Pods assumed on a node whose binding is in flight or not yet observed.
     pub in_flight: Mutex<HashSet<String>>,
+    /// Every namespace's labels (inter-pod affinity namespace selectors).
+    pub namespaces: RwLock<NamespaceLabels>,
+    /// PodDisruptionBudgets (preemption prefers plans that violate none).
+    pub budgets: RwLock<Budgets>,
+    /// Pods nominated to a node after preemption. Never locked while `state` is held.
+    pub nominations: Mutex<Nominations>,
+    /// When the cache last took each node's view from an NRT object (accepted at once
+    /// on a clean node, or by a resync): preemption waits for it.
+    pub nrt_updated: Mutex<HashMap<String, Instant>>,
     /// Wakes the scheduling loop.
     pub wake: Notify,
     /// Metrics.
@@ -79,6 +97,10 @@ impl Shared {
             queue: Mutex::new(queue),
             pending: RwLock::new(HashMap::new()),
             in_flight: Mutex::new(HashSet::new()),
+            namespaces: RwLock::new(NamespaceLabels::new()),
+            budgets: RwLock::new(Budgets::default()),
+            nominations: Mutex::new(Nominations::default()),
+            nrt_updated: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             metrics,
             synced: Synced::default(),
@@ -95,6 +117,13 @@ impl Shared {
             .unwrap_or(0);
         if moved > 0 {
             self.wake.notify_one();
+        }
+    }
+
+    /// The cache has just taken `node`'s view from its latest NRT object.
+    pub fn topology_accepted(&self, node: &str) {
+        if let Ok(mut t) = self.nrt_updated.lock() {
+            t.insert(node.to_owned(), Instant::now());
         }
     }
 

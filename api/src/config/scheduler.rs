@@ -1,6 +1,6 @@
 //! The scheduler's configuration file, as the operator renders it into a ConfigMap.
 
-use crate::tas::{CacheSpec, NodesWithoutTopology, ScoringSpec};
+use crate::tas::{CacheSpec, NodesWithoutTopology, PreemptionSpec, ScoringSpec};
 use serde::{Deserialize, Serialize};
 
 /// File name of the configuration inside the ConfigMap / mounted directory.
@@ -9,6 +9,9 @@ pub const FILE_NAME: &str = "config.yaml";
 pub const HTTP_PORT: u16 = 8080;
 
 /// `tas-scheduler --config FILE`.
+///
+/// There are no cluster-wide default topology spread constraints (kube-scheduler's
+/// `defaultConstraints`): pods are spread by their own constraints only.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SchedulerConfig {
@@ -33,6 +36,9 @@ pub struct SchedulerConfig {
     /// Backoff of unschedulable pods.
     #[serde(default)]
     pub backoff: Backoff,
+    /// Preemption of lower-priority pods (on unless `enabled: false`).
+    #[serde(default)]
+    pub preemption: PreemptionSpec,
 }
 
 impl Default for SchedulerConfig {
@@ -45,6 +51,7 @@ impl Default for SchedulerConfig {
             nodes_without_topology: NodesWithoutTopology::default(),
             parallelism: 0,
             backoff: Backoff::default(),
+            preemption: PreemptionSpec::default(),
         }
     }
 }
@@ -132,6 +139,15 @@ mod tests {
     fn empty_file_is_the_default_config() {
         let c: SchedulerConfig = serde_norway::from_str("{}").unwrap();
         assert_eq!(c, SchedulerConfig::default());
+    }
+
+    #[test]
+    fn preemption_is_on_by_default_and_can_be_switched_off() {
+        assert!(SchedulerConfig::default().preemption.enabled);
+        let c: SchedulerConfig = serde_norway::from_str("preemption: {enabled: false}").unwrap();
+        assert!(!c.preemption.enabled);
+        let c: SchedulerConfig = serde_norway::from_str("preemption: {}").unwrap();
+        assert!(c.preemption.enabled);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
 pub use scheduler::{
     CacheSpec, DEFAULT_SCHEDULER_NAME, ForeignPodsDetection, InformerMode, NodesWithoutTopology,
-    ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
+    PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
 };
 pub use status::{
     Condition, NodeGroupStatus, NrtCrdStatus, RelatedObject, SchedulerStatus,

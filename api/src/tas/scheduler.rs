@@ -50,6 +50,10 @@ pub struct SchedulerSpec {
     #[serde(default)]
     pub nodes_without_topology: NodesWithoutTopology,
 
+    /// Preemption: evicting lower-priority pods for a pod that fits nowhere.
+    #[serde(default)]
+    pub preemption: PreemptionSpec,
+
     /// Compute resources of the scheduler container.
     #[serde(default = "default_resources")]
     pub resources: ResourceRequirements,
@@ -64,6 +68,7 @@ impl Default for SchedulerSpec {
             scoring: ScoringSpec::default(),
             cache: CacheSpec::default(),
             nodes_without_topology: NodesWithoutTopology::default(),
+            preemption: PreemptionSpec::default(),
             resources: default_resources(),
         }
     }
@@ -195,6 +200,25 @@ pub enum NodesWithoutTopology {
     Schedule,
     /// The node is unschedulable for this scheduler until it publishes its topology.
     Skip,
+}
+
+/// Preemption settings.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionSpec {
+    /// When a pod fits no node, evict the smallest set of lower-priority pods from one
+    /// node so that it fits there, NUMA alignment included (PodDisruptionBudgets are
+    /// respected where possible; pods with `preemptionPolicy: Never` never preempt).
+    /// The pod is nominated to the node and bound once the node's NodeResourceTopology
+    /// shows the freed resources. Default: true.
+    #[serde(default = "super::default_true")]
+    pub enabled: bool,
+}
+
+impl Default for PreemptionSpec {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
 }
 
 /// The reserve cache: after placing a pod, the scheduler subtracts it from every zone of

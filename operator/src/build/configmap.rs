@@ -33,6 +33,7 @@ pub fn scheduler_config(spec: &TopologyAwareSchedulingSpec) -> SchedulerConfig {
         scoring: s.scoring.clone(),
         cache: s.cache.clone(),
         nodes_without_topology: s.nodes_without_topology,
+        preemption: s.preemption.clone(),
         ..SchedulerConfig::default()
     }
 }
@@ -51,5 +52,22 @@ pub(crate) fn scheduler_config_map(stack: &Stack, rendered: &str) -> ConfigMap {
             rendered.to_owned(),
         )])),
         ..ConfigMap::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tas_api::tas::PreemptionSpec;
+
+    #[test]
+    fn preemption_follows_the_cr() {
+        let mut spec: TopologyAwareSchedulingSpec =
+            serde_json::from_value(serde_json::json!({})).expect("defaults");
+        assert!(scheduler_config(&spec).preemption.enabled);
+        spec.scheduler.preemption = PreemptionSpec { enabled: false };
+        let rendered = render(&scheduler_config(&spec)).expect("renders");
+        let parsed: SchedulerConfig = serde_norway::from_str(&rendered).expect("parses back");
+        assert!(!parsed.preemption.enabled);
     }
 }

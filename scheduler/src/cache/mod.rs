@@ -58,7 +58,7 @@ pub use node::{NodeView, NrtUpdate};
 pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
 
-use crate::numa::PodRequest;
+use crate::numa::{PodRequest, Resources};
 use node::{NodeEntry, Reservation};
 use pod::ObservedPod;
 use store::State;
@@ -205,6 +205,15 @@ impl TopologyCache {
             entry.reserve(&pod.uid, reservation);
         });
         state.pod_nodes.insert(pod.uid.clone(), node.to_owned());
+    }
+
+    /// What the view of `node` holds back on every zone for pod `uid` (reserved when
+    /// placed, or on observation), if the node's view carries such a reservation:
+    /// releasing it (the pod is deleted) adds exactly that back to every zone.
+    pub fn reserved_amounts(&self, node: &str, uid: &str) -> Option<Resources> {
+        let state = self.read();
+        let r = state.nodes.get(node)?.reservation(uid)?;
+        Some(r.amounts.clone())
     }
 
     /// Adds back exactly what [`Self::reserve`] subtracted for pod `uid` on `node`.

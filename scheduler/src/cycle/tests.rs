@@ -138,3 +138,137 @@ fn parallel_and_serial_agree() {
     };
     assert_eq!(one, four);
 }
+
+mod cluster_wide {
+    use super::super::*;
+    use crate::test_support::{input, node, place, pod};
+    use serde_json::json;
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn decide_for(
+        nodes: &[NodeInfo],
+        pod: &k8s_openapi::api::core::v1::Pod,
+        namespaces: &NamespaceLabels,
+    ) -> Decision {
+        let refs: Vec<&NodeInfo> = nodes.iter().collect();
+        let cluster = ClusterView {
+            nodes: &refs,
+            namespaces,
+        };
+        decide_in(
+            &input(pod),
+            &cluster,
+            |_| TopologyView::Missing,
+            &super::settings(1),
+        )
+    }
+
+    fn web(name: &str) -> k8s_openapi::api::core::v1::Pod {
+        pod(name, &[("app", "web")], json!({}))
+    }
+
+    #[test]
+    fn required_anti_affinity_filters_and_explains() {
+        let mut nodes = vec![node("a", &[]), node("b", &[]), node("c", &[])];
+        place(&mut nodes[0], &web("w1"));
+        place(&mut nodes[2], &web("w2"));
+        let replica = pod(
+            "w3",
+            &[("app", "web")],
+            json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
+        );
+        let none = NamespaceLabels::new();
+        match decide_for(&nodes, &replica, &none) {
+            Decision::Schedule(c) => assert_eq!(c.node, "b"),
+            Decision::Unschedulable(r) => panic!("{}", r.message(3)),
+        }
+        place(&mut nodes[1], &web("w0"));
+        let Decision::Unschedulable(r) = decide_for(&nodes, &replica, &none) else {
+            panic!("every node has a replica");
+        };
+        assert_eq!(
+            r.message(3),
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+        );
+    }
+
+    #[test]
+    fn preferred_affinity_and_soft_spread_steer_the_choice() {
+        let mut nodes = vec![
+            node("a1", &[(ZONE, "a")]),
+            node("a2", &[(ZONE, "a")]),
+            node("b1", &[(ZONE, "b")]),
+        ];
+        place(&mut nodes[2], &pod("cache", &[("app", "cache")], json!({})));
+        let near_cache = pod(
+            "new",
+            &[],
+            json!({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE}}]}}}),
+        );
+        let none = NamespaceLabels::new();
+        let Decision::Schedule(c) = decide_for(&nodes, &near_cache, &none) else {
+            panic!("fits");
+        };
+        assert_eq!(c.node, "b1");
+
+        place(&mut nodes[0], &web("w1"));
+        place(&mut nodes[1], &web("w2"));
+        let spread = pod(
+            "w3",
+            &[("app", "web")],
+            json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE,
+                "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "web"}}}]}),
+        );
+        let Decision::Schedule(c) = decide_for(&nodes, &spread, &none) else {
+            panic!("fits");
+        };
+        assert_eq!(c.node, "b1", "zone b has no web pod yet");
+    }
+
+    #[test]
+    fn hard_spread_and_namespace_selectors_use_the_cluster_view() {
+        let mut nodes = vec![node("a1", &[(ZONE, "a")]), node("b1", &[(ZONE, "b")])];
+        place(
+            &mut nodes[1],
+            &crate::test_support::pod_in("prod", "db", &[("app", "db")], json!({})),
+        );
+        let avoid_prod_db = pod(
+            "new",
+            &[],
+            json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE,
+                 "namespaceSelector": {"matchLabels": {"env": "prod"}}}]}}}),
+        );
+        let mut namespaces = NamespaceLabels::new();
+        // Unlabelled namespace: the selector selects nothing, both nodes fit; the
+        // tie-break is stable.
+        assert!(matches!(
+            decide_for(&nodes, &avoid_prod_db, &namespaces),
+            Decision::Schedule(_)
+        ));
+        namespaces.insert(
+            "prod".into(),
+            [("env".to_owned(), "prod".to_owned())].into(),
+        );
+        let Decision::Schedule(c) = decide_for(&nodes, &avoid_prod_db, &namespaces) else {
+            panic!("a1 fits");
+        };
+        assert_eq!(c.node, "a1");
+
+        place(&mut nodes[0], &web("w1"));
+        let hard = pod(
+            "w2",
+            &[("app", "web")],
+            json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]}),
+        );
+        place(&mut nodes[0], &web("w0"));
+        let Decision::Schedule(c) = decide_for(&nodes, &hard, &namespaces) else {
+            panic!("b1 fits");
+        };
+        assert_eq!(c.node, "b1");
+    }
+}

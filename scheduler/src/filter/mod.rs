@@ -25,8 +25,9 @@
 //! [`taint_toleration::score`] and [`node_affinity::score`] give kube-scheduler's raw
 //! scores, which [`score::normalize`] scales to 0..=100 across the feasible nodes.
 //!
-//! Not covered here: volume, topology-spread and inter-pod-affinity plugins (they need
-//! cluster-wide state), pod-level `spec.resources`, in-place resize status, and the
+//! The plugins that need cluster-wide state live next door: `PodTopologySpread` in
+//! [`crate::spread`], `InterPodAffinity` in [`crate::affinity`]. Not covered at all:
+//! volume plugins, pod-level `spec.resources`, in-place resize status, and the
 //! profile-level knobs (ignored resources, added affinity).
 
 pub mod node;

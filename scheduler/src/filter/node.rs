@@ -42,6 +42,11 @@ pub struct NodeInfo {
     requested: ResourceTotals,
     used_ports: HostPortSet,
     pods: HashMap<String, PodUsage>,
+    /// Pods with any inter-pod affinity term (the affinity score scans only these
+    /// when the incoming pod has no preferred term).
+    with_affinity: usize,
+    /// Pods with required anti-affinity terms (every incoming pod must respect them).
+    with_required_anti_affinity: usize,
 }
 
 impl NodeInfo {
@@ -119,6 +124,19 @@ impl NodeInfo {
 
     fn account(&mut self, usage: &PodUsage, sign: i64) {
         self.requested.add_scaled(&usage.request, sign);
+        let step = |n: &mut usize| {
+            *n = if sign > 0 {
+                *n + 1
+            } else {
+                n.saturating_sub(1)
+            }
+        };
+        if usage.meta.affinity.is_some() {
+            step(&mut self.with_affinity);
+        }
+        if usage.meta.has_required_anti_affinity() {
+            step(&mut self.with_required_anti_affinity);
+        }
         for port in &usage.host_ports {
             if sign > 0 {
                 self.used_ports.add(port);
@@ -171,5 +189,25 @@ impl NodeInfo {
     /// Whether pod `uid` is on the node.
     pub fn contains_pod(&self, uid: &str) -> bool {
         self.pods.contains_key(uid)
+    }
+
+    /// What pod `uid` takes from the node, if it is there.
+    pub fn pod(&self, uid: &str) -> Option<&PodUsage> {
+        self.pods.get(uid)
+    }
+
+    /// The pods on the node (bound and assumed), in no particular order.
+    pub fn pods(&self) -> impl Iterator<Item = &PodUsage> {
+        self.pods.values()
+    }
+
+    /// Whether some pod on the node has an inter-pod affinity term.
+    pub fn has_pods_with_affinity(&self) -> bool {
+        self.with_affinity > 0
+    }
+
+    /// Whether some pod on the node has a required anti-affinity term.
+    pub fn has_pods_with_required_anti_affinity(&self) -> bool {
+        self.with_required_anti_affinity > 0
     }
 }

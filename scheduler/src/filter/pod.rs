@@ -1,10 +1,14 @@
 //! Everything the node filters read from a pod, parsed once per pod.
 //!
 //! [`PodFilterInput::new`] does all string parsing a scheduling cycle needs
-//! (tolerations, selectors, quantities, host ports), so checking it against thousands
-//! of nodes is comparisons only. [`PodUsage`] is the part a pod *takes* from a node
-//! once bound — its request and host ports — and is what [`super::NodeInfo`] keeps
-//! per bound pod.
+//! (tolerations, selectors, quantities, host ports, affinity terms, spread
+//! constraints), so checking it against thousands of nodes is comparisons only.
+//! [`PodUsage`] is the part a pod *takes* from a node once bound — its request and
+//! host ports — plus who it is ([`PodMeta`]: labels, priority, affinity terms, for the
+//! cluster-wide plugins and preemption), and is what [`super::NodeInfo`] keeps per
+//! bound pod.
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -14,25 +18,36 @@ use super::node_unschedulable::tolerates_unschedulable;
 use super::resources::ResourceTotals;
 use super::taint_toleration::PodToleration;
 use crate::numa::{PodRequest, RequestError};
+use crate::pod_meta::PodMeta;
+use crate::spread::SpreadConstraint;
 
-/// What a pod takes from the node it runs on.
+/// What a pod takes from the node it runs on, and who it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodUsage {
     /// `max(max init, sum app + sidecars) + overhead`, in kube-scheduler's units.
     pub request: ResourceTotals,
     /// Host ports held by its app containers and sidecars.
     pub host_ports: Vec<HostPort>,
+    /// Identity, labels, priority, affinity terms, NUMA footprint.
+    pub meta: Arc<PodMeta>,
 }
 
 impl PodUsage {
-    /// Parses the pod's requests and host ports. Fails on a quantity that does not
-    /// parse or is negative (the API server rejects both, so this is a corrupt pod).
+    /// Parses the pod's requests, host ports and metadata. Fails on a quantity that
+    /// does not parse or is negative (the API server rejects both, so this is a corrupt
+    /// pod).
     pub fn from_pod(pod: &Pod) -> Result<Self, RequestError> {
         let request = PodRequest::from_pod(pod)?;
-        Ok(Self {
+        Ok(Self::from_request(pod, &request))
+    }
+
+    /// As [`Self::from_pod`], with the requests already parsed.
+    pub fn from_request(pod: &Pod, request: &PodRequest) -> Self {
+        Self {
             request: ResourceTotals::from_request(request.effective()),
             host_ports: host_ports(pod),
-        })
+            meta: Arc::new(PodMeta::new(pod, request)),
+        }
     }
 }
 
@@ -44,6 +59,7 @@ pub struct PodFilterInput {
     tolerates_unschedulable: bool,
     node_affinity: NodeAffinityInput,
     usage: PodUsage,
+    spread: Vec<SpreadConstraint>,
 }
 
 impl PodFilterInput {
@@ -66,6 +82,7 @@ impl PodFilterInput {
             tolerations,
             node_affinity: NodeAffinityInput::from_pod(pod),
             usage: PodUsage::from_pod(pod)?,
+            spread: SpreadConstraint::from_pod(pod),
         })
     }
 
@@ -102,5 +119,15 @@ impl PodFilterInput {
     /// The host ports the pod needs.
     pub fn host_ports(&self) -> &[HostPort] {
         &self.usage.host_ports
+    }
+
+    /// Who the pod is: labels, namespace, priority, affinity terms.
+    pub fn meta(&self) -> &PodMeta {
+        &self.usage.meta
+    }
+
+    /// `spec.topologySpreadConstraints`, parsed.
+    pub fn spread(&self) -> &[SpreadConstraint] {
+        &self.spread
     }
 }

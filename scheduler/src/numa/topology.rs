@@ -301,6 +301,28 @@ impl NodeTopology {
         self.shift_every_zone(request, 1);
     }
 
+    /// Adds `amounts` back to the free amounts of zone `numa_id` only, never above the
+    /// zone's allocatable: "these resources were taken from this zone". Returns whether
+    /// the zone exists. Resources the zone does not report are ignored.
+    pub fn release_on_zone(&mut self, numa_id: u32, amounts: &Resources) -> bool {
+        let Ok(zi) = self.ids.binary_search(&numa_id) else {
+            return false;
+        };
+        let nres = self.resources.len();
+        for entry in amounts.entries() {
+            let Some(ri) = self.resource_index(&entry.name) else {
+                continue;
+            };
+            if self.resources[ri].listed & 1 << zi == 0 {
+                continue;
+            }
+            let at = zi * nres + ri;
+            let freed = self.available[at].saturating_add(entry.amount);
+            self.available[at] = freed.min(self.allocatable[at].max(self.available[at]));
+        }
+        true
+    }
+
     fn shift_every_zone(&mut self, request: &Resources, sign: i64) {
         let nres = self.resources.len();
         for entry in request.entries() {

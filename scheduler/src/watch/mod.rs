@@ -1,11 +1,17 @@
-//! State from watches, never GETs: nodes, bound pods (for node usage and foreign-pod
-//! detection), our pending pods (the queue) and NodeResourceTopology objects (the
-//! cache; new objects count at once, unlike the reference plugin).
+//! State from watches, never GETs: nodes, bound pods (for node usage, inter-pod
+//! affinity, spread and foreign-pod detection), our pending pods (the queue, and their
+//! `nominatedNodeName`), NodeResourceTopology objects (the cache; new objects count at
+//! once, unlike the reference plugin), namespace labels (`namespaces.rs`) and
+//! PodDisruptionBudgets (`budgets.rs`, for preemption).
 //!
 //! Each watch applies its events to [`Shared`] and signals the scheduling loop when an
 //! event could help a waiting pod. A relist (`Init` … `InitDone`) replaces what the
 //! watch had delivered, so objects deleted while disconnected are forgotten.
 
+mod budgets;
+mod namespaces;
+
+use crate::cache::NrtUpdate;
 use crate::shared::Shared;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -24,6 +30,14 @@ pub fn spawn_all(client: &Client, shared: &Arc<Shared>) {
     tokio::spawn(watch_bound_pods(Api::all(client.clone()), shared.clone()));
     tokio::spawn(watch_pending_pods(Api::all(client.clone()), shared.clone()));
     tokio::spawn(watch_topologies(Api::all(client.clone()), shared.clone()));
+    tokio::spawn(namespaces::watch_namespaces(
+        Api::all(client.clone()),
+        shared.clone(),
+    ));
+    tokio::spawn(budgets::watch_budgets(
+        Api::all(client.clone()),
+        shared.clone(),
+    ));
 }
 
 fn is_terminal(pod: &Pod) -> bool {
@@ -111,6 +125,9 @@ async fn watch_bound_pods(api: Api<Pod>, shared: Arc<Shared>) {
                 if let Ok(mut q) = shared.queue.lock() {
                     q.remove(&uid);
                 }
+                if let Ok(mut n) = shared.nominations.lock() {
+                    n.remove(&uid);
+                }
                 if is_terminal(&pod) {
                     forget_pod(&shared, &pod, &uid);
                     continue;
@@ -185,6 +202,7 @@ async fn watch_pending_pods(api: Api<Pod>, shared: Arc<Shared>) {
                         .as_ref()
                         .map_or(0, |t| t.0.as_second()),
                 };
+                restore_nomination(&shared, &pod, &uid);
                 if let Ok(mut p) = shared.pending.write() {
                     p.insert(uid.clone(), Arc::new(pod));
                 }
@@ -217,9 +235,45 @@ async fn watch_pending_pods(api: Api<Pod>, shared: Arc<Shared>) {
     }
 }
 
+/// A pending pod nominated to a node (by an earlier run of this scheduler) holds its
+/// room there too: its nomination is recorded without victims, so it waits for the
+/// node's NRT to change before preempting again.
+fn restore_nomination(shared: &Shared, pod: &Pod, uid: &str) {
+    let Some(node) = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.clone())
+        .filter(|n| !n.is_empty())
+    else {
+        return;
+    };
+    let Ok(mut n) = shared.nominations.lock() else {
+        return;
+    };
+    if n.contains(uid) {
+        return;
+    }
+    match crate::filter::PodUsage::from_pod(pod) {
+        Ok(usage) => n.insert(
+            uid,
+            crate::preempt::Nomination {
+                node,
+                usage,
+                victims: Vec::new(),
+                since: std::time::Instant::now(),
+                victims_gone_at: None,
+            },
+        ),
+        Err(e) => tracing::debug!(pod = %uid, error = %e, "nomination not restored"),
+    }
+}
+
 fn remove_pending(shared: &Shared, uid: &str) {
     if let Ok(mut p) = shared.pending.write() {
         p.remove(uid);
+    }
+    if let Ok(mut n) = shared.nominations.lock() {
+        n.remove(uid);
     }
     if let Ok(mut q) = shared.queue.lock() {
         q.remove(uid);
@@ -242,7 +296,10 @@ async fn watch_topologies(api: Api<NodeResourceTopology>, shared: Arc<Shared>) {
                     seen.insert(name.clone());
                 }
                 known.insert(name.clone());
-                shared.cache.update_nrt(nrt);
+                let update = shared.cache.update_nrt(nrt);
+                if matches!(update, NrtUpdate::Added | NrtUpdate::Replaced) {
+                    shared.topology_accepted(&name);
+                }
                 if let Some(Err(reason)) = shared.cache.snapshot(&name) {
                     tracing::warn!(node = %name, error = %reason, "unusable NodeResourceTopology: node skipped");
                     shared.events.invalid_topology(&name, &reason.to_string());
@@ -252,6 +309,9 @@ async fn watch_topologies(api: Api<NodeResourceTopology>, shared: Arc<Shared>) {
             Ok(Some(Event::Delete(nrt))) => {
                 let name = nrt.name_any();
                 known.remove(&name);
+                if let Ok(mut t) = shared.nrt_updated.lock() {
+                    t.remove(&name);
+                }
                 shared.cache.delete_nrt(&name);
             }
             Ok(Some(Event::InitDone)) => {

@@ -3,7 +3,11 @@
 //! binary for leader election) under a unique scheduler name, on its own labelled nodes,
 //! so the tests share one control plane without seeing each other's pods.
 
+mod interpod;
 mod leader;
+mod pods;
+mod preemption;
+mod spread;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, PostParams};

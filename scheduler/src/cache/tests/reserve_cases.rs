@@ -254,3 +254,21 @@ fn parallel_readers_always_see_whole_reservations() {
     });
     assert_eq!(zones_free(&cache), [(30_000, 60), (30_000, 60)]);
 }
+
+#[test]
+fn reserved_amounts_name_what_a_deletion_gives_back() {
+    let cache = cache();
+    let t0 = Instant::now();
+    cache.update_nrt(nrt("30", "60Gi"));
+    let a = pod("a", &[("cpu", "8"), ("memory", "16Gi")]);
+    reserve(&cache, NODE, &a, t0);
+    let amounts = cache.reserved_amounts(NODE, "uid-a").expect("reserved");
+    assert_eq!(
+        amounts,
+        numa_footprint(&PodRequest::from_pod(&a.build()).unwrap())
+    );
+    assert_eq!(cache.reserved_amounts(NODE, "uid-b"), None);
+    assert_eq!(cache.reserved_amounts("other", "uid-a"), None);
+    cache.unreserve(NODE, "uid-a");
+    assert_eq!(cache.reserved_amounts(NODE, "uid-a"), None);
+}

@@ -173,3 +173,33 @@ fn pessimistic_reserve_takes_from_every_zone_and_reverts() {
     node.unreserve_on_every_zone(&pod_request);
     assert_eq!(node, before);
 }
+
+#[test]
+fn release_on_one_zone_adds_back_up_to_the_allocatable() {
+    // (name, available, allocatable, capacity): zone 0 has 2 of 8 CPUs free.
+    let zones = [
+        (
+            0,
+            vec![("cpu", "2", "8", "8"), ("memory", "1Gi", "8Gi", "8Gi")],
+        ),
+        (
+            1,
+            vec![("cpu", "5", "8", "8"), ("memory", "8Gi", "8Gi", "8Gi")],
+        ),
+    ];
+    let mut node = node("single-numa-node", "container", &zones);
+    let freed = Resources::from_amounts([("cpu", 4000), ("memory", 2 << 30), ("example.com/x", 1)]);
+    assert!(node.release_on_zone(0, &freed));
+    assert_eq!(node.available(0, "cpu"), Some(6000));
+    assert_eq!(node.available(0, "memory"), Some(3 << 30));
+    assert_eq!(
+        node.available(1, "cpu"),
+        Some(5000),
+        "other zones untouched"
+    );
+    // Never more free than allocatable.
+    assert!(node.release_on_zone(1, &freed));
+    assert_eq!(node.available(1, "cpu"), Some(8000));
+    assert_eq!(node.available(1, "memory"), Some(8 << 30));
+    assert!(!node.release_on_zone(7, &freed), "no such zone");
+}

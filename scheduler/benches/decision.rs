@@ -1,0 +1,372 @@
+//! One scheduling decision, and the NUMA fit + score it repeats per node.
+//!
+//! The cluster is built once per zone count: nodes of 32 CPUs per NUMA zone running
+//! single-numa-node / container scope, each with its own mix of exclusive allocations,
+//! so a share of the nodes is rejected — by a cordon, a taint, full zones, or hugepages
+//! scattered over zones — the way a busy cluster rejects them. The pod is Guaranteed:
+//! a server container wanting 8 CPUs, 16 GiB and 4 GiB of 1 GiB hugepages in one zone,
+//! plus a 1-CPU metrics agent. Topology lookups come from a prebuilt map, so the
+//! figures leave out the cache's locking and measure the cycle itself.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::tas::NodesWithoutTopology;
+use tas_scheduler::cycle::{self, CycleSettings, Decision, PodInput, TopologyView};
+use tas_scheduler::filter::{NodeInfo, PodFilterInput, PodUsage};
+use tas_scheduler::numa::{self, NodeTopology, PodRequest, ScoreConfig};
+
+const GIB: u64 = 1 << 30;
+const CPUS_PER_ZONE: u32 = 32;
+const MEMORY_PER_ZONE_GIB: u64 = 128;
+const HUGEPAGES_PER_ZONE_GIB: u64 = 16;
+/// CPUs the kubelet keeps for the system, all on zone 0.
+const RESERVED_CPUS: u32 = 2;
+/// Memory the kubelet keeps for the system, all on zone 0.
+const RESERVED_MEMORY_GIB: u64 = 4;
+const CLUSTER_SIZES: [usize; 2] = [1_000, 5_000];
+const ZONE_COUNTS: [usize; 3] = [2, 4, 8];
+
+/// Deterministic pseudo-random numbers (SplitMix64), so every run sees the same cluster.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..=max`.
+    fn upto(&mut self, max: u64) -> u64 {
+        self.next() % (max + 1)
+    }
+}
+
+/// What exclusive allocations hold in one zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ZoneUse {
+    cpus: u32,
+    memory_gib: u64,
+    hugepages_gib: u64,
+}
+
+fn zone_allocatable(zone: usize) -> (u32, u64) {
+    if zone == 0 {
+        (
+            CPUS_PER_ZONE - RESERVED_CPUS,
+            MEMORY_PER_ZONE_GIB - RESERVED_MEMORY_GIB,
+        )
+    } else {
+        (CPUS_PER_ZONE, MEMORY_PER_ZONE_GIB)
+    }
+}
+
+/// How busy a node is; picked per node with the weights in [`pick_shape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Cordoned,
+    Tainted,
+    /// Every zone has at most 6 CPUs left: no zone takes the 8-CPU container.
+    Packed,
+    /// CPUs free, but at most 3 GiB of 1 GiB hugepages left per zone: enough on the
+    /// node as a whole, in no single zone.
+    HugepagesFragmented,
+    /// Zones filled anywhere from empty to full.
+    Mixed,
+}
+
+fn pick_shape(rng: &mut Rng) -> Shape {
+    match rng.upto(99) {
+        0..=1 => Shape::Cordoned,
+        2..=4 => Shape::Tainted,
+        5..=29 => Shape::Packed,
+        30..=37 => Shape::HugepagesFragmented,
+        _ => Shape::Mixed,
+    }
+}
+
+fn zone_uses(rng: &mut Rng, shape: Shape, zones: usize) -> Vec<ZoneUse> {
+    (0..zones)
+        .map(|z| {
+            let (cpus, memory_gib) = zone_allocatable(z);
+            let used_cpus = match shape {
+                Shape::Packed => cpus - rng.upto(6) as u32,
+                _ => rng.upto(u64::from(cpus)) as u32,
+            };
+            let hugepages_gib = match shape {
+                Shape::HugepagesFragmented => HUGEPAGES_PER_ZONE_GIB - rng.upto(3),
+                _ => rng.upto(HUGEPAGES_PER_ZONE_GIB / 2),
+            };
+            ZoneUse {
+                cpus: used_cpus,
+                memory_gib: (u64::from(used_cpus) * 4).min(memory_gib),
+                hugepages_gib,
+            }
+        })
+        .collect()
+}
+
+fn node_object(name: &str, index: usize, shape: Shape, zones: usize) -> Node {
+    let cpus = CPUS_PER_ZONE * zones as u32 - RESERVED_CPUS;
+    let memory = (MEMORY_PER_ZONE_GIB * zones as u64 - RESERVED_MEMORY_GIB) * GIB;
+    let taints = match shape {
+        Shape::Tainted => json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+        _ => json!([]),
+    };
+    let region_zone = ["eu-west-1a", "eu-west-1b", "eu-west-1c"][index % 3];
+    let value = json!({
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": format!("metal-{}c", CPUS_PER_ZONE * zones as u32),
+            "topology.kubernetes.io/zone": region_zone,
+        }},
+        "spec": {"unschedulable": shape == Shape::Cordoned, "taints": taints},
+        "status": {"allocatable": {
+            "cpu": cpus.to_string(),
+            "memory": memory.to_string(),
+            "hugepages-1Gi": format!("{}Gi", HUGEPAGES_PER_ZONE_GIB * zones as u64),
+            "ephemeral-storage": "400Gi",
+            "pods": "110",
+        }},
+    });
+    serde_json::from_value(value).expect("node fixture")
+}
+
+fn guaranteed_pod(name: &str, containers: &[(&str, u32, u64, u64)]) -> Pod {
+    let containers: Vec<Value> = containers
+        .iter()
+        .map(|&(container, cpus, memory, hugepages)| {
+            let mut amounts = json!({"cpu": cpus.to_string(), "memory": memory.to_string()});
+            if hugepages > 0 {
+                amounts["hugepages-1Gi"] = json!(hugepages.to_string());
+            }
+            json!({"name": container, "image": "registry.example/app:1.0",
+                   "resources": {"requests": amounts, "limits": amounts}})
+        })
+        .collect();
+    let value = json!({
+        "metadata": {"name": name, "namespace": "ml-serving", "uid": format!("uid-{name}")},
+        "spec": {"nodeSelector": {"kubernetes.io/os": "linux"}, "containers": containers},
+    });
+    serde_json::from_value(value).expect("pod fixture")
+}
+
+/// The node's NRT object as the node agent publishes it, parsed as the scheduler does.
+fn topology(name: &str, uses: &[ZoneUse]) -> Arc<NodeTopology> {
+    let zones = uses.len();
+    let socket = |z: usize| z * 2 / zones;
+    let resource = |name: &str, capacity: u64, allocatable: u64, used: u64| {
+        json!({"name": name, "capacity": capacity.to_string(),
+               "allocatable": allocatable.to_string(),
+               "available": allocatable.saturating_sub(used).to_string()})
+    };
+    let zone_objects: Vec<Value> = uses
+        .iter()
+        .enumerate()
+        .map(|(z, used)| {
+            let (cpus, memory_gib) = zone_allocatable(z);
+            let hugepages = HUGEPAGES_PER_ZONE_GIB * GIB;
+            let costs: Vec<Value> = (0..zones)
+                .map(|to| {
+                    let distance = if to == z {
+                        10
+                    } else if socket(to) == socket(z) {
+                        12
+                    } else {
+                        32
+                    };
+                    json!({"name": format!("node-{to}"), "value": distance})
+                })
+                .collect();
+            json!({"name": format!("node-{z}"), "type": "Node", "costs": costs, "resources": [
+                resource("cpu", u64::from(CPUS_PER_ZONE), u64::from(cpus), u64::from(used.cpus)),
+                resource("hugepages-1Gi", hugepages, hugepages, used.hugepages_gib * GIB),
+                resource("memory", MEMORY_PER_ZONE_GIB * GIB, memory_gib * GIB,
+                         used.memory_gib * GIB),
+            ]})
+        })
+        .collect();
+    let nrt: NodeResourceTopology = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "attributes": [
+            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
+            {"name": "topologyManagerScope", "value": "container"},
+        ],
+        "zones": zone_objects,
+    }))
+    .expect("NRT fixture");
+    Arc::new(NodeTopology::from_nrt(&nrt).expect("valid NRT fixture"))
+}
+
+/// Nodes and their topologies for one zone count.
+struct Cluster {
+    nodes: Vec<NodeInfo>,
+    topologies: HashMap<String, TopologyView>,
+}
+
+impl Cluster {
+    fn new(size: usize, zones: usize) -> Self {
+        let mut rng = Rng(0x7a5 + zones as u64);
+        // Node-level usage is the same for equal zone use; parse each shape once.
+        let mut usages: HashMap<ZoneUse, PodUsage> = HashMap::new();
+        let daemons = PodUsage::from_pod(&guaranteed_pod("daemons", &[("agents", 2, 3 * GIB, 0)]))
+            .expect("daemon usage");
+        let mut nodes = Vec::with_capacity(size);
+        let mut topologies = HashMap::with_capacity(size);
+        for i in 0..size {
+            let name = format!("worker-{zones}z-{i:05}");
+            let shape = pick_shape(&mut rng);
+            let uses = zone_uses(&mut rng, shape, zones);
+            let mut info = NodeInfo::new(&node_object(&name, i, shape, zones)).expect("node");
+            info.add_usage("daemons", daemons.clone());
+            for (z, used) in uses
+                .iter()
+                .enumerate()
+                .filter(|(_, u)| u.cpus > 0 || u.hugepages_gib > 0)
+            {
+                let usage = usages.entry(*used).or_insert_with(|| {
+                    let pod = guaranteed_pod(
+                        "pinned",
+                        &[(
+                            "app",
+                            used.cpus,
+                            used.memory_gib * GIB,
+                            used.hugepages_gib * GIB,
+                        )],
+                    );
+                    PodUsage::from_pod(&pod).expect("pinned usage")
+                });
+                info.add_usage(&format!("pinned-{z}"), usage.clone());
+            }
+            topologies.insert(name.clone(), TopologyView::Known(topology(&name, &uses)));
+            nodes.push(info);
+        }
+        Self { nodes, topologies }
+    }
+
+    fn lookup(&self) -> impl Fn(&str) -> TopologyView + Sync + '_ {
+        |name: &str| {
+            self.topologies
+                .get(name)
+                .cloned()
+                .unwrap_or(TopologyView::Missing)
+        }
+    }
+}
+
+fn pod_input() -> PodInput {
+    let pod = guaranteed_pod(
+        "recommender-inference-0",
+        &[
+            ("server", 8, 16 * GIB, 4 * GIB),
+            ("metrics-agent", 1, GIB / 2, 0),
+        ],
+    );
+    PodInput {
+        uid: "uid-recommender-inference-0".to_owned(),
+        filter: PodFilterInput::new(&pod).expect("filter input"),
+        request: PodRequest::from_pod(&pod).expect("NUMA request"),
+    }
+}
+
+fn settings(parallelism: usize) -> CycleSettings {
+    CycleSettings {
+        score: ScoreConfig::default(),
+        nodes_without_topology: NodesWithoutTopology::Skip,
+        parallelism,
+    }
+}
+
+fn bench_decision(c: &mut Criterion) {
+    let pod = pod_input();
+    let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut runs = vec![("serial".to_owned(), settings(1))];
+    if machine > 1 {
+        runs.push((format!("parallel-{machine}"), settings(machine)));
+    }
+    let largest = CLUSTER_SIZES.iter().copied().max().unwrap_or_default();
+
+    let mut group = c.benchmark_group("decision");
+    for zones in ZONE_COUNTS {
+        let cluster = Cluster::new(largest, zones);
+        let lookup = cluster.lookup();
+        for size in CLUSTER_SIZES {
+            let nodes: Vec<&NodeInfo> = cluster.nodes[..size].iter().collect();
+            let fitting = nodes
+                .iter()
+                .filter(|n| cycle::score_node(&pod, n, lookup(n.name()), &runs[0].1).is_ok())
+                .count();
+            let outcome = match cycle::decide(&pod, &nodes, &lookup, &runs[0].1) {
+                Decision::Schedule(c) => c.node,
+                Decision::Unschedulable(_) => "nothing".to_owned(),
+            };
+            eprintln!("{size} nodes x {zones} zones: {fitting} fit, picked {outcome}");
+
+            group.throughput(Throughput::Elements(size as u64));
+            for (label, s) in &runs {
+                let id = BenchmarkId::new(label, format!("{size}nodes-{zones}zones"));
+                group.bench_with_input(id, &nodes, |b, nodes| {
+                    b.iter(|| cycle::decide(black_box(&pod), nodes, &lookup, s));
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+fn bench_fit_and_score(c: &mut Criterion) {
+    let pod = pod_input();
+    let config = ScoreConfig::default();
+    let node_level = |r: &str| matches!(r, "cpu" | "memory" | "ephemeral-storage");
+    // Lowest zones nearly full, so the fit walks a few zones before one takes the server.
+    let free_cpus: [&[u32]; 2] = [&[2, 5, 14, 9], &[2, 5, 1, 6, 14, 9, 3, 20]];
+
+    let mut group = c.benchmark_group("numa-fit-score");
+    for free in free_cpus {
+        let uses: Vec<ZoneUse> = free
+            .iter()
+            .enumerate()
+            .map(|(z, &f)| {
+                let cpus = zone_allocatable(z).0 - f;
+                ZoneUse {
+                    cpus,
+                    memory_gib: u64::from(cpus) * 4,
+                    hugepages_gib: 4,
+                }
+            })
+            .collect();
+        let topo = topology("worker-fit", &uses);
+        assert!(
+            numa::fit(&topo, &pod.request, &node_level).is_ok(),
+            "fixture must fit"
+        );
+        let id = BenchmarkId::from_parameter(format!("{}zones", free.len()));
+        group.bench_with_input(id, &topo, |b, topo| {
+            b.iter(|| {
+                let placement = numa::fit(topo, black_box(&pod.request), &node_level);
+                (placement, numa::score(topo, &pod.request, &config))
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = bench_decision, bench_fit_and_score
+}
+criterion_main!(benches);

@@ -1,0 +1,77 @@
+//! Builders shared by the unit tests of the cluster-wide plugins and preemption: nodes
+//! with labels, pods written as JSON, and a pod placed on a node.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use crate::cycle::PodInput;
+use crate::filter::{NodeInfo, PodFilterInput};
+use crate::numa::PodRequest;
+
+/// A node with 16 CPUs, 64Gi and room for 110 pods, its hostname label and `labels`.
+pub fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
+    node_with(name, labels, json!({}))
+}
+
+/// As [`node`], with extra `spec` fields (taints, ...).
+pub fn node_with(name: &str, labels: &[(&str, &str)], spec: Value) -> NodeInfo {
+    let mut all = serde_json::Map::new();
+    all.insert("kubernetes.io/hostname".into(), json!(name));
+    for (k, v) in labels {
+        all.insert((*k).into(), json!(v));
+    }
+    let n: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": all},
+        "spec": spec,
+        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}
+    }))
+    .expect("node");
+    NodeInfo::new(&n).expect("node info")
+}
+
+/// A pod written as JSON: `name` in `default` (uid `uid-<name>`), one container of
+/// 100m CPU (Burstable), with `spec` fields merged in and `labels`.
+pub fn pod(name: &str, labels: &[(&str, &str)], spec: Value) -> Pod {
+    pod_in("default", name, labels, spec)
+}
+
+/// As [`pod`], in namespace `ns`.
+pub fn pod_in(ns: &str, name: &str, labels: &[(&str, &str)], spec: Value) -> Pod {
+    let labels: serde_json::Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| ((*k).into(), json!(v)))
+        .collect();
+    let mut s =
+        json!({"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}]});
+    if let (Some(base), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
+        for (k, v) in extra {
+            base.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"), "labels": labels},
+        "spec": s
+    }))
+    .expect("pod")
+}
+
+/// A container of `cpu` whole CPUs and 1Gi, requests equal to limits.
+pub fn guaranteed_container(cpu: u32) -> Value {
+    json!([{"name": "app", "resources": {
+        "requests": {"cpu": cpu.to_string(), "memory": "1Gi"},
+        "limits": {"cpu": cpu.to_string(), "memory": "1Gi"}}}])
+}
+
+/// Places `pod` on `node`.
+pub fn place(node: &mut NodeInfo, pod: &Pod) {
+    node.add_pod(pod).expect("pod added");
+}
+
+/// The pod parsed for a decision.
+pub fn input(pod: &Pod) -> PodInput {
+    PodInput {
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        filter: PodFilterInput::new(pod).expect("filter input"),
+        request: PodRequest::from_pod(pod).expect("request"),
+    }
+}
