@@ -21,6 +21,7 @@ mod nodes;
 pub mod nodesim;
 mod ports;
 mod process;
+pub mod stack;
 mod tools;
 mod wait;
 mod watchdog;

@@ -1,0 +1,288 @@
+//! The whole mission on a real control plane: install TAS with `kubectl apply -k
+//! config/default`, apply one TopologyAwareScheduling object, let the operator bring up
+//! the stack (its operands run in-process with exactly the settings it rendered), place
+//! the default scenario's NUMA-sensitive workload, and check that the simulated kubelets
+//! admit every pod TAS placed — while kube-scheduler, on the same cluster and workload,
+//! produces TopologyAffinityErrors. Faults along the way: a scheduler restart in the
+//! middle of the workload, an updater restart, a deleted and a corrupt
+//! NodeResourceTopology, and a kube-apiserver restart.
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_e2e::nodesim::Scenario;
+use tas_e2e::stack::{
+    self, Operands, OperatorHandle, Report, apply_cr, run_workload, stack_cr, start_simulator,
+    wait_available, wait_settled,
+};
+use tas_e2e::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
+
+const NAMESPACE: &str = "tas-system";
+const SCHEDULER: &str = "topology-aware-scheduler";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `kubectl apply --server-side -k config/default`, as an admin would install TAS.
+fn install(cluster: &TestCluster) {
+    let out = Command::new(cluster.binaries_dir().join("kubectl"))
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo().join("config/default"))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl apply -k config/default failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn scheduled_events(client: &Client, ns: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+        .filter_map(|e| e.regarding?.name)
+        .collect()
+}
+
+async fn delete_namespace(client: &Client, ns: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let _ = api.delete(ns, &DeleteParams::default()).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    wait_for(format!("the pods of {ns} to be gone"), TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            pods.list(&ListParams::default())
+                .await?
+                .items
+                .is_empty()
+                .then_some(()),
+        )
+    })
+    .await
+    .expect("workload deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
+    let mut cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
+    let client = cluster.client().await.expect("client");
+    install(&cluster);
+
+    let scenario = Scenario::load(&repo().join("e2e/scenarios/default.yaml")).expect("scenario");
+    let work = tempfile::tempdir().expect("work dir");
+    let sim = start_simulator(&client, &scenario, work.path())
+        .await
+        .expect("simulated nodes");
+    let operator = OperatorHandle::start(client.clone());
+    let applied = std::time::Instant::now();
+    apply_cr(&client, &stack_cr(NAMESPACE, "default"))
+        .await
+        .expect("CR applied");
+    let mut operands = Operands::start(&client, &sim, NAMESPACE, work.path())
+        .await
+        .expect("operands from the operator's DaemonSet and Deployment");
+    assert_eq!(
+        operands.updaters.len(),
+        scenario.nodes().len(),
+        "an updater per node"
+    );
+    for u in operands.updaters.values() {
+        assert!(
+            u.args.iter().any(|a| a.starts_with("--refresh-period=5s")),
+            "{:?}",
+            u.args
+        );
+    }
+    assert_eq!(operands.scheduler_settings.scheduler_name, SCHEDULER);
+    wait_available(&client, scenario.nodes().len(), TIMEOUT)
+        .await
+        .expect("Available with fresh NRTs");
+    let available_after = applied.elapsed();
+
+    // The workload under TAS, with the scheduler restarted half-way.
+    let ns = unique_namespace(&client, "tas-workload").await.unwrap();
+    let pods = scenario.workload_pods(SCHEDULER, &ns);
+    let half = pods.len() / 2;
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for (i, pod) in pods.iter().enumerate() {
+        if i == half {
+            operands.start_scheduler();
+        }
+        api.create(&PostParams::default(), pod)
+            .await
+            .expect("pod created");
+    }
+    let tas = wait_settled(&client, &ns, &sim, TIMEOUT)
+        .await
+        .expect("TAS workload settles");
+    assert!(
+        tas.topology_affinity_errors.is_empty(),
+        "pods TAS placed were rejected by the kubelet: {:?}",
+        tas.topology_affinity_errors
+    );
+    assert!(tas.other_failures.is_empty(), "{:?}", tas.other_failures);
+    for (pod, why) in &tas.pending {
+        assert!(
+            why.contains("nodes are available"),
+            "{pod} pending without explanation: {why}"
+        );
+    }
+    assert!(
+        tas.placements.len() * 4 >= pods.len() * 3,
+        "most of the workload runs: {tas:?}"
+    );
+    let scheduled = scheduled_events(&client, &ns).await;
+    for p in &tas.placements {
+        let n = scheduled.iter().filter(|s| **s == p.pod).count();
+        assert!(n <= 1, "{} was bound {n} times", p.pod);
+    }
+
+    // Faults: an updater restart, a deleted NRT, a corrupt NRT, a kube-apiserver restart.
+    let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
+    let victim = scenario.nodes()[0].name.clone();
+    operands
+        .start_updater(&sim, &victim)
+        .await
+        .expect("updater restarted");
+    let before = nrts.get(&victim).await.unwrap();
+    nrts.delete(&victim, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the deleted NRT to be recreated", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            nrts.get_opt(&victim)
+                .await?
+                .filter(|n| n.metadata.uid != before.metadata.uid),
+        )
+    })
+    .await
+    .expect("NRT recreated");
+
+    let corrupt = scenario.nodes()[1].name.clone();
+    operands.stop_updater(&corrupt);
+    // Valid for the API server's schema, unusable for a scheduler: a zone name without
+    // a NUMA id.
+    let garbage = json!({"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+        "metadata": {"name": corrupt},
+        "zones": [{"name": "zone-without-an-id", "type": "Node",
+                   "resources": [{"name": "cpu", "capacity": "4", "allocatable": "4", "available": "4"}]}]});
+    nrts.patch(
+        &corrupt,
+        &PatchParams::apply("fault-injector").force(),
+        &Patch::Apply(&garbage),
+    )
+    .await
+    .expect("corrupt NRT written");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    wait_for("an InvalidNodeResourceTopology Event", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("InvalidNodeResourceTopology")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                            == Some(corrupt.as_str())
+                }),
+        )
+    })
+    .await
+    .expect("the scheduler reports the corrupt object");
+    operands
+        .start_updater(&sim, &corrupt)
+        .await
+        .expect("updater back");
+    wait_for("the corrupt NRT repaired", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            nrts.get(&corrupt)
+                .await?
+                .zones
+                .first()
+                .filter(|z| z.name.starts_with("node-"))
+                .map(|_| ()),
+        )
+    })
+    .await
+    .expect("NRT repaired by its updater");
+
+    cluster
+        .restart(Component::KubeApiserver)
+        .await
+        .expect("kube-apiserver restarted");
+    let extra: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "after-restart", "labels": {tas_e2e::NODE_SIM_LABEL: "true"}},
+        "spec": {"schedulerName": SCHEDULER, "nodeSelector": {stack::NODE_LABEL: "default"},
+                 "containers": [{"name": "c", "image": "c", "resources": {
+                     "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    }))
+    .unwrap();
+    wait_for("creating a pod after the restart", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            api.create(&PostParams::default(), &extra)
+                .await
+                .ok()
+                .map(|_| ()),
+        )
+    })
+    .await
+    .unwrap();
+    let settled = wait_settled(&client, &ns, &sim, TIMEOUT)
+        .await
+        .expect("settles after the restart");
+    assert!(
+        settled.topology_affinity_errors.is_empty(),
+        "{:?}",
+        settled.topology_affinity_errors
+    );
+    assert!(
+        settled.placements.iter().any(|p| p.pod == "after-restart")
+            || settled.pending.iter().any(|(p, _)| p == "after-restart"),
+        "every component reconnected and the new pod got a decision"
+    );
+    wait_available(&client, scenario.nodes().len(), TIMEOUT)
+        .await
+        .expect("Available with fresh NRTs after the faults");
+
+    // The same workload under kube-scheduler, on a clean slate.
+    delete_namespace(&client, &ns).await;
+    let ns2 = unique_namespace(&client, "default-workload").await.unwrap();
+    run_workload(&client, &scenario, "default-scheduler", &ns2)
+        .await
+        .unwrap();
+    let default = wait_settled(&client, &ns2, &sim, TIMEOUT)
+        .await
+        .expect("default workload settles");
+    println!(
+        "{}",
+        Report {
+            scenario: &scenario,
+            available_after,
+            tas: &tas,
+            default_scheduler: Some(&default),
+        }
+    );
+    assert!(
+        !default.topology_affinity_errors.is_empty(),
+        "the scenario is meant to trip a topology-unaware scheduler"
+    );
+    operator.stop().await;
+}
