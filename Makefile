@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help images
+.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help images demo
 
 all: build
 
@@ -31,6 +31,10 @@ TOOLS_BIN = $(shell e2e/tools/build.sh | tail -n 1)
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
 	TAS_TOOLS_BIN="$$bin" $(CARGO) test --workspace
+
+demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report
+	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
+	TAS_TOOLS_BIN="$$bin" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins

@@ -13,7 +13,6 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::nodesim::Scenario;
@@ -29,24 +28,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `kubectl apply --server-side -k config/default`, as an admin would install TAS.
-fn install(cluster: &TestCluster) {
-    let out = Command::new(cluster.binaries_dir().join("kubectl"))
-        .arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig_path().display()
-        ))
-        .args(["apply", "--server-side", "-k"])
-        .arg(repo().join("config/default"))
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl apply -k config/default failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 async fn scheduled_events(client: &Client, ns: &str) -> Vec<String> {
@@ -83,7 +64,7 @@ async fn delete_namespace(client: &Client, ns: &str) {
 async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let mut cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
     let client = cluster.client().await.expect("client");
-    install(&cluster);
+    stack::install_default(&cluster).expect("installed from config/default");
 
     let scenario = Scenario::load(&repo().join("e2e/scenarios/default.yaml")).expect("scenario");
     let work = tempfile::tempdir().expect("work dir");

@@ -201,3 +201,25 @@ pub async fn start_simulator(
     }
     Ok(sim)
 }
+
+/// `kubectl apply --server-side -k config/default`: install TAS as an admin would.
+pub fn install_default(cluster: &crate::TestCluster) -> Result<(), StackError> {
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(cluster.binaries_dir().join("kubectl"))
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo.join("config/default"))
+        .output()
+        .map_err(StackError::ctx("running kubectl"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(StackError(format!(
+            "kubectl apply -k config/default failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}

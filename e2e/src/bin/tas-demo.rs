@@ -1,0 +1,93 @@
+//! `make demo`: the whole TAS stack on a local control plane with simulated NUMA nodes.
+//!
+//! Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok; installs
+//! TAS from `config/default`; creates the scenario's simulated nodes; applies one
+//! TopologyAwareScheduling object; runs the operator and, with the settings it rendered,
+//! the node agents and the scheduler; places the scenario's workload with TAS, then the
+//! same workload with the default scheduler; prints where every pod went and how many
+//! pods the (simulated) kubelets rejected. The cluster stays up until Ctrl-C.
+
+use anyhow::Context;
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tas_e2e::nodesim::Scenario;
+use tas_e2e::stack::{self, Operands, OperatorHandle, Report};
+use tas_e2e::{ClusterOptions, TestCluster, unique_namespace};
+
+/// Run the TAS demo.
+#[derive(Parser, Debug)]
+#[command(about)]
+struct Args {
+    /// Scenario file (nodes and workload).
+    #[arg(long, default_value = "e2e/scenarios/default.yaml")]
+    scenario: PathBuf,
+    /// Exit after printing the report instead of keeping the cluster up.
+    #[arg(long)]
+    no_wait: bool,
+}
+
+const NAMESPACE: &str = "tas-system";
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let scenario = Scenario::load(&args.scenario).context("loading the scenario")?;
+    eprintln!(
+        "starting a local control plane (etcd, kube-apiserver, controller-manager, kube-scheduler, kwok)..."
+    );
+    let cluster =
+        TestCluster::start(ClusterOptions::full()).context("starting the control plane")?;
+    let client = cluster.client().await?;
+    eprintln!("installing TAS: kubectl apply --server-side -k config/default");
+    stack::install_default(&cluster)?;
+    let work = tempfile::tempdir()?;
+    eprintln!("creating {} simulated NUMA nodes", scenario.nodes().len());
+    let sim = stack::start_simulator(&client, &scenario, work.path()).await?;
+    let operator = OperatorHandle::start(client.clone());
+    eprintln!("applying the TopologyAwareScheduling object");
+    let applied = Instant::now();
+    stack::apply_cr(&client, &stack::stack_cr(NAMESPACE, "default")).await?;
+    let _operands = Operands::start(&client, &sim, NAMESPACE, work.path()).await?;
+    stack::wait_available(&client, scenario.nodes().len(), TIMEOUT).await?;
+    let available_after = applied.elapsed();
+    eprintln!(
+        "Available after {:.1}s; placing the workload with TAS",
+        available_after.as_secs_f64()
+    );
+
+    let ns = unique_namespace(&client, "demo-tas").await?;
+    stack::run_workload(&client, &scenario, "topology-aware-scheduler", &ns).await?;
+    let tas = stack::wait_settled(&client, &ns, &sim, TIMEOUT).await?;
+    eprintln!("placing the same workload with the default scheduler");
+    let ns2 = unique_namespace(&client, "demo-default").await?;
+    {
+        use k8s_openapi::api::core::v1::Namespace;
+        let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+        api.delete(&ns, &Default::default()).await?;
+        stack::wait_settled(&client, &ns, &sim, TIMEOUT).await?;
+    }
+    stack::run_workload(&client, &scenario, "default-scheduler", &ns2).await?;
+    let default = stack::wait_settled(&client, &ns2, &sim, TIMEOUT).await?;
+    println!(
+        "{}",
+        Report {
+            scenario: &scenario,
+            available_after,
+            tas: &tas,
+            default_scheduler: Some(&default),
+        }
+    );
+    if args.no_wait {
+        operator.stop().await;
+        return Ok(());
+    }
+    println!(
+        "\nThe cluster keeps running. Point kubectl at it:\n  export KUBECONFIG={}\n  kubectl get tas,noderesourcetopologies\n  kubectl get pods -n {ns2} -o wide\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
+        cluster.kubeconfig_path().display()
+    );
+    tokio::signal::ctrl_c().await?;
+    operator.stop().await;
+    Ok(())
+}
