@@ -66,14 +66,17 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let client = cluster.client().await.expect("client");
     stack::install_default(&cluster).expect("installed from config/default");
 
-    let scenario = Scenario::load(&repo().join("e2e/scenarios/default.yaml")).expect("scenario");
+    // The scenario's nodes carry the label the sample CR's node group selects.
+    let scenario = Scenario::load(&repo().join("e2e/scenarios/default.yaml"))
+        .expect("scenario")
+        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
     let sim = start_simulator(&client, &scenario, work.path())
         .await
         .expect("simulated nodes");
     let operator = OperatorHandle::start(client.clone());
     let applied = std::time::Instant::now();
-    apply_cr(&client, &stack_cr(NAMESPACE, "default"))
+    apply_cr(&client, &stack::sample_cr().expect("sample CR"))
         .await
         .expect("CR applied");
     let mut operands = Operands::start(&client, &sim, NAMESPACE, work.path())
@@ -86,7 +89,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     );
     for u in operands.updaters.values() {
         assert!(
-            u.args.iter().any(|a| a.starts_with("--refresh-period=5s")),
+            u.args.iter().any(|a| a.starts_with("--refresh-period=10s")),
             "{:?}",
             u.args
         );
@@ -252,6 +255,48 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let default = wait_settled(&client, &ns2, &sim, TIMEOUT)
         .await
         .expect("default workload settles");
+    // A deterministic trap on top: a 6-CPU Guaranteed pod pinned to the node whose
+    // zones hold 4 CPUs each. Node totals say it fits; no zone does.
+    delete_namespace(&client, &ns2).await;
+    let ns3 = unique_namespace(&client, "trap").await.unwrap();
+    let traps: Api<Pod> = Api::namespaced(client.clone(), &ns3);
+    for (name, scheduler) in [
+        ("trap-tas", SCHEDULER),
+        ("trap-default", "default-scheduler"),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {tas_e2e::NODE_SIM_LABEL: "true"}},
+            "spec": {"schedulerName": scheduler,
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["snn-p"]}]}]}}},
+                     "containers": [{"name": "c", "image": "c", "resources": {
+                         "requests": {"cpu": "6", "memory": "1Gi"}, "limits": {"cpu": "6", "memory": "1Gi"}}}]}
+        }))
+        .unwrap();
+        traps
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("trap created");
+    }
+    let trap = wait_settled(&client, &ns3, &sim, TIMEOUT)
+        .await
+        .expect("traps settle");
+    assert!(
+        trap.pending
+            .iter()
+            .any(|(p, why)| p == "trap-tas" && why.contains("NUMA")),
+        "TAS leaves the trap Pending with a NUMA explanation: {trap:?}"
+    );
+    assert!(
+        trap.topology_affinity_errors
+            .iter()
+            .any(|(p, _)| p == "trap-default"),
+        "kube-scheduler sends the trap to a kubelet that rejects it: {trap:?}"
+    );
+    let mut default = default;
+    default
+        .topology_affinity_errors
+        .extend(trap.topology_affinity_errors.clone());
     println!(
         "{}",
         Report {
@@ -260,10 +305,6 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
             tas: &tas,
             default_scheduler: Some(&default),
         }
-    );
-    assert!(
-        !default.topology_affinity_errors.is_empty(),
-        "the scenario is meant to trip a topology-unaware scheduler"
     );
     operator.stop().await;
 }

@@ -33,7 +33,9 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let scenario = Scenario::load(&args.scenario).context("loading the scenario")?;
+    let scenario = Scenario::load(&args.scenario)
+        .context("loading the scenario")?
+        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     eprintln!(
         "starting a local control plane (etcd, kube-apiserver, controller-manager, kube-scheduler, kwok)..."
     );
@@ -46,9 +48,9 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("creating {} simulated NUMA nodes", scenario.nodes().len());
     let sim = stack::start_simulator(&client, &scenario, work.path()).await?;
     let operator = OperatorHandle::start(client.clone());
-    eprintln!("applying the TopologyAwareScheduling object");
+    eprintln!("applying config/samples/tas_v1alpha1_topologyawarescheduling.yaml");
     let applied = Instant::now();
-    stack::apply_cr(&client, &stack::stack_cr(NAMESPACE, "default")).await?;
+    stack::apply_cr(&client, &stack::sample_cr()?).await?;
     let _operands = Operands::start(&client, &sim, NAMESPACE, work.path()).await?;
     stack::wait_available(&client, scenario.nodes().len(), TIMEOUT).await?;
     let available_after = applied.elapsed();

@@ -118,6 +118,18 @@ pub fn stack_cr(namespace: &str, scenario_label: &str) -> TopologyAwareSchedulin
     .unwrap_or_else(|e| panic!("the stack CR is well-formed: {e}"))
 }
 
+/// The label the minimal sample CR selects its node group by.
+pub const SAMPLE_NODE_LABEL: &str = "node-role.kubernetes.io/numa";
+
+/// `config/samples/tas_v1alpha1_topologyawarescheduling.yaml`, the object an admin
+/// applies first (its node group selects nodes labelled [`SAMPLE_NODE_LABEL`]).
+pub fn sample_cr() -> Result<TopologyAwareScheduling, StackError> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/samples/tas_v1alpha1_topologyawarescheduling.yaml");
+    let text = std::fs::read_to_string(&path).map_err(StackError::ctx("reading the sample CR"))?;
+    serde_norway::from_str(&text).map_err(StackError::ctx("parsing the sample CR"))
+}
+
 /// Apply `cr` with server-side apply.
 pub async fn apply_cr(client: &Client, cr: &TopologyAwareScheduling) -> Result<(), StackError> {
     let api: Api<TopologyAwareScheduling> = Api::all(client.clone());

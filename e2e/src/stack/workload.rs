@@ -45,6 +45,7 @@ pub async fn wait_settled(
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let deadline = Instant::now() + timeout;
     let mut previous: Option<WorkloadOutcome> = None;
+    let mut unchanged_since = Instant::now();
     loop {
         let observed = async {
             let list = pods.list(&ListParams::default()).await?.items;
@@ -60,11 +61,17 @@ pub async fn wait_settled(
         }
         .await;
         match observed {
-            // Two identical settled observations in a row: nothing is moving any more.
+            // Settled and unchanged for longer than a pending pod's longest retry delay
+            // plus a cache resync: pending pods had their chance to land.
             Ok(outcome) if outcome.undecided == 0 && previous.as_ref() == Some(&outcome) => {
-                return Ok(outcome);
+                if unchanged_since.elapsed() >= STABLE_FOR {
+                    return Ok(outcome);
+                }
             }
-            Ok(outcome) => previous = Some(outcome),
+            Ok(outcome) => {
+                previous = Some(outcome);
+                unchanged_since = Instant::now();
+            }
             Err(e) => tracing::debug!(error = %e, "listing the workload"),
         }
         if Instant::now() > deadline {
@@ -78,6 +85,9 @@ pub async fn wait_settled(
 
 /// Interval between observations of the workload.
 const POLL: Duration = Duration::from_millis(1000);
+/// How long an outcome must stay the same to count as final: the scheduler's longest
+/// default retry delay (10 s) plus a cache resync (5 s).
+const STABLE_FOR: Duration = Duration::from_secs(16);
 
 fn classify(
     pods: &[Pod],

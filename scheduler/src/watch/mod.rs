@@ -296,13 +296,16 @@ async fn watch_topologies(api: Api<NodeResourceTopology>, shared: Arc<Shared>) {
                     seen.insert(name.clone());
                 }
                 known.insert(name.clone());
+                // Judge the object itself, not the cache's view: on a node with
+                // reservations the cache holds new objects back until a resync, and a
+                // broken one must be reported when it arrives.
+                if let Err(reason) = crate::numa::NodeTopology::from_nrt(&nrt) {
+                    tracing::warn!(node = %name, error = %reason, "unusable NodeResourceTopology: node skipped");
+                    shared.events.invalid_topology(&name, &reason.to_string());
+                }
                 let update = shared.cache.update_nrt(nrt);
                 if matches!(update, NrtUpdate::Added | NrtUpdate::Replaced) {
                     shared.topology_accepted(&name);
-                }
-                if let Some(Err(reason)) = shared.cache.snapshot(&name) {
-                    tracing::warn!(node = %name, error = %reason, "unusable NodeResourceTopology: node skipped");
-                    shared.events.invalid_topology(&name, &reason.to_string());
                 }
                 shared.cluster_event();
             }
