@@ -17,7 +17,7 @@ use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::nodesim::Scenario;
 use tas_e2e::stack::{
-    self, Operands, OperatorHandle, Report, apply_cr, run_workload, stack_cr, start_simulator,
+    self, Operands, OperatorHandle, Report, apply_cr, run_workload, start_simulator,
     wait_available, wait_settled,
 };
 use tas_e2e::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
