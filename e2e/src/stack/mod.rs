@@ -99,25 +99,6 @@ impl OperatorHandle {
     }
 }
 
-/// The CR of the stack: the scenario's nodes as one node group, quick refresh, a short
-/// cache resync so the scheduler trusts fresh NRTs fast.
-pub fn stack_cr(namespace: &str, scenario_label: &str) -> TopologyAwareScheduling {
-    serde_json::from_value(json!({
-        "apiVersion": "tas.dev/v1alpha1",
-        "kind": "TopologyAwareScheduling",
-        "metadata": {"name": "default"},
-        "spec": {
-            "namespace": namespace,
-            "updater": {"refresh": {"mode": "PeriodicAndEvents", "period": "5s", "debounce": "100ms"}},
-            "nodeGroups": [{"name": "simulated",
-                            "nodeSelector": {"matchLabels": {NODE_LABEL: scenario_label}}}],
-            "scheduler": {"cache": {"resyncPeriod": "1s", "maxStaleness": "1m",
-                                    "foreignPods": "OnlyExclusiveResources"}},
-        }
-    }))
-    .unwrap_or_else(|e| panic!("the stack CR is well-formed: {e}"))
-}
-
 /// The label the minimal sample CR selects its node group by.
 pub const SAMPLE_NODE_LABEL: &str = "node-role.kubernetes.io/numa";
 
