@@ -22,7 +22,6 @@ use crate::nodesim::{Scenario, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
