@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help images demo
+.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help images demo bench
 
 all: build
 
@@ -35,6 +35,19 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
 	TAS_TOOLS_BIN="$$bin" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
+
+# Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS
+# vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on a local
+# control plane; ~20 minutes with the defaults). BENCH_ARGS go to tas-bench, e.g.
+# BENCH_ARGS="--quick" or "--nodes 500 --pods 2000".
+bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
+	@bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok schedplugins" e2e/tools/build.sh | tail -n 1); \
+	test -n "$$bin" || { echo "make bench: building the cluster tools failed" >&2; exit 1; }; \
+	target="$${CARGO_TARGET_DIR:-target}"; \
+	$(CARGO) build --release -p tas-scheduler -p tas-e2e --bin tas-bench && \
+	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater && \
+	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
+		--criterion "$$target/criterion" --out BENCHMARKS.md
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins

@@ -10,6 +10,7 @@
 //!   project's CRDs from [`apply_crds_from_dir`].
 //! - Every wait polls a condition with a deadline: [`wait_for`].
 
+pub mod bench;
 mod cluster;
 mod components;
 mod crds;

@@ -428,11 +428,20 @@ fn bench_publish_pass(c: &mut Criterion) {
         .iter()
         .filter(|p| accounting::holds_exclusive_resources(p))
         .count();
+    let cpus: Vec<_> = resources
+        .zones
+        .iter()
+        .filter_map(|z| z.resource(accounting::CPU))
+        .collect();
     eprintln!(
-        "{} CPUs, {} zones, {} pods ({pinned} pinned): {} accounting warnings",
-        topology.zones.iter().map(|z| z.cpus.len()).sum::<usize>(),
+        "{} CPUs in {} zones, {} pods ({pinned} pinned, {} of {} CPUs exclusive): {} warnings",
+        cpus.iter().map(|r| r.capacity).sum::<u64>(),
         topology.zones.len(),
         pods.len(),
+        cpus.iter()
+            .map(|r| r.allocatable - r.available)
+            .sum::<u64>(),
+        cpus.iter().map(|r| r.allocatable).sum::<u64>(),
         resources.warnings.len()
     );
     let fingerprint = all.compute(&pods).zip(all.method());
