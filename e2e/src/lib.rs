@@ -33,6 +33,7 @@ pub use error::Error;
 pub use namespace::{TEST_NAMESPACE_LABEL, unique_name, unique_namespace};
 pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
+    wait_node_schedulable,
 };
 pub use process::Component;
 pub use tools::{BINARIES, KUBERNETES_VERSION, TOOLS_BIN_ENV, Tools};

@@ -142,6 +142,30 @@ pub async fn wait_node_ready(client: &Client, name: &str, timeout: Duration) -> 
     .await
 }
 
+/// Waits until node `name` can take pods: Ready (kwok) and without the
+/// `node.kubernetes.io/*` taints the node lifecycle controller removes shortly after.
+pub async fn wait_node_schedulable(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    wait_node_ready(client, name, timeout).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_for(
+        format!("node {name} to lose its not-ready taints"),
+        timeout,
+        || async {
+            let node = nodes.get(name).await?;
+            let tainted = node
+                .spec
+                .and_then(|s| s.taints)
+                .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+            Ok::<_, kube::Error>((!tainted).then_some(()))
+        },
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

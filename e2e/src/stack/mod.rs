@@ -19,7 +19,6 @@ pub use report::{Placement, Report, WorkloadOutcome};
 pub use workload::{run_workload, wait_settled};
 
 use crate::nodesim::{Scenario, Simulator};
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use std::path::Path;
@@ -171,25 +170,10 @@ pub async fn start_simulator(
     let sim = Simulator::start(client.clone(), scenario, work_dir)
         .await
         .map_err(StackError::ctx("starting the node simulator"))?;
-    let nodes: Api<Node> = Api::all(client.clone());
     for name in sim.nodes().keys() {
-        crate::wait_node_ready(client, name, Duration::from_secs(60))
+        crate::wait_node_schedulable(client, name, Duration::from_secs(60))
             .await
             .map_err(StackError::ctx("waiting for a simulated node"))?;
-        crate::wait_for(
-            format!("{name} untainted"),
-            Duration::from_secs(60),
-            || async {
-                let n = nodes.get(name).await?;
-                let tainted = n
-                    .spec
-                    .and_then(|s| s.taints)
-                    .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
-                Ok::<_, kube::Error>((!tainted).then_some(()))
-            },
-        )
-        .await
-        .map_err(StackError::ctx("waiting for a simulated node"))?;
     }
     Ok(sim)
 }

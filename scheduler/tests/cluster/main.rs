@@ -9,7 +9,7 @@ mod pods;
 mod preemption;
 mod spread;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -89,22 +89,9 @@ impl Env {
         }
         .label(GROUP, self.group.clone());
         create_fake_node(&self.client, &node).await.expect("node");
-        // Ready (kwok), then untainted (the node lifecycle controller removes the
-        // not-ready taint shortly after).
-        tas_e2e::wait_node_ready(&self.client, &name, TIMEOUT)
+        tas_e2e::wait_node_schedulable(&self.client, &name, TIMEOUT)
             .await
-            .expect("node ready");
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        wait_for(format!("{name} untainted"), TIMEOUT, || async {
-            let n = nodes.get(&name).await?;
-            let tainted = n
-                .spec
-                .and_then(|s| s.taints)
-                .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
-            Ok::<_, kube::Error>((!tainted).then_some(()))
-        })
-        .await
-        .expect("node untainted");
+            .expect("node schedulable");
         name
     }
 

@@ -2,7 +2,7 @@
 //! tests: labelled nodes, pods written as JSON, PriorityClasses.
 
 use crate::{Env, GROUP, TIMEOUT};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -22,20 +22,9 @@ impl Env {
             node = node.label(*k, *v);
         }
         create_fake_node(&self.client, &node).await.expect("node");
-        tas_e2e::wait_node_ready(&self.client, &name, TIMEOUT)
+        tas_e2e::wait_node_schedulable(&self.client, &name, TIMEOUT)
             .await
-            .expect("node ready");
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        wait_for(format!("{name} untainted"), TIMEOUT, || async {
-            let n = nodes.get(&name).await?;
-            let tainted = n
-                .spec
-                .and_then(|s| s.taints)
-                .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
-            Ok::<_, kube::Error>((!tainted).then_some(()))
-        })
-        .await
-        .expect("node untainted");
+            .expect("node schedulable");
         name
     }
 
