@@ -23,10 +23,10 @@ crds: ## Regenerate config/crd/ from the Rust types in api/
 	$(CARGO) run --quiet -p tas-operator -- crd --out config/crd
 
 cluster-tools: ## Build etcd, kube-apiserver, controller-manager, kube-scheduler, kubectl, kwok (cached)
-	@e2e/tools/build.sh >/dev/null
+	@testcluster/tools/build.sh >/dev/null
 
 # The test control plane's binaries: built once, cached outside the work tree by version.
-TOOLS_BIN = $(shell e2e/tools/build.sh | tail -n 1)
+TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
@@ -41,10 +41,10 @@ demo: ## The whole stack on a local control plane with simulated NUMA nodes; pri
 # control plane; ~20 minutes with the defaults). BENCH_ARGS go to tas-bench, e.g.
 # BENCH_ARGS="--quick" or "--nodes 500 --pods 2000".
 bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
-	@bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok schedplugins" e2e/tools/build.sh | tail -n 1); \
+	@bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok schedplugins" testcluster/tools/build.sh | tail -n 1); \
 	test -n "$$bin" || { echo "make bench: building the cluster tools failed" >&2; exit 1; }; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
-	$(CARGO) build --release -p tas-scheduler -p tas-e2e --bin tas-bench && \
+	$(CARGO) build --release -p tas-scheduler -p tas-bench && \
 	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md

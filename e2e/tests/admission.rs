@@ -21,7 +21,7 @@ use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tas_e2e::{
+use tas_testcluster::{
     FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name,
     unique_namespace, wait_for,
 };
@@ -81,7 +81,7 @@ async fn publish(api: &Api<DynamicObject>, name: &str, free: u32) -> Result<(), 
 /// Applies the policy and its binding from `config/policy/` as an admin would.
 async fn apply_policy(client: &Client) {
     let text = std::fs::read_to_string(policy_file()).expect("policy file readable");
-    let params = PatchParams::apply(tas_e2e::FIELD_MANAGER).force();
+    let params = PatchParams::apply(tas_testcluster::FIELD_MANAGER).force();
     let mut kinds = Vec::new();
     for document in serde_norway::Deserializer::from_str(&text) {
         let value = Value::deserialize(document).expect("policy file is YAML");

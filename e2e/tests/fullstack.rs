@@ -15,12 +15,12 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_e2e::nodesim::Scenario;
 use tas_e2e::stack::{
     self, Operands, OperatorHandle, Report, apply_cr, run_workload, start_simulator,
     wait_available, wait_settled,
 };
-use tas_e2e::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
+use tas_nodesim::Scenario;
+use tas_testcluster::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
 
 const NAMESPACE: &str = "tas-system";
 const SCHEDULER: &str = "topology-aware-scheduler";
@@ -67,7 +67,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     stack::install_default(&cluster).expect("installed from config/default");
 
     // The scenario's nodes carry the label the sample CR's node group selects.
-    let scenario = Scenario::load(&repo().join("e2e/scenarios/default.yaml"))
+    let scenario = Scenario::load(&repo().join("nodesim/scenarios/default.yaml"))
         .expect("scenario")
         .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
@@ -213,7 +213,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         .await
         .expect("kube-apiserver restarted");
     let extra: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "after-restart", "labels": {tas_e2e::NODE_SIM_LABEL: "true"}},
+        "metadata": {"name": "after-restart", "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
         "spec": {"schedulerName": SCHEDULER, "nodeSelector": {stack::NODE_LABEL: "default"},
                  "containers": [{"name": "c", "image": "c", "resources": {
                      "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}
@@ -265,7 +265,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         ("trap-default", "default-scheduler"),
     ] {
         let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {tas_e2e::NODE_SIM_LABEL: "true"}},
+            "metadata": {"name": name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
             "spec": {"schedulerName": scheduler,
                      "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                          "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["snn-p"]}]}]}}},

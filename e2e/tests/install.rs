@@ -26,7 +26,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tas_e2e::{TestCluster, unique_namespace, wait_for};
+use tas_testcluster::{TestCluster, unique_namespace, wait_for};
 
 const NAMESPACE: &str = "tas-system";
 const OPERATOR: &str = "tas-operator";
@@ -254,7 +254,7 @@ async fn the_operator_pod_meets_the_restricted_pod_security_level() {
     Api::<Namespace>::all(client.clone())
         .patch(
             &ns,
-            &PatchParams::apply(tas_e2e::FIELD_MANAGER),
+            &PatchParams::apply(tas_testcluster::FIELD_MANAGER),
             &Patch::Apply(json!({
                 "apiVersion": "v1",
                 "kind": "Namespace",

@@ -12,11 +12,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_e2e::{
+use tas_nodesim::kubelet_server::FakeKubelet;
+use tas_testcluster::{
     FakeNode, NODE_SIM_LABEL, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node,
     unique_name, wait_for,
 };
-use tas_updater::podresources::fake::FakeKubelet;
 use tas_updater::podresources::v1::{
     AllocatableResourcesResponse, ContainerResources, PodResources,
 };

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_api::fingerprint::Method;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_e2e::{
+use tas_nodesim::kubelet_server::{FakeKubelet, FakeKubeletHandle};
+use tas_testcluster::{
     FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name, wait_for,
 };
 use tas_updater::agent::{Agent, AgentConfig};
 use tas_updater::http::Readiness;
 use tas_updater::metrics::Metrics;
-use tas_updater::podresources::fake::{FakeKubelet, FakeKubeletHandle};
 use tas_updater::podresources::v1::{
     AllocatableResourcesResponse, ContainerResources, PodResources,
 };
@@ -285,7 +285,7 @@ async fn pod_events_publish_within_the_debounce_not_the_period() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod_name = unique_name("pinned");
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": pod_name, "labels": {tas_e2e::NODE_SIM_LABEL: "true"}},
+        "metadata": {"name": pod_name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
         "spec": {"nodeName": node.name, "containers": [{"name": "app", "image": "app"}]}
     }))
     .unwrap();

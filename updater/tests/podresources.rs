@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use prost::Message;
-use tas_updater::podresources::fake::{FakeKubelet, RateLimit};
+use tas_nodesim::kubelet_server::{FakeKubelet, RateLimit};
 use tas_updater::podresources::v1;
 use tas_updater::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 use tas_updater::podresources::{

@@ -11,16 +11,16 @@ use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tas_e2e::nodesim::Scenario;
 use tas_e2e::stack::{self, Operands, OperatorHandle, Report};
-use tas_e2e::{ClusterOptions, TestCluster, unique_namespace};
+use tas_nodesim::Scenario;
+use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 
 /// Run the TAS demo.
 #[derive(Parser, Debug)]
 #[command(about)]
 struct Args {
     /// Scenario file (nodes and workload).
-    #[arg(long, default_value = "e2e/scenarios/default.yaml")]
+    #[arg(long, default_value = "nodesim/scenarios/default.yaml")]
     scenario: PathBuf,
     /// Exit after printing the report instead of keeping the cluster up.
     #[arg(long)]

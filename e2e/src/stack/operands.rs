@@ -3,7 +3,6 @@
 //! from its Deployment's arguments and ConfigMap.
 
 use super::StackError;
-use crate::nodesim::Simulator;
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -13,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tas_nodesim::Simulator;
 use tas_updater::agent::Agent;
 use tas_updater::http::Readiness;
 use tas_updater::metrics::Metrics;
@@ -142,7 +142,7 @@ impl Operands {
         let lp = ListParams::default()
             .labels("app.kubernetes.io/name=tas-updater")
             .fields(&format!("spec.nodeName={node}"));
-        let pod = crate::wait_for(
+        let pod = tas_testcluster::wait_for(
             format!("the updater pod on {node}"),
             Duration::from_secs(60),
             || async { Ok::<_, kube::Error>(pods.list(&lp).await?.items.into_iter().next()) },
@@ -211,7 +211,7 @@ async fn scheduler_settings(
     work_dir: &Path,
 ) -> Result<tas_scheduler::config::Settings, StackError> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let deployment = crate::wait_for(
+    let deployment = tas_testcluster::wait_for(
         "the scheduler Deployment",
         Duration::from_secs(60),
         || async { deployments.get_opt("tas-scheduler").await },

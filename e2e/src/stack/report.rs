@@ -1,9 +1,9 @@
 //! What happened to a workload, and the report `make demo` prints.
 
-use crate::nodesim::Scenario;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
+use tas_nodesim::Scenario;
 
 /// A pod running on a node, on these NUMA zones (its exclusive CPUs' zones; empty for
 /// pods of the shared pool).

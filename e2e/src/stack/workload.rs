@@ -4,14 +4,14 @@
 
 use super::StackError;
 use super::report::{Placement, WorkloadOutcome};
-use crate::nodesim::request::PodKey;
-use crate::nodesim::{Scenario, Simulator};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+use tas_nodesim::request::PodKey;
+use tas_nodesim::{Scenario, Simulator};
 
 /// Create the scenario's workload for `scheduler_name` in `namespace`; returns the pod
 /// names in creation order.

@@ -8,7 +8,7 @@ use kube::{Api, Client};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
-use tas_e2e::wait_for;
+use tas_testcluster::wait_for;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};

@@ -11,12 +11,12 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tas_api::tas::{Condition, TopologyAwareScheduling};
-use tas_e2e::{
-    FakeNode, crd_dir, create_fake_node, read_crds, unique_name, wait_for, wait_node_ready,
-};
 use tas_operator::build::{BuildContext, SCHEDULER_DEPLOYMENT};
 use tas_operator::telemetry::Otlp;
 use tas_operator::{Config, Metrics};
+use tas_testcluster::{
+    FakeNode, crd_dir, create_fake_node, read_crds, unique_name, wait_for, wait_node_ready,
+};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

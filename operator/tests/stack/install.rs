@@ -8,12 +8,12 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING};
-use tas_e2e::{unique_name, wait_for};
 use tas_operator::build::{
     MANAGED_BY, MANAGED_BY_LABEL, SCHEDULER_CONFIG_DIR, SCHEDULER_DEPLOYMENT, SCHEDULER_UID,
     updater_daemonset_name,
 };
 use tas_operator::reconcile::apply::CREATED_BY_ANNOTATION;
+use tas_testcluster::{unique_name, wait_for};
 
 use crate::harness::Operator;
 

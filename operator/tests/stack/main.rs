@@ -17,8 +17,8 @@ mod scale;
 
 use harness::Operator;
 use std::time::Duration;
-use tas_e2e::TestCluster;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
+use tas_testcluster::TestCluster;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};

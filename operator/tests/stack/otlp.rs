@@ -7,9 +7,9 @@
 use crate::collector::Collector;
 use crate::harness::*;
 use kube::Client;
-use tas_e2e::{unique_name, wait_for};
 use tas_operator::telemetry::Otlp;
 use tas_operator::telemetry::otlp::SERVICE_NAME;
+use tas_testcluster::{unique_name, wait_for};
 
 pub async fn scenario(client: &Client, otlp: &Otlp) {
     assert_eq!(

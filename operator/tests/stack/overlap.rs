@@ -8,8 +8,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED};
-use tas_e2e::unique_name;
 use tas_operator::build::updater_daemonset_name;
+use tas_testcluster::unique_name;
 
 const POOL: &str = "e2e.tas.dev/pool";
 const ZONE: &str = "e2e.tas.dev/zone";

@@ -6,7 +6,7 @@ use crate::harness::*;
 use kube::Client;
 use std::time::{Duration, Instant};
 use tas_api::tas::status::condition_type::{AVAILABLE, PROGRESSING};
-use tas_e2e::unique_name;
+use tas_testcluster::unique_name;
 
 const POOL: &str = "e2e.tas.dev/pool";
 const NODES: usize = 10;

@@ -1,4 +1,4 @@
-//! Leader election against a real kube-apiserver (the tas-e2e shared cluster), each
+//! Leader election against a real kube-apiserver (the tas-testcluster shared cluster), each
 //! test on a Lease in a namespace of its own, with short periods: a 2 s lease renewed
 //! every 500 ms (renew deadline 1.33 s), candidates checking every 200 ms.
 //!
@@ -14,8 +14,8 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use tas_e2e::{TestCluster, unique_namespace};
 use tas_runtime::lease::{LeaderElection, LeaderElector, LeaderStatus, LeaseConfig};
+use tas_testcluster::{TestCluster, unique_namespace};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

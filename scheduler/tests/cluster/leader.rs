@@ -6,7 +6,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
 use std::process::{Child, Command, Stdio};
-use tas_e2e::{TestCluster, wait_for};
+use tas_testcluster::{TestCluster, wait_for};
 
 struct Proc(Child);
 

@@ -15,7 +15,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_e2e::{
+use tas_testcluster::{
     FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name,
     unique_namespace, wait_for,
 };
@@ -89,7 +89,7 @@ impl Env {
         }
         .label(GROUP, self.group.clone());
         create_fake_node(&self.client, &node).await.expect("node");
-        tas_e2e::wait_node_schedulable(&self.client, &name, TIMEOUT)
+        tas_testcluster::wait_node_schedulable(&self.client, &name, TIMEOUT)
             .await
             .expect("node schedulable");
         name

@@ -7,7 +7,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
-use tas_e2e::{FakeNode, create_fake_node, unique_name, wait_for};
+use tas_testcluster::{FakeNode, create_fake_node, unique_name, wait_for};
 
 impl Env {
     /// A kwok node of this env's group with `cpu` allocatable and `labels`.
@@ -22,7 +22,7 @@ impl Env {
             node = node.label(*k, *v);
         }
         create_fake_node(&self.client, &node).await.expect("node");
-        tas_e2e::wait_node_schedulable(&self.client, &name, TIMEOUT)
+        tas_testcluster::wait_node_schedulable(&self.client, &name, TIMEOUT)
             .await
             .expect("node schedulable");
         name

@@ -6,7 +6,7 @@ use crate::{Env, TIMEOUT, env};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use serde_json::{Value, json};
-use tas_e2e::wait_for;
+use tas_testcluster::wait_for;
 
 /// A Guaranteed pod of `cpu` CPUs bound directly to `node` (as another scheduler
 /// would), with `priority_class`.

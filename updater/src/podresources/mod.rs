@@ -7,13 +7,12 @@
 //! kubelet restart heals without restarting the agent. [`ClientStats`] exposes the
 //! connection state and error counts for readiness and metrics.
 //!
-//! [`fake::FakeKubelet`] serves the same API from memory on a unix socket, for tests and
-//! for the end-to-end node simulator.
+//! The messages and the generated client come from `tas-podresources`; the node
+//! simulator (`tas-nodesim`) serves the same API for tests.
 
 mod backoff;
 pub mod client;
 mod error;
-pub mod fake;
 mod pacing;
 mod stats;
 
@@ -21,9 +20,5 @@ pub use client::{ClientConfig, ConnectionState, PodResourcesClient};
 pub use error::{ErrorKind, PodResourcesError};
 pub use stats::ClientStats;
 
-/// Generated messages, client (`pod_resources_lister_client`) and server
-/// (`pod_resources_lister_server`) of package `v1`.
-#[allow(clippy::all, missing_docs)]
-pub mod v1 {
-    tonic::include_proto!("v1");
-}
+/// Generated messages and client of the kubelet's package `v1`.
+pub use tas_podresources::v1;

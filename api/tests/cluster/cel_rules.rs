@@ -1,0 +1,368 @@
+//! The TopologyAwareScheduling CRD refuses bad objects at create time, on the real API
+//! server, with a message that names the offending field; good objects get the schema
+//! defaults. Every request is a server-side dry run, so the cluster keeps no object.
+
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use tas_testcluster::{apply_crds_from_dir, crd_dir};
+
+use super::shared;
+
+async fn api() -> Api<DynamicObject> {
+    let client = shared().client().await.expect("client");
+    apply_crds_from_dir(&client, &crd_dir())
+        .await
+        .expect("CRDs install");
+    let ar = ApiResource {
+        group: "tas.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "tas.dev/v1alpha1".into(),
+        kind: "TopologyAwareScheduling".into(),
+        plural: "topologyawareschedulings".into(),
+    };
+    Api::all_with(client, &ar)
+}
+
+fn object(name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "tas.dev/v1alpha1",
+        "kind": "TopologyAwareScheduling",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("well-formed object")
+}
+
+async fn dry_run_create(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+) -> Result<DynamicObject, String> {
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&pp, obj).await.map_err(|e| match e {
+        kube::Error::Api(s) => s.message,
+        other => format!("not an API refusal: {other}"),
+    })
+}
+
+#[tokio::test]
+async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
+    let api = api().await;
+    // (case, name, spec, text the refusal must contain)
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            "singleton name",
+            "other",
+            json!({}),
+            "metadata.name must be 'default'",
+        ),
+        (
+            "namespace label",
+            "default",
+            json!({"namespace": "Bad_NS"}),
+            "spec.namespace must be a DNS-1123 label",
+        ),
+        (
+            "namespace length",
+            "default",
+            json!({"namespace": "a".repeat(64)}),
+            "spec.namespace",
+        ),
+        (
+            "nrtCRD delete without manage",
+            "default",
+            json!({"nrtCRD": {"manage": false, "deleteOnUninstall": true}}),
+            "spec.nrtCRD.deleteOnUninstall requires spec.nrtCRD.manage",
+        ),
+        (
+            "group name label",
+            "default",
+            json!({"nodeGroups": [{"name": "Bad Name"}]}),
+            "spec.nodeGroups[].name must be a DNS-1123 label",
+        ),
+        (
+            "group name length",
+            "default",
+            json!({"nodeGroups": [{"name": "a".repeat(41)}]}),
+            "spec.nodeGroups[0].name",
+        ),
+        (
+            "group names unique",
+            "default",
+            json!({"nodeGroups": [{"name": "a"}, {"name": "a"}]}),
+            "spec.nodeGroups",
+        ),
+        (
+            "too many groups",
+            "default",
+            json!({"nodeGroups": (0..33).map(|i| json!({"name": format!("g{i}")})).collect::<Vec<_>>()}),
+            "spec.nodeGroups",
+        ),
+        (
+            "selector operator",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "nodeSelector": {"matchExpressions": [{"key": "k"}]}}]}),
+            "spec.nodeGroups[0].nodeSelector.matchExpressions[0].operator",
+        ),
+        (
+            "refresh period too short",
+            "default",
+            json!({"updater": {"refresh": {"period": "500ms"}}}),
+            "spec.updater.refresh.period must be a duration of at least 1s",
+        ),
+        (
+            "refresh period garbage",
+            "default",
+            json!({"updater": {"refresh": {"period": "ten seconds"}}}),
+            "spec.updater.refresh.period must be a duration of at least 1s",
+        ),
+        (
+            "debounce too long",
+            "default",
+            json!({"updater": {"refresh": {"debounce": "11s"}}}),
+            "spec.updater.refresh.debounce must be a duration between 0s and 10s",
+        ),
+        (
+            "refresh mode enum",
+            "default",
+            json!({"updater": {"refresh": {"mode": "Sometimes"}}}),
+            "spec.updater.refresh.mode",
+        ),
+        (
+            "fingerprint enum",
+            "default",
+            json!({"updater": {"podsFingerprint": "Maybe"}}),
+            "spec.updater.podsFingerprint",
+        ),
+        (
+            "exclude shape",
+            "default",
+            json!({"updater": {"excludePods": ["no-slash"]}}),
+            "spec.updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
+            "podResourcesDir absolute",
+            "default",
+            json!({"updater": {"kubelet": {"podResourcesDir": "var/lib"}}}),
+            "spec.updater.kubelet.podResourcesDir must be an absolute path",
+        ),
+        (
+            "configFile absolute",
+            "default",
+            json!({"updater": {"kubelet": {"configFile": "config.yaml"}}}),
+            "spec.updater.kubelet.configFile must be an absolute path",
+        ),
+        (
+            "updater image spaces",
+            "default",
+            json!({"updater": {"image": "a b"}}),
+            "spec.updater.image must not contain spaces",
+        ),
+        (
+            "group image spaces",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "updater": {"image": "a b"}}]}),
+            "spec.nodeGroups[].updater.image must not contain spaces",
+        ),
+        (
+            "group period",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "updater": {"refresh": {"period": "0s"}}}]}),
+            "spec.nodeGroups[].updater.refresh.period must be a duration of at least 1s",
+        ),
+        (
+            "group debounce",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "updater": {"refresh": {"debounce": "1h"}}}]}),
+            "spec.nodeGroups[].updater.refresh.debounce must be a duration between 0s and 10s",
+        ),
+        (
+            "group excludes",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "updater": {"excludePods": ["x"]}}]}),
+            "spec.nodeGroups[].updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
+            "schedulerName label",
+            "default",
+            json!({"scheduler": {"schedulerName": "Bad_Name"}}),
+            "spec.scheduler.schedulerName must be a DNS-1123 label",
+        ),
+        (
+            "schedulerName reserved",
+            "default",
+            json!({"scheduler": {"schedulerName": "default-scheduler"}}),
+            "spec.scheduler.schedulerName must not be 'default-scheduler'",
+        ),
+        (
+            "replicas low",
+            "default",
+            json!({"scheduler": {"replicas": 0}}),
+            "spec.scheduler.replicas",
+        ),
+        (
+            "replicas high",
+            "default",
+            json!({"scheduler": {"replicas": 6}}),
+            "spec.scheduler.replicas",
+        ),
+        (
+            "scheduler image spaces",
+            "default",
+            json!({"scheduler": {"image": "a b"}}),
+            "spec.scheduler.image must not contain spaces",
+        ),
+        (
+            "strategy enum",
+            "default",
+            json!({"scheduler": {"scoring": {"strategy": "Random"}}}),
+            "spec.scheduler.scoring.strategy",
+        ),
+        (
+            "weight low",
+            "default",
+            json!({"scheduler": {"scoring": {"resources": [{"name": "cpu", "weight": 0}]}}}),
+            "spec.scheduler.scoring.resources[0].weight",
+        ),
+        (
+            "weight high",
+            "default",
+            json!({"scheduler": {"scoring": {"resources": [{"name": "cpu", "weight": 101}]}}}),
+            "spec.scheduler.scoring.resources[0].weight",
+        ),
+        (
+            "weights unique",
+            "default",
+            json!({"scheduler": {"scoring": {"resources": [{"name": "cpu", "weight": 1}, {"name": "cpu", "weight": 2}]}}}),
+            "spec.scheduler.scoring.resources",
+        ),
+        (
+            "weights non-empty",
+            "default",
+            json!({"scheduler": {"scoring": {"resources": []}}}),
+            "spec.scheduler.scoring.resources",
+        ),
+        (
+            "resync too short",
+            "default",
+            json!({"scheduler": {"cache": {"resyncPeriod": "100ms"}}}),
+            "spec.scheduler.cache.resyncPeriod must be a duration of at least 1s",
+        ),
+        (
+            "staleness below resync",
+            "default",
+            json!({"scheduler": {"cache": {"resyncPeriod": "10s", "maxStaleness": "5s"}}}),
+            "spec.scheduler.cache.maxStaleness must be at least spec.scheduler.cache.resyncPeriod",
+        ),
+        (
+            "staleness garbage",
+            "default",
+            json!({"scheduler": {"cache": {"maxStaleness": "forever"}}}),
+            "spec.scheduler.cache.maxStaleness must be a duration of at least 1s",
+        ),
+        (
+            "foreign pods enum",
+            "default",
+            json!({"scheduler": {"cache": {"foreignPods": "Some"}}}),
+            "spec.scheduler.cache.foreignPods",
+        ),
+        (
+            "informer enum",
+            "default",
+            json!({"scheduler": {"cache": {"informerMode": "Both"}}}),
+            "spec.scheduler.cache.informerMode",
+        ),
+        (
+            "nodes without topology enum",
+            "default",
+            json!({"scheduler": {"nodesWithoutTopology": "Maybe"}}),
+            "spec.scheduler.nodesWithoutTopology",
+        ),
+        (
+            "otlp scheme",
+            "default",
+            json!({"observability": {"otlpEndpoint": "otel:4317"}}),
+            "spec.observability.otlpEndpoint must be an http:// or https:// URL",
+        ),
+        (
+            "log level enum",
+            "default",
+            json!({"observability": {"logLevel": "verbose"}}),
+            "spec.observability.logLevel",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, name, spec, want) in &cases {
+        match dry_run_create(&api, &object(name, spec.clone())).await {
+            Ok(_) => failures.push(format!("{case}: accepted")),
+            Err(msg) if !msg.contains(want) => {
+                failures.push(format!("{case}: refusal does not contain {want:?}: {msg}"))
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn a_minimal_object_is_accepted_and_defaulted_by_the_api_server() {
+    let api = api().await;
+    let created = dry_run_create(&api, &object("default", json!({})))
+        .await
+        .expect("minimal object accepted");
+    let spec = &created.data["spec"];
+    assert_eq!(spec["namespace"], "tas-system");
+    assert_eq!(spec["nrtCRD"]["manage"], true);
+    assert_eq!(spec["updater"]["refresh"]["mode"], "PeriodicAndEvents");
+    assert_eq!(spec["updater"]["refresh"]["period"], "10s");
+    assert_eq!(spec["updater"]["tolerations"][0]["operator"], "Exists");
+    assert_eq!(
+        spec["scheduler"]["schedulerName"],
+        "topology-aware-scheduler"
+    );
+    assert_eq!(spec["scheduler"]["cache"]["resyncPeriod"], "5s");
+    // What the server defaulted is exactly what the operator's types default.
+    let typed: tas_api::tas::TopologyAwareSchedulingSpec =
+        serde_json::from_value(spec.clone()).expect("defaulted spec parses");
+    assert_eq!(typed.scheduler, tas_api::tas::SchedulerSpec::default());
+    assert_eq!(typed.updater, tas_api::tas::UpdaterSpec::default());
+}
+
+#[tokio::test]
+async fn a_full_object_is_accepted() {
+    let api = api().await;
+    let spec = json!({
+        "namespace": "numa",
+        "nrtCRD": {"manage": true, "deleteOnUninstall": true},
+        "updater": {
+            "image": "example.test/tas-updater:v1",
+            "refresh": {"mode": "Events", "period": "1m30s", "debounce": "0s"},
+            "podsFingerprint": "All",
+            "excludePods": ["kube-system/*", "monitoring/node-exporter-*"],
+        },
+        "nodeGroups": [
+            {"name": "workers", "nodeSelector": {"matchLabels": {"numa": "true"}}},
+            {"name": "gpu", "nodeSelector": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]},
+             "updater": {"refresh": {"period": "5s"}, "podsFingerprint": "Disabled"}},
+        ],
+        "scheduler": {
+            "schedulerName": "numa-scheduler", "replicas": 3,
+            "scoring": {"strategy": "LeastNUMANodes", "resources": [{"name": "cpu", "weight": 100}]},
+            "cache": {"resyncPeriod": "2s", "maxStaleness": "2s", "foreignPods": "All", "informerMode": "Dedicated"},
+            "nodesWithoutTopology": "Skip",
+        },
+        "observability": {"logLevel": "debug", "otlpEndpoint": "http://otel-collector.monitoring:4317"},
+    });
+    dry_run_create(&api, &object("default", spec))
+        .await
+        .expect("full object accepted");
+}

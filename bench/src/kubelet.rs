@@ -1,0 +1,178 @@
+//! The kubelets of the benchmark nodes: one nodesim admission model per node, fed every
+//! placement in the order the runner's watch saw the binds.
+//!
+//! This is both the NUMA-correctness referee (a pod the model rejects is a pod a real
+//! kubelet with single-numa-node would have failed with `TopologyAffinityError`) and
+//! the source of what the node agent publishes (free CPUs and memory per zone, and the
+//! admitted pods' fingerprint), as a node agent reading a real kubelet would.
+
+use std::collections::BTreeMap;
+
+use tas_nodesim::machine::{KubeletSettings, Machine};
+use tas_nodesim::request::PodRequest;
+use tas_nodesim::{Admission, NodeState, TOPOLOGY_AFFINITY_ERROR};
+
+/// Admission outcomes of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdmissionTally {
+    /// Pods admitted.
+    pub admitted: usize,
+    /// Pods rejected, by reason (`TopologyAffinityError`, `OutOfcpu`, ...).
+    pub rejected: BTreeMap<String, usize>,
+    /// Pods bound to a node the model does not know.
+    pub unknown_node: usize,
+}
+
+impl AdmissionTally {
+    /// Rejections by the Topology Manager.
+    pub fn topology_errors(&self) -> usize {
+        self.rejected
+            .get(TOPOLOGY_AFFINITY_ERROR)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Every other rejection (node-level resource fit, allocation failures).
+    pub fn other_rejections(&self) -> usize {
+        self.rejected.values().sum::<usize>() - self.topology_errors()
+    }
+}
+
+/// Admission state of every node.
+#[derive(Debug, Clone)]
+pub struct Kubelets {
+    nodes: BTreeMap<String, NodeState>,
+    tally: AdmissionTally,
+}
+
+impl Kubelets {
+    /// Nodes `names`, all with `machine` and `settings`, nothing admitted.
+    pub fn new(names: &[String], machine: &Machine, settings: KubeletSettings) -> Self {
+        let empty = NodeState::new(machine, settings);
+        Self {
+            nodes: names.iter().map(|n| (n.clone(), empty.clone())).collect(),
+            tally: AdmissionTally::default(),
+        }
+    }
+
+    /// Admits `pod`, just bound to `node`, as that node's kubelet would; `None` for a
+    /// node the model does not know.
+    pub fn admit(&mut self, node: &str, pod: &PodRequest) -> Option<Admission> {
+        let Some(state) = self.nodes.get_mut(node) else {
+            self.tally.unknown_node += 1;
+            return None;
+        };
+        let admission = state.admit(pod);
+        match &admission {
+            Admission::Admitted => self.tally.admitted += 1,
+            Admission::Rejected(r) => {
+                *self.tally.rejected.entry(r.reason.clone()).or_default() += 1
+            }
+        }
+        Some(admission)
+    }
+
+    /// The admission state of `node`.
+    pub fn node(&self, node: &str) -> Option<&NodeState> {
+        self.nodes.get(node)
+    }
+
+    /// Every node name, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    /// Outcomes so far.
+    pub fn tally(&self) -> &AdmissionTally {
+        &self.tally
+    }
+}
+
+/// Replays `placements` (node, pod), in bind order, on fresh nodes and tallies the
+/// outcomes.
+pub fn replay<'a>(
+    names: &[String],
+    machine: &Machine,
+    settings: KubeletSettings,
+    placements: impl IntoIterator<Item = (&'a str, &'a PodRequest)>,
+) -> AdmissionTally {
+    let mut kubelets = Kubelets::new(names, machine, settings);
+    for (node, pod) in placements {
+        kubelets.admit(node, pod);
+    }
+    kubelets.tally
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ClusterShape, guaranteed_pod};
+
+    fn request(name: &str, cpus: u32) -> PodRequest {
+        let memory = format!("{cpus}Gi");
+        PodRequest::from_pod(&guaranteed_pod(name, "s", "r", &cpus.to_string(), &memory)).unwrap()
+    }
+
+    #[test]
+    fn node_level_fit_is_not_numa_fit() {
+        // Two nodes of 2 zones × 4 CPUs. On n0, 3 + 3 CPUs leave 1 + 1 free: 8 CPUs of
+        // node capacity would take a 2-CPU pod, no single zone can.
+        let shape = ClusterShape {
+            nodes: 2,
+            zones: 2,
+            zone_cpus: 4,
+            zone_memory_gib: 8,
+            max_pods: 110,
+        };
+        let names = shape.node_names();
+        let pods = [
+            request("a", 3),
+            request("b", 3),
+            request("c", 2),
+            request("d", 2),
+            request("e", 4),
+        ];
+        let (n0, n1) = (names[0].as_str(), names[1].as_str());
+        let placements = [
+            (n0, &pods[0]),
+            (n0, &pods[1]),
+            (n0, &pods[2]),
+            (n1, &pods[3]),
+            (n1, &pods[4]),
+            ("elsewhere", &pods[2]),
+        ];
+        let tally = replay(
+            &names,
+            &shape.machine(),
+            ClusterShape::kubelet(),
+            placements,
+        );
+        assert_eq!(tally.admitted, 4);
+        assert_eq!(tally.topology_errors(), 1);
+        assert_eq!(tally.other_rejections(), 0);
+        assert_eq!(tally.unknown_node, 1);
+    }
+
+    #[test]
+    fn over_capacity_is_another_rejection() {
+        let shape = ClusterShape {
+            nodes: 1,
+            zones: 1,
+            zone_cpus: 4,
+            zone_memory_gib: 8,
+            max_pods: 1,
+        };
+        let names = shape.node_names();
+        let (a, b) = (request("a", 1), request("b", 1));
+        let placements = [(names[0].as_str(), &a), (names[0].as_str(), &b)];
+        let tally = replay(
+            &names,
+            &shape.machine(),
+            ClusterShape::kubelet(),
+            placements,
+        );
+        assert_eq!(tally.admitted, 1);
+        assert_eq!(tally.topology_errors(), 0);
+        assert_eq!(tally.rejected.get("OutOfpods"), Some(&1));
+    }
+}

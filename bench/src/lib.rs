@@ -1,0 +1,143 @@
+//! The cluster benchmark behind `tas-bench`: the TAS scheduler against kube-scheduler,
+//! kube-scheduler with the scheduler-plugins NUMA plugin, and a bind-only ceiling, on a
+//! private real control plane with kwok nodes.
+//!
+//! Data flow: [`setup`] starts etcd, kube-apiserver and kwok (no default scheduler, no
+//! controller-manager: the runner creates pods directly), installs the NRT CRD and
+//! creates the nodes ([`workload::ClusterShape`]). For each round and each scheduler,
+//! [`run::run_once`] resets the nodes' kubelet models ([`kubelet`]) and NRTs
+//! ([`agent`]), starts the scheduler ([`schedulers`], or the in-runner [`binder`]),
+//! creates the [`workload::Workload`] at a fixed rate ([`create`]) and watches the
+//! binds, which feed the kubelet models and the node agent. Each run yields a
+//! [`run::RunResult`]; [`report`] renders the medians with the [`environment`] as
+//! markdown, optionally with the criterion figures ([`criterion`]).
+
+pub mod agent;
+pub mod binder;
+pub mod create;
+pub mod criterion;
+pub mod environment;
+pub mod kubelet;
+pub mod procfs;
+pub mod report;
+pub mod run;
+pub mod schedulers;
+pub mod setup;
+pub mod stats;
+pub mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::Client;
+
+use schedulers::{Binaries, SchedulerKind};
+use tas_testcluster::TestCluster;
+use workload::{ClusterShape, Workload};
+
+/// Everything a benchmark run is configured by.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Nodes and their zones.
+    pub shape: ClusterShape,
+    /// The pods.
+    pub workload: Workload,
+    /// Pod creations per second.
+    pub rate: f64,
+    /// Rounds; each scheduler runs once per round, and the report shows medians.
+    pub runs: u32,
+    /// Schedulers, in the order they run within a round.
+    pub schedulers: Vec<SchedulerKind>,
+    /// kube-scheduler client QPS (both kube-scheduler variants).
+    pub qps: f32,
+    /// kube-scheduler client burst.
+    pub burst: u32,
+    /// kube-scheduler log verbosity (`-v`), for debugging; `None`: its default.
+    pub kube_scheduler_verbosity: Option<u32>,
+    /// Pod creations in flight at most.
+    pub create_concurrency: usize,
+    /// Binds in flight at most, for the bind-only ceiling.
+    pub binder_concurrency: usize,
+    /// The node agent publishes a node this long after its first unpublished change.
+    pub nrt_debounce: Duration,
+    /// A run ends when nothing was bound for this long after the last creation.
+    pub idle_timeout: Duration,
+    /// The scheduler binaries.
+    pub binaries: Binaries,
+    /// Where the NodeResourceTopology CRD manifests are.
+    pub crd_dir: PathBuf,
+}
+
+/// A benchmark cluster, ready for runs.
+pub struct Bench {
+    /// The control plane.
+    pub cluster: TestCluster,
+    /// A client of it.
+    pub client: Client,
+    /// Namespace of the pods.
+    pub namespace: String,
+    /// The configuration.
+    pub options: Options,
+}
+
+/// Why the benchmark stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The control plane could not be started or waited for.
+    #[error(transparent)]
+    Harness(#[from] tas_testcluster::Error),
+    /// A request to the API server failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A file or process operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the runner was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A scheduler binary is not there.
+    #[error("{what} not found at {}: {hint}", path.display())]
+    MissingBinary {
+        /// Which binary.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+        /// How to get it.
+        hint: &'static str,
+    },
+    /// A scheduler process exited during a run.
+    #[error("{scheduler} exited ({status})\n--- last lines of its log ---\n{log_tail}")]
+    SchedulerExited {
+        /// Which scheduler.
+        scheduler: &'static str,
+        /// Its exit status.
+        status: String,
+        /// The end of its log.
+        log_tail: String,
+    },
+    /// Something else went wrong setting up or running.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Sets up the cluster and runs every scheduler `options.runs` times, interleaved
+/// (round 1 of each, then round 2, ...) so slow drift of the machine affects all
+/// alike. `progress` is told about each finished run.
+pub async fn run_all(
+    options: Options,
+    mut progress: impl FnMut(&run::RunResult),
+) -> Result<(Bench, Vec<run::RunResult>), BenchError> {
+    let bench = setup::setup(options).await?;
+    let mut results = Vec::new();
+    for round in 1..=bench.options.runs {
+        for &kind in &bench.options.schedulers {
+            let result = run::run_once(&bench, kind, round).await?;
+            progress(&result);
+            results.push(result);
+        }
+    }
+    Ok((bench, results))
+}

@@ -1,0 +1,310 @@
+//! One measured run of one scheduler, on a clean slate:
+//!
+//! 1. every node's kubelet model starts empty and its NRT is rewritten to full
+//!    availability;
+//! 2. the scheduler starts and must bind a BestEffort warm-up pod (so startup and cache
+//!    sync are not measured), which is then deleted;
+//! 3. a watch on the run's pods starts and lists; the scheduler process is sampled;
+//! 4. pods are created at the fixed rate while the watch records, for each pod, when
+//!    it was first seen bound, admits it into its node's kubelet model (bind order) and
+//!    lets the node agent publish; for the bind-only ceiling it also hands pending pods
+//!    to the in-runner binder;
+//! 5. the run ends when every pod is bound, or when nothing was bound for the idle
+//!    timeout after the last creation; the process is sampled again and stopped;
+//! 6. the run's pods are deleted (no grace) and gone before the next run.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::time::Instant;
+
+use crate::agent::{NodeAgent, PublishStats, publish_all};
+use crate::binder::Binder;
+use crate::create::{CreateOutcome, create_pods};
+use crate::kubelet::{AdmissionTally, Kubelets};
+use crate::procfs::{self, ProcessSample};
+use crate::schedulers::{Launch, SchedulerKind, SchedulerProcess};
+use crate::stats::percentile;
+use crate::workload::{ClusterShape, RUN_LABEL, Workload, guaranteed_pod};
+use crate::{Bench, BenchError};
+use tas_testcluster::wait_for;
+
+/// How long a scheduler may take to bind its warm-up pod.
+const WARMUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long deleted pods may take to go.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The figures of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// Which scheduler.
+    pub kind: SchedulerKind,
+    /// 1-based round.
+    pub round: u32,
+    /// Pods created.
+    pub pods: usize,
+    /// Pods bound by the end of the run.
+    pub bound: usize,
+    /// Bound pods per second, first creation to last bind.
+    pub throughput: f64,
+    /// Pods per second the runner managed to create.
+    pub creation_rate: f64,
+    /// Creation → bound, median and 99th percentile.
+    pub p50: Option<Duration>,
+    /// See `p50`.
+    pub p99: Option<Duration>,
+    /// CPU time (user + system) of the scheduler process during the run.
+    pub cpu: Duration,
+    /// Peak resident memory of the scheduler process (`VmHWM`).
+    pub peak_rss_bytes: u64,
+    /// Kubelet-model admission of the placements, in bind order.
+    pub tally: AdmissionTally,
+    /// Pod creations that failed.
+    pub create_errors: usize,
+    /// NRT writes of the node agent.
+    pub published: PublishStats,
+}
+
+/// Runs `kind` once (round `round`) and cleans up after it.
+pub async fn run_once(
+    bench: &Bench,
+    kind: SchedulerKind,
+    round: u32,
+) -> Result<RunResult, BenchError> {
+    let tag = format!("r{round}");
+    let scheduler_name = kind.scheduler_name(&tag);
+    let options = &bench.options;
+    let machine = options.shape.machine();
+    let kubelets = Kubelets::new(
+        &options.shape.node_names(),
+        &machine,
+        ClusterShape::kubelet(),
+    );
+    publish_all(&bench.client, &kubelets).await?;
+
+    let launch = Launch {
+        dir: bench.cluster.base_dir(),
+        kubeconfig: &bench.cluster.kubeconfig_path(),
+        run: &tag,
+        qps: options.qps,
+        burst: options.burst,
+        verbosity: options.kube_scheduler_verbosity,
+    };
+    let mut process = match kind {
+        SchedulerKind::BindOnly => None,
+        _ => Some(SchedulerProcess::spawn(kind, &options.binaries, &launch)?),
+    };
+    let pods: Api<Pod> = Api::namespaced(bench.client.clone(), &bench.namespace);
+    if let Some(process) = process.as_mut() {
+        warm_up(&pods, &scheduler_name, process).await?;
+    }
+    let binder = (kind == SchedulerKind::BindOnly).then(|| {
+        procfs::reset_own_peak_rss();
+        Binder::start(
+            &bench.client,
+            &bench.namespace,
+            options.shape.node_names(),
+            options.binder_concurrency,
+        )
+    });
+    let agent = NodeAgent::start(&bench.client, kubelets, options.nrt_debounce);
+
+    let selector = format!("{RUN_LABEL}={tag}");
+    let config = watcher::Config::default().labels(&selector);
+    let mut events = pin!(watcher(pods.clone(), config).default_backoff());
+    while let Some(event) = events.next().await {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            break;
+        }
+    }
+
+    let pid = process.as_ref().map(SchedulerProcess::pid);
+    let before = procfs::sample(pid).map_err(sample_error)?;
+    let creator = tokio::spawn(create_pods(
+        pods.clone(),
+        options.workload.clone(),
+        scheduler_name.clone(),
+        tag.clone(),
+        options.rate,
+        options.create_concurrency,
+    ));
+
+    let n = options.workload.pods;
+    let mut bound_at: Vec<Option<Instant>> = vec![None; n];
+    let mut submitted = vec![false; n];
+    let mut bound = 0;
+    let mut last_progress = Instant::now();
+    let mut creator = Some(creator);
+    let mut created: Option<CreateOutcome> = None;
+    let mut ticks = tokio::time::interval(Duration::from_millis(500));
+    while bound < n {
+        tokio::select! {
+            event = events.next() => {
+                let Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) = event else {
+                    continue;
+                };
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let Some(i) = Workload::pod_index(name).filter(|&i| i < n) else { continue };
+                match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                    Some(node) if bound_at[i].is_none() => {
+                        let now = Instant::now();
+                        bound_at[i] = Some(now);
+                        bound += 1;
+                        last_progress = now;
+                        agent.on_bound(node, &pod);
+                    }
+                    None if !submitted[i] => {
+                        if let Some(binder) = &binder {
+                            submitted[i] = true;
+                            binder.submit(name.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ = ticks.tick() => {
+                if let Some(process) = process.as_mut() {
+                    process.check_alive()?;
+                }
+                if let Some(handle) = creator.take_if(|h| h.is_finished()) {
+                    let outcome = handle.await.map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?;
+                    last_progress = last_progress.max(Instant::now());
+                    created = Some(outcome);
+                }
+                if created.is_some() && last_progress.elapsed() >= options.idle_timeout {
+                    break;
+                }
+            }
+        }
+    }
+    let after = procfs::sample(pid).map_err(sample_error)?;
+    if let Some(process) = process {
+        process.stop();
+    }
+    if let Some(binder) = binder {
+        binder.stop().await;
+    }
+    let (kubelets, published) = agent.stop().await;
+    let created = match (created, creator) {
+        (Some(outcome), _) => outcome,
+        (None, Some(handle)) => handle
+            .await
+            .map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?,
+        (None, None) => CreateOutcome::default(),
+    };
+    delete_pods(&pods, &selector).await?;
+
+    let result = summarise(kind, round, &created, &bound_at, before, after);
+    Ok(RunResult {
+        tally: kubelets.tally().clone(),
+        published,
+        ..result
+    })
+}
+
+/// The figures from the creation and bind instants and the process samples.
+fn summarise(
+    kind: SchedulerKind,
+    round: u32,
+    created: &CreateOutcome,
+    bound_at: &[Option<Instant>],
+    before: ProcessSample,
+    after: ProcessSample,
+) -> RunResult {
+    let mut latencies: Vec<Duration> = created
+        .sent_at
+        .iter()
+        .zip(bound_at)
+        .filter_map(|(sent, bound)| {
+            Some(bound.as_ref()?.saturating_duration_since(*sent.as_ref()?))
+        })
+        .collect();
+    latencies.sort_unstable();
+    let first = created.sent_at.iter().flatten().min();
+    let last_sent = created.sent_at.iter().flatten().max();
+    let last_bind = bound_at.iter().flatten().max();
+    let bound = bound_at.iter().flatten().count();
+    let per_second = |count: usize, from: Option<&Instant>, to: Option<&Instant>| match (from, to) {
+        (Some(from), Some(to)) if to > from => {
+            count as f64 / to.duration_since(*from).as_secs_f64()
+        }
+        _ => f64::NAN,
+    };
+    RunResult {
+        kind,
+        round,
+        pods: bound_at.len(),
+        bound,
+        throughput: per_second(bound, first, last_bind),
+        creation_rate: per_second(created.sent_at.iter().flatten().count(), first, last_sent),
+        p50: percentile(&latencies, 0.50),
+        p99: percentile(&latencies, 0.99),
+        cpu: procfs::cpu_between(before, after, procfs::clock_ticks_per_second()),
+        peak_rss_bytes: after.peak_rss_bytes,
+        tally: AdmissionTally::default(),
+        create_errors: created.errors,
+        published: PublishStats::default(),
+    }
+}
+
+fn sample_error(source: std::io::Error) -> BenchError {
+    BenchError::Io {
+        context: "sampling the scheduler process".into(),
+        source,
+    }
+}
+
+/// Creates a BestEffort pod for `scheduler_name`, waits until it is bound, deletes it
+/// and waits until it is gone.
+async fn warm_up(
+    pods: &Api<Pod>,
+    scheduler_name: &str,
+    process: &mut SchedulerProcess,
+) -> Result<(), BenchError> {
+    let name = format!("warmup-{scheduler_name}");
+    let pod = guaranteed_pod(&name, scheduler_name, "warmup", "", "");
+    pods.create(&PostParams::default(), &pod).await?;
+    let bound = wait_for(
+        format!("{scheduler_name} to bind {name}"),
+        WARMUP_TIMEOUT,
+        || {
+            let alive = process.check_alive();
+            async {
+                alive?;
+                let pod = pods.get(&name).await?;
+                Ok::<_, BenchError>(pod.spec.and_then(|s| s.node_name).map(|_| ()))
+            }
+        },
+    )
+    .await;
+    if let Err(e) = bound {
+        return Err(BenchError::Setup(format!(
+            "{e}\n--- last lines of the scheduler's log ---\n{}",
+            process.log_tail(40)
+        )));
+    }
+    delete_pods(pods, &format!("{RUN_LABEL}=warmup")).await
+}
+
+/// Deletes the pods matching `selector` without grace and waits until they are gone.
+async fn delete_pods(pods: &Api<Pod>, selector: &str) -> Result<(), BenchError> {
+    let list = ListParams::default().labels(selector);
+    pods.delete_collection(&DeleteParams::default().grace_period(0), &list)
+        .await?;
+    let ids = ListParams::default().labels(selector).limit(1);
+    wait_for(
+        format!("pods {selector} to be deleted"),
+        CLEANUP_TIMEOUT,
+        || async {
+            let left = pods.list_metadata(&ids).await?;
+            Ok::<_, kube::Error>(left.items.is_empty().then_some(()))
+        },
+    )
+    .await?;
+    Ok(())
+}

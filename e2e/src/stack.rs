@@ -1,0 +1,201 @@
+//! The whole TAS stack on a real control plane with simulated NUMA nodes: what the
+//! full-stack test and `make demo` run.
+//!
+//! The operator runs in-process and installs everything from one TopologyAwareScheduling
+//! object. Its operands cannot run as pods here (no container runtime), so the stack
+//! runs them in-process **with the settings the operator rendered**: one updater per
+//! simulated node, parsed from its DaemonSet pod's exact command line (host paths
+//! mapped into the node's simulated root through the DaemonSet's own hostPath volumes),
+//! and the scheduler from its Deployment's arguments and ConfigMap. kwok plays the
+//! operand pods (so the operator sees them Ready); the node simulator plays the kubelet
+//! for the workload.
+
+mod operands;
+mod report;
+mod workload;
+
+pub use operands::{Operands, UpdaterHandle};
+pub use report::{Placement, Report, WorkloadOutcome};
+pub use workload::{run_workload, wait_settled};
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tas_api::tas::TopologyAwareScheduling;
+use tas_nodesim::{Scenario, Simulator};
+use tas_operator::build::BuildContext;
+use tas_operator::telemetry::{Otlp, OtlpSettings};
+use tas_operator::{Config, Metrics};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The label every scenario node carries (node group selector of the stack's CR).
+pub const NODE_LABEL: &str = "e2e.tas.dev/nodesim";
+/// Images named in the CR: never pulled (kwok runs the pods), only compared.
+pub const UPDATER_IMAGE: &str = "registry.invalid/tas-updater:e2e";
+/// See [`UPDATER_IMAGE`].
+pub const SCHEDULER_IMAGE: &str = "registry.invalid/tas-scheduler:e2e";
+
+/// Errors of the stack (test-harness grade: a message saying what did not happen).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StackError(pub String);
+
+impl StackError {
+    /// Wrap any displayable error with context.
+    pub fn ctx<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> StackError + '_ {
+        move |e| StackError(format!("{what}: {e}"))
+    }
+}
+
+/// The operator running in-process.
+pub struct OperatorHandle {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    /// Its metrics (reconciles, readiness).
+    pub metrics: Arc<Metrics>,
+}
+
+impl OperatorHandle {
+    /// Start the operator with the e2e images as its defaults.
+    pub fn start(client: Client) -> Self {
+        let otlp = Otlp::new(OtlpSettings::from_env(None));
+        let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
+        let (stop, rx) = watch::channel(false);
+        let config = Config {
+            build: BuildContext {
+                updater_image_default: Some(UPDATER_IMAGE.into()),
+                scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
+            },
+            debounce: Duration::from_millis(200),
+            ..Config::default()
+        };
+        let shutdown = async move {
+            let mut rx = rx;
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let task = tokio::spawn(tas_operator::run_controller(
+            client,
+            config,
+            metrics.clone(),
+            otlp,
+            shutdown,
+        ));
+        Self {
+            stop,
+            task,
+            metrics,
+        }
+    }
+
+    /// Stop it (waits for the controller to finish).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+/// The label the minimal sample CR selects its node group by.
+pub const SAMPLE_NODE_LABEL: &str = "node-role.kubernetes.io/numa";
+
+/// `config/samples/tas_v1alpha1_topologyawarescheduling.yaml`, the object an admin
+/// applies first (its node group selects nodes labelled [`SAMPLE_NODE_LABEL`]).
+pub fn sample_cr() -> Result<TopologyAwareScheduling, StackError> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/samples/tas_v1alpha1_topologyawarescheduling.yaml");
+    let text = std::fs::read_to_string(&path).map_err(StackError::ctx("reading the sample CR"))?;
+    serde_norway::from_str(&text).map_err(StackError::ctx("parsing the sample CR"))
+}
+
+/// Apply `cr` with server-side apply.
+pub async fn apply_cr(client: &Client, cr: &TopologyAwareScheduling) -> Result<(), StackError> {
+    let api: Api<TopologyAwareScheduling> = Api::all(client.clone());
+    api.patch(
+        "default",
+        &PatchParams::apply("tas-e2e").force(),
+        &Patch::Apply(cr),
+    )
+    .await
+    .map_err(|e| StackError(format!("applying the TopologyAwareScheduling object: {e}")))?;
+    Ok(())
+}
+
+/// Wait until the CR reports `Available=True` and every scenario node has a fresh NRT;
+/// returns how long it took.
+pub async fn wait_available(
+    client: &Client,
+    nodes: usize,
+    timeout: Duration,
+) -> Result<Duration, StackError> {
+    let api: Api<TopologyAwareScheduling> = Api::all(client.clone());
+    let start = Instant::now();
+    let last = std::sync::Mutex::new(String::new());
+    let result = tas_testcluster::wait_for(
+        "the stack to be Available with fresh NRTs",
+        timeout,
+        || async {
+            let Some(cr) = api.get_opt("default").await? else {
+                return Ok::<_, kube::Error>(None);
+            };
+            let status = cr.status.unwrap_or_default();
+            let available = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Available" && c.status == "True");
+            let fresh = status.nodes_with_fresh_nrt.unwrap_or(0) as usize;
+            if let Ok(mut l) = last.lock() {
+                *l = serde_json::to_string(&status).unwrap_or_default();
+            }
+            Ok((available && fresh >= nodes).then_some(()))
+        },
+    )
+    .await;
+    match result {
+        Ok(()) => Ok(start.elapsed()),
+        Err(e) => Err(StackError(format!(
+            "waiting for Available: {e}; last status: {}",
+            last.lock().map(|l| l.clone()).unwrap_or_default()
+        ))),
+    }
+}
+
+/// Create the scenario's nodes and start the simulator (the "kubelets").
+pub async fn start_simulator(
+    client: &Client,
+    scenario: &Scenario,
+    work_dir: &Path,
+) -> Result<Simulator, StackError> {
+    let sim = Simulator::start(client.clone(), scenario, work_dir)
+        .await
+        .map_err(StackError::ctx("starting the node simulator"))?;
+    for name in sim.nodes().keys() {
+        tas_testcluster::wait_node_schedulable(client, name, Duration::from_secs(60))
+            .await
+            .map_err(StackError::ctx("waiting for a simulated node"))?;
+    }
+    Ok(sim)
+}
+
+/// `kubectl apply --server-side -k config/default`: install TAS as an admin would.
+pub fn install_default(cluster: &tas_testcluster::TestCluster) -> Result<(), StackError> {
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(cluster.binaries_dir().join("kubectl"))
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .args(["apply", "--server-side", "-k"])
+        .arg(repo.join("config/default"))
+        .output()
+        .map_err(StackError::ctx("running kubectl"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(StackError(format!(
+            "kubectl apply -k config/default failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}

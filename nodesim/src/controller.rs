@@ -1,0 +1,252 @@
+//! The controller that plays the kubelet for the simulated nodes.
+//!
+//! It watches pods labelled [`NODE_SIM_LABEL`]`=true` and acts on those bound to one of
+//! its nodes:
+//!
+//! - a new pod (not terminal, not being deleted) is admitted or rejected by its node;
+//!   admitted → status `Running` (see [`status::running`]), rejected → status `Failed`
+//!   with the kubelet's reason and message plus a Warning Event;
+//! - a pod that finished (`Succeeded`/`Failed`), is being deleted, or is gone releases
+//!   its resources.
+//!
+//! Pods are handled one at a time in watch order; after each (re)list, in creation
+//! order, as the kubelet sorts the pods it is handed. A status patch is repeated when a
+//! later event still shows the pod without it, so a failed patch heals. Pods already
+//! Running when the controller starts (a simulator restart) are admitted again without
+//! a new patch unless they no longer fit.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+use crate::admit::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
+use crate::node::SimNode;
+use crate::request::{PodKey, PodRequest};
+use crate::status;
+use tas_testcluster::NODE_SIM_LABEL;
+
+/// Name the simulator reports Events and field ownership as.
+pub const CONTROLLER_NAME: &str = "tas-nodesim";
+
+const PATCH_ATTEMPTS: u32 = 3;
+const PATCH_RETRY: Duration = Duration::from_millis(200);
+
+/// Plays the kubelet for a set of simulated nodes.
+pub struct Controller {
+    client: Client,
+    nodes: BTreeMap<String, Arc<SimNode>>,
+    recorder: Recorder,
+    /// Rejections of pods that still exist, by UID.
+    rejected: HashMap<String, Rejection>,
+    /// Start times of admitted pods.
+    started: HashMap<PodKey, String>,
+}
+
+impl Controller {
+    /// A controller for `nodes`.
+    pub fn new(client: Client, nodes: impl IntoIterator<Item = Arc<SimNode>>) -> Self {
+        let reporter = Reporter {
+            controller: CONTROLLER_NAME.into(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            nodes: nodes
+                .into_iter()
+                .map(|n| (n.name().to_string(), n))
+                .collect(),
+            rejected: HashMap::new(),
+            started: HashMap::new(),
+        }
+    }
+
+    /// Runs until `shutdown` completes. `synced` is told when the first list of pods has
+    /// been handled.
+    pub async fn run(mut self, synced: oneshot::Sender<()>, shutdown: impl Future<Output = ()>) {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let config = watcher::Config::default().labels(&format!("{NODE_SIM_LABEL}=true"));
+        let events = watcher::watcher(pods, config).default_backoff();
+        tokio::pin!(events);
+        tokio::pin!(shutdown);
+        let mut synced = Some(synced);
+        let mut listing: Vec<Pod> = Vec::new();
+        loop {
+            let event = tokio::select! {
+                () = &mut shutdown => break,
+                event = events.next() => event,
+            };
+            match event {
+                None => break,
+                Some(Err(error)) => warn!(%error, "pod watch failed; retrying"),
+                Some(Ok(Event::Init)) => listing.clear(),
+                Some(Ok(Event::InitApply(pod))) => listing.push(pod),
+                Some(Ok(Event::InitDone)) => {
+                    let mut pods = std::mem::take(&mut listing);
+                    pods.sort_by(|a, b| {
+                        let key = |p: &Pod| {
+                            (
+                                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                                p.name_any(),
+                            )
+                        };
+                        key(a).cmp(&key(b))
+                    });
+                    self.forget_missing(&pods);
+                    for pod in &pods {
+                        self.apply(pod).await;
+                    }
+                    if let Some(synced) = synced.take() {
+                        let _ = synced.send(());
+                    }
+                }
+                Some(Ok(Event::Apply(pod))) => self.apply(&pod).await,
+                Some(Ok(Event::Delete(pod))) => self.forget(&pod),
+            }
+        }
+    }
+
+    fn node_of(&self, pod: &Pod) -> Option<Arc<SimNode>> {
+        let name = pod.spec.as_ref()?.node_name.as_ref()?;
+        self.nodes.get(name).cloned()
+    }
+
+    /// Releases pods admitted on our nodes that a relist no longer shows.
+    fn forget_missing(&mut self, present: &[Pod]) {
+        let keys: BTreeSet<PodKey> = present.iter().map(PodKey::of).collect();
+        for node in self.nodes.values() {
+            for key in node.admitted() {
+                if !keys.contains(&key) && node.release(&key) {
+                    info!(node = node.name(), pod = %key.name, namespace = %key.namespace, "released a pod that is gone");
+                    self.started.remove(&key);
+                }
+            }
+        }
+        let uids: BTreeSet<String> = present.iter().filter_map(|p| p.uid()).collect();
+        self.rejected.retain(|uid, _| uids.contains(uid));
+    }
+
+    fn forget(&mut self, pod: &Pod) {
+        if let Some(node) = self.node_of(pod) {
+            let key = PodKey::of(pod);
+            if node.release(&key) {
+                info!(node = node.name(), pod = %key.name, namespace = %key.namespace, "released a deleted pod");
+            }
+            self.started.remove(&key);
+        }
+        if let Some(uid) = pod.uid() {
+            self.rejected.remove(&uid);
+        }
+    }
+
+    async fn apply(&mut self, pod: &Pod) {
+        let Some(node) = self.node_of(pod) else {
+            return;
+        };
+        let key = PodKey::of(pod);
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        let terminal = matches!(phase.as_str(), "Succeeded" | "Failed");
+        if terminal || pod.metadata.deletion_timestamp.is_some() {
+            if node.release(&key) {
+                info!(node = node.name(), pod = %key.name, namespace = %key.namespace, phase, "released a finished pod");
+            }
+            self.started.remove(&key);
+            return;
+        }
+        if let Some(rejection) = pod.uid().and_then(|uid| self.rejected.get(&uid)).cloned() {
+            self.patch(pod, status::rejected(&rejection)).await;
+            return;
+        }
+        if node.is_admitted(&key) {
+            if phase != "Running" {
+                let started = self.started.entry(key).or_insert_with(status::now).clone();
+                self.patch(pod, status::running(pod, &started)).await;
+            }
+            return;
+        }
+
+        let admission = match PodRequest::from_pod(pod) {
+            Ok(request) => node.admit(&request),
+            Err(error) => Admission::Rejected(Rejection {
+                reason: UNEXPECTED_ADMISSION_ERROR.into(),
+                message: format!("cannot read the pod's resources: {error}"),
+            }),
+        };
+        match admission {
+            Admission::Admitted => {
+                info!(node = node.name(), pod = %key.name, namespace = %key.namespace, "admitted");
+                if phase != "Running" {
+                    let started = self.started.entry(key).or_insert_with(status::now).clone();
+                    self.patch(pod, status::running(pod, &started)).await;
+                }
+            }
+            Admission::Rejected(rejection) => {
+                info!(
+                    node = node.name(), pod = %key.name, namespace = %key.namespace,
+                    reason = %rejection.reason, message = %rejection.message, "rejected"
+                );
+                if let Some(uid) = pod.uid() {
+                    self.rejected.insert(uid, rejection.clone());
+                }
+                self.publish(pod, &rejection).await;
+                self.patch(pod, status::rejected(&rejection)).await;
+            }
+        }
+    }
+
+    async fn patch(&self, pod: &Pod, patch: serde_json::Value) {
+        let Some(namespace) = pod.namespace() else {
+            return;
+        };
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let params = PatchParams::apply(CONTROLLER_NAME);
+        let name = pod.name_any();
+        for attempt in 1..=PATCH_ATTEMPTS {
+            match pods
+                .patch_status(&name, &params, &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    debug!(pod = %name, %namespace, "pod gone before its status was written");
+                    return;
+                }
+                Err(error) if attempt < PATCH_ATTEMPTS => {
+                    debug!(pod = %name, %namespace, %error, attempt, "status patch failed; retrying");
+                    tokio::time::sleep(PATCH_RETRY * attempt).await;
+                }
+                Err(error) => {
+                    warn!(pod = %name, %namespace, %error, "cannot write the pod's status")
+                }
+            }
+        }
+    }
+
+    async fn publish(&self, pod: &Pod, rejection: &Rejection) {
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: rejection.reason.clone(),
+            note: Some(rejection.message.clone()),
+            action: "Admit".into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &pod.object_ref(&())).await {
+            warn!(pod = %pod.name_any(), %error, "cannot publish the rejection Event");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! A running simulator: every node of a scenario with its files, podresources socket and
+//! Node object, and the controller admitting their pods.
+//!
+//! [`Simulator::start`] writes each node's files under `<work-dir>/<node>/` (see
+//! [`sysfs`](crate::sysfs)), serves its podresources API on
+//! `<work-dir>/<node>/pod-resources/kubelet.sock`, creates its kwok Node (an existing
+//! Node of that name is kept, so a restarted simulator takes its nodes back), starts the
+//! [`Controller`] and returns once it has handled the pods that already exist.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::kubelet_server::{FakeKubeletError, FakeKubeletHandle};
+use kube::Client;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use crate::controller::Controller;
+use crate::node::SimNode;
+use crate::scenario::Scenario;
+use crate::sysfs::{socket_path, write_node_files};
+use tas_testcluster::create_fake_node;
+
+/// How long [`Simulator::start`] waits for the controller's first pod list.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why the simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulatorError {
+    /// A node's files could not be written.
+    #[error("writing the files of node {node} under {}: {source}", dir.display())]
+    Files {
+        /// Node name.
+        node: String,
+        /// Its directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A node's podresources socket could not be served.
+    #[error("serving the podresources socket of node {node}: {source}")]
+    Serve {
+        /// Node name.
+        node: String,
+        /// The server error.
+        source: FakeKubeletError,
+    },
+    /// A Node object could not be created.
+    #[error("creating Node {node}: {source}")]
+    CreateNode {
+        /// Node name.
+        node: String,
+        /// The API error.
+        source: tas_testcluster::Error,
+    },
+    /// The controller did not list pods in time.
+    #[error("the controller did not sync its pods within {0:?}")]
+    NotSynced(Duration),
+}
+
+/// The running simulator. Dropping it stops the controller and the sockets.
+#[derive(Debug)]
+pub struct Simulator {
+    work_dir: PathBuf,
+    nodes: BTreeMap<String, Arc<SimNode>>,
+    servers: Vec<FakeKubeletHandle>,
+    stop: Option<oneshot::Sender<()>>,
+    controller: Option<JoinHandle<()>>,
+}
+
+impl Simulator {
+    /// Starts every node of `scenario` with its files under `work_dir`.
+    pub async fn start(
+        client: Client,
+        scenario: &Scenario,
+        work_dir: &Path,
+    ) -> Result<Self, SimulatorError> {
+        let mut nodes = BTreeMap::new();
+        let mut servers = Vec::new();
+        for spec in scenario.nodes() {
+            let dir = work_dir.join(&spec.name);
+            write_node_files(&dir, &spec.machine, &spec.settings).map_err(|source| {
+                SimulatorError::Files {
+                    node: spec.name.clone(),
+                    dir: dir.clone(),
+                    source,
+                }
+            })?;
+            let node = Arc::new(SimNode::new(&spec.name, &spec.machine, spec.settings));
+            let server = node
+                .serve(socket_path(&dir))
+                .map_err(|source| SimulatorError::Serve {
+                    node: spec.name.clone(),
+                    source,
+                })?;
+            servers.push(server);
+            nodes.insert(spec.name.clone(), node);
+        }
+        for spec in scenario.nodes() {
+            match create_fake_node(&client, &spec.fake_node()).await {
+                Ok(_) => {}
+                Err(tas_testcluster::Error::Kube(kube::Error::Api(status)))
+                    if status.code == 409 =>
+                {
+                    info!(node = %spec.name, "Node exists already; taking it over");
+                }
+                Err(source) => {
+                    return Err(SimulatorError::CreateNode {
+                        node: spec.name.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (synced_tx, synced) = oneshot::channel();
+        let controller = Controller::new(client, nodes.values().cloned());
+        let task = tokio::spawn(controller.run(synced_tx, async {
+            let _ = stopped.await;
+        }));
+        let mut simulator = Self {
+            work_dir: work_dir.to_path_buf(),
+            nodes,
+            servers,
+            stop: Some(stop),
+            controller: Some(task),
+        };
+        match tokio::time::timeout(SYNC_TIMEOUT, synced).await {
+            Ok(Ok(())) => Ok(simulator),
+            _ => {
+                simulator.stop_now();
+                Err(SimulatorError::NotSynced(SYNC_TIMEOUT))
+            }
+        }
+    }
+
+    /// The simulated nodes by name.
+    pub fn nodes(&self) -> &BTreeMap<String, Arc<SimNode>> {
+        &self.nodes
+    }
+
+    /// The simulated node `name`.
+    pub fn node(&self, name: &str) -> Option<&Arc<SimNode>> {
+        self.nodes.get(name)
+    }
+
+    /// The directory of node `name` (sysfs under `sys/`, `config.yaml`, `pod-resources/`).
+    pub fn node_dir(&self, name: &str) -> PathBuf {
+        self.work_dir.join(name)
+    }
+
+    /// The podresources socket of node `name`.
+    pub fn socket_path(&self, name: &str) -> PathBuf {
+        socket_path(&self.node_dir(name))
+    }
+
+    /// Stops the controller and the podresources servers, waiting for them.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.controller.take() {
+            let _ = task.await;
+        }
+        for server in std::mem::take(&mut self.servers) {
+            let _ = server.shutdown().await;
+        }
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.controller.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}

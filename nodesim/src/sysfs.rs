@@ -1,0 +1,178 @@
+//! The host files a node agent reads, written for a simulated node.
+//!
+//! Under a node's directory (`<work-dir>/<node>/`, standing for both `/sys` and
+//! `/var/lib/kubelet`):
+//!
+//! - `sys/devices/system/node/{online,possible}`: the zone ids as a CPU list (`0-3`);
+//! - `sys/devices/system/node/node<N>/cpulist`, `meminfo` (`Node N MemTotal: … kB`,
+//!   hugepage pools included as the kernel counts them), `distance` (10 to itself, 20
+//!   to every other zone) and `hugepages/hugepages-<size>kB/{nr,free}_hugepages` for
+//!   2 MiB and 1 GiB pages;
+//! - `config.yaml`: a `KubeletConfiguration` with the node's Topology Manager policy and
+//!   scope, CPU and memory manager policies and reserved CPUs;
+//! - `pod-resources/`: where the podresources socket (`kubelet.sock`) is served.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::machine::{KubeletSettings, Machine};
+use crate::scenario::HUGEPAGE_SIZES;
+
+/// The sysfs root of a node directory.
+pub fn sysfs_root(node_dir: &Path) -> PathBuf {
+    node_dir.join("sys")
+}
+
+/// The kubelet config file of a node directory.
+pub fn kubelet_config_path(node_dir: &Path) -> PathBuf {
+    node_dir.join("config.yaml")
+}
+
+/// The podresources socket of a node directory.
+pub fn socket_path(node_dir: &Path) -> PathBuf {
+    node_dir.join("pod-resources").join("kubelet.sock")
+}
+
+/// Writes the sysfs tree and kubelet config of a node into `node_dir`, and creates its
+/// `pod-resources` directory.
+pub fn write_node_files(
+    node_dir: &Path,
+    machine: &Machine,
+    settings: &KubeletSettings,
+) -> io::Result<()> {
+    let nodes = sysfs_root(node_dir).join("devices/system/node");
+    std::fs::create_dir_all(&nodes)?;
+    let ids = format_cpulist(machine.zones.iter().map(|z| z.id));
+    std::fs::write(nodes.join("online"), format!("{ids}\n"))?;
+    std::fs::write(nodes.join("possible"), format!("{ids}\n"))?;
+    for zone in &machine.zones {
+        let dir = nodes.join(format!("node{}", zone.id));
+        std::fs::create_dir_all(&dir)?;
+        let cpus = format_cpulist(zone.cpus.iter().copied());
+        std::fs::write(dir.join("cpulist"), format!("{cpus}\n"))?;
+        let hugepage_bytes: u64 = zone.hugepages.values().sum();
+        let total_kb = (zone.memory + hugepage_bytes) / 1024;
+        let id = zone.id;
+        let meminfo = format!(
+            "Node {id} MemTotal:       {total_kb} kB\nNode {id} MemFree:        {total_kb} kB\nNode {id} MemUsed:        0 kB\n"
+        );
+        std::fs::write(dir.join("meminfo"), meminfo)?;
+        let distances: Vec<&str> = machine
+            .zones
+            .iter()
+            .map(|other| if other.id == zone.id { "10" } else { "20" })
+            .collect();
+        std::fs::write(dir.join("distance"), format!("{}\n", distances.join(" ")))?;
+        for (name, page) in HUGEPAGE_SIZES {
+            let pool = dir.join(format!("hugepages/hugepages-{}kB", page / 1024));
+            std::fs::create_dir_all(&pool)?;
+            let pages = zone.hugepages.get(name).copied().unwrap_or(0) / page;
+            std::fs::write(pool.join("nr_hugepages"), format!("{pages}\n"))?;
+            std::fs::write(pool.join("free_hugepages"), format!("{pages}\n"))?;
+        }
+    }
+    std::fs::write(
+        kubelet_config_path(node_dir),
+        kubelet_config(machine, settings),
+    )?;
+    if let Some(sockets) = socket_path(node_dir).parent() {
+        std::fs::create_dir_all(sockets)?;
+    }
+    Ok(())
+}
+
+/// The node's `KubeletConfiguration` document.
+pub fn kubelet_config(machine: &Machine, settings: &KubeletSettings) -> String {
+    let mut text =
+        String::from("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n");
+    let _ = writeln!(
+        text,
+        "topologyManagerPolicy: {}",
+        settings.topology_manager_policy.as_str()
+    );
+    let _ = writeln!(
+        text,
+        "topologyManagerScope: {}",
+        settings.topology_manager_scope.as_str()
+    );
+    let _ = writeln!(
+        text,
+        "cpuManagerPolicy: {}",
+        settings.cpu_manager_policy.as_str()
+    );
+    let _ = writeln!(
+        text,
+        "memoryManagerPolicy: {}",
+        settings.memory_manager_policy.as_str()
+    );
+    if !machine.reserved_cpus.is_empty() {
+        let reserved = format_cpulist(machine.reserved_cpus.iter().copied());
+        let _ = writeln!(text, "reservedSystemCPUs: \"{reserved}\"");
+    }
+    text
+}
+
+/// Formats ids in the kernel's list format: `0-3,8,10-11`.
+pub fn format_cpulist(ids: impl IntoIterator<Item = u32>) -> String {
+    let ids: BTreeSet<u32> = ids.into_iter().collect();
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for id in ids {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == id => *end = id,
+            _ => ranges.push((id, id)),
+        }
+    }
+    let parts: Vec<String> = ranges
+        .into_iter()
+        .map(|(start, end)| {
+            if start == end {
+                start.to_string()
+            } else {
+                format!("{start}-{end}")
+            }
+        })
+        .collect();
+    parts.join(",")
+}
+
+/// Parses the kernel's list format (`0-3,8`); an empty string is the empty set.
+pub fn parse_cpulist(text: &str) -> Result<BTreeSet<u32>, String> {
+    let mut ids = BTreeSet::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{part:?} is not a CPU list entry"))
+        };
+        match part.split_once('-') {
+            Some((start, end)) => {
+                let (start, end) = (number(start)?, number(end)?);
+                if start > end {
+                    return Err(format!("{part:?} is a decreasing range"));
+                }
+                ids.extend(start..=end);
+            }
+            None => {
+                ids.insert(number(part)?);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpulists_round_trip() {
+        let ids = parse_cpulist("0-3,8,10-11").unwrap();
+        assert_eq!(ids.len(), 7);
+        assert_eq!(format_cpulist(ids), "0-3,8,10-11");
+        assert!(parse_cpulist("").unwrap().is_empty());
+        assert!(parse_cpulist("3-1").is_err());
+        assert!(parse_cpulist("a").is_err());
+    }
+}

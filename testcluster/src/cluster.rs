@@ -1,0 +1,220 @@
+//! [`TestCluster`]: a real control plane (etcd + kube-apiserver, optionally
+//! kube-controller-manager, kube-scheduler and kwok) run as child processes.
+//!
+//! [`startup`] brings a cluster up. Dropping it stops every process (SIGTERM, then
+//! SIGKILL after a grace period) and removes its directory; the
+//! [watchdog](crate::watchdog) does the same if the test process exits first, which is
+//! how the never-dropped [shared](TestCluster::shared) cluster gets cleaned up.
+
+mod startup;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::components::Layout;
+use crate::process::{self, Component, Running};
+use crate::watchdog::Watchdog;
+use crate::{Error, Tools, kubeconfig};
+
+/// Set to `1` to keep each cluster's directory (logs, kubeconfig, etcd data) after
+/// the cluster stops; its path is printed.
+pub const KEEP_CLUSTER_ENV: &str = "TAS_KEEP_CLUSTER";
+
+/// How long stopping waits after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Which components to run besides etcd and kube-apiserver, and how.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Run kube-controller-manager (Deployments, ReplicaSets, GC, service accounts).
+    pub controller_manager: bool,
+    /// Run kube-scheduler, the default scheduler.
+    pub kube_scheduler: bool,
+    /// Run kwok for nodes annotated `kwok.x-k8s.io/node: fake`.
+    pub kwok: bool,
+    /// kube-scheduler's client QPS (upstream default 50).
+    pub scheduler_qps: f32,
+    /// kube-scheduler's client burst (upstream default 100).
+    pub scheduler_burst: u32,
+    /// Deadline for the whole startup.
+    pub startup_timeout: Duration,
+}
+
+impl Default for ClusterOptions {
+    /// etcd and kube-apiserver only.
+    fn default() -> Self {
+        Self {
+            controller_manager: false,
+            kube_scheduler: false,
+            kwok: false,
+            scheduler_qps: 50.0,
+            scheduler_burst: 100,
+            startup_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// Every component: what [`TestCluster::shared`] runs.
+    pub fn full() -> Self {
+        Self {
+            controller_manager: true,
+            kube_scheduler: true,
+            kwok: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// A running test control plane. Dropping it stops every process and deletes its
+/// directory (unless `TAS_KEEP_CLUSTER=1`), printing the log tails if the thread is
+/// panicking.
+pub struct TestCluster {
+    layout: Layout,
+    tools: Tools,
+    server: String,
+    /// In start order.
+    running: Vec<Running>,
+    watchdog: Option<Watchdog>,
+    dir: Option<tempfile::TempDir>,
+    /// `TAS_KEEP_CLUSTER=1`: leave the directory in place when stopping.
+    keep_dir: bool,
+}
+
+impl TestCluster {
+    /// Starts a private cluster. Blocks until it is ready; callable from sync code and
+    /// from inside any async runtime (the readiness checks run on a thread of their own).
+    pub fn start(options: ClusterOptions) -> Result<Self, Error> {
+        let tools = Tools::locate()?;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(Error::io("building the startup runtime"))?;
+                runtime.block_on(Self::start_with(tools, options))
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(Error::Startup {
+                    component: "tas-testcluster",
+                    reason: "the startup thread panicked".into(),
+                    log_tail: String::new(),
+                })
+            })
+        })
+    }
+
+    /// The cluster shared by every test in this process, with every component
+    /// ([`ClusterOptions::full`]); started by the first caller. It is never dropped:
+    /// its watchdog stops it when the test process exits. Tests sharing it must keep to
+    /// their own namespaces and nodes (see [`crate::unique_namespace`]).
+    pub fn shared() -> Result<&'static TestCluster, Error> {
+        static SHARED: OnceLock<Result<TestCluster, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Self::start(ClusterOptions::full()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::SharedStartFailed(e.clone()))
+    }
+
+    /// A new client for this cluster, bound to the caller's async runtime. Create one
+    /// per test: each `#[tokio::test]` has its own runtime, and a client outlives
+    /// neither.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        let config = kubeconfig::load(&self.layout.kubeconfig()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// The admin kubeconfig, e.g. for `kubectl --kubeconfig` or a component under test.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.layout.kubeconfig()
+    }
+
+    /// The cluster's directory (logs, kubeconfig, credentials, etcd data).
+    pub fn base_dir(&self) -> &Path {
+        &self.layout.base
+    }
+
+    /// The directory the Kubernetes binaries are run from.
+    pub fn binaries_dir(&self) -> &Path {
+        self.tools.dir()
+    }
+
+    /// kube-apiserver's URL, `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> &str {
+        &self.server
+    }
+
+    /// Where `component` logs (stdout and stderr).
+    pub fn log_path(&self, component: Component) -> PathBuf {
+        process::log_path(&self.layout.base, component)
+    }
+
+    /// The last `n` lines of `component`'s log.
+    pub fn logs_tail(&self, component: Component, n: usize) -> String {
+        process::tail_lines(&self.log_path(component), n)
+    }
+
+    /// Prints the last `n` lines of every running component's log to stderr.
+    pub fn print_log_tails(&self, n: usize) {
+        for r in &self.running {
+            eprintln!("--- last {n} lines of {} ---", r.log.display());
+            eprintln!("{}", process::tail_lines(&r.log, n));
+        }
+    }
+
+    /// A guard that prints the log tails if the current test panics while it is held;
+    /// for tests on the [shared](Self::shared) cluster, which is never dropped.
+    pub fn log_guard(&self) -> LogGuard<'_> {
+        LogGuard { cluster: self }
+    }
+
+    /// Pids of the components and of the watchdog.
+    pub fn pids(&self) -> Vec<u32> {
+        let components = self.running.iter().map(|r| r.child.id());
+        components
+            .chain(self.watchdog.as_ref().map(Watchdog::pid))
+            .collect()
+    }
+}
+
+/// See [`TestCluster::log_guard`].
+pub struct LogGuard<'a> {
+    cluster: &'a TestCluster,
+}
+
+impl Drop for LogGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.cluster.print_log_tails(LOG_TAIL_ON_FAILURE);
+        }
+    }
+}
+
+/// Lines of each log printed when a test fails.
+const LOG_TAIL_ON_FAILURE: usize = 30;
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_log_tails(LOG_TAIL_ON_FAILURE);
+        }
+        // Stop the components before the watchdog, so a test process killed
+        // mid-drop still leaves the watchdog to finish the job.
+        process::stop_all(&mut self.running, STOP_GRACE);
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.disarm();
+        }
+        // Dropping the TempDir removes the directory, unless it is kept.
+        if let Some(dir) = self.dir.take()
+            && self.keep_dir
+        {
+            let kept = dir.keep();
+            eprintln!(
+                "tas-testcluster: kept the test cluster directory {}",
+                kept.display()
+            );
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The test control plane (see the crate README): a real Kubernetes control plane run
+//! as plain child processes, and helpers for tests against it. Depends on no TAS crate,
+//! so every component crate can dev-depend on it.
+//!
+//! - [`TestCluster`] starts etcd and kube-apiserver, optionally
+//!   kube-controller-manager, kube-scheduler and kwok, from the binaries
+//!   `make cluster-tools` builds ([`Tools`]). [`TestCluster::shared`] is the one
+//!   cluster every test of a binary shares; [`TestCluster::start`] makes a private one.
+//! - Tests get a fresh [`kube::Client`] from [`TestCluster::client`], a namespace of
+//!   their own from [`unique_namespace`], fake nodes from [`create_fake_node`] and the
+//!   project's CRDs from [`apply_crds_from_dir`].
+//! - Every wait polls a condition with a deadline: [`wait_for`].
+
+mod cluster;
+mod components;
+mod crds;
+mod credentials;
+mod error;
+mod kubeconfig;
+mod namespace;
+mod nodes;
+mod ports;
+mod process;
+mod tools;
+mod wait;
+mod watchdog;
+
+pub use cluster::{ClusterOptions, KEEP_CLUSTER_ENV, LogGuard, TestCluster};
+pub use crds::{FIELD_MANAGER, apply_crds_from_dir, crd_dir, read_crds};
+pub use error::Error;
+pub use namespace::{TEST_NAMESPACE_LABEL, unique_name, unique_namespace};
+pub use nodes::{
+    FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
+    wait_node_schedulable,
+};
+pub use ports::free_ports;
+pub use process::{Component, tail_lines};
+pub use tools::{BINARIES, KUBERNETES_VERSION, TOOLS_BIN_ENV, Tools};
+pub use wait::wait_for;
+
+/// Pods carrying this label (value `"true"`) are left alone by kwok's `pod-ready` and
+/// `pod-complete` stages, so a node simulator can decide whether they run or fail.
+/// kwok still finishes their deletion.
+pub const NODE_SIM_LABEL: &str = "tas.dev/node-sim";
