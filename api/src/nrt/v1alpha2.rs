@@ -4,6 +4,9 @@
 //! fields default when missing (or `null`) on read and are left out when empty on
 //! write, so objects from other writers read back unchanged. Typed readers for zones
 //! and attributes live in [`super::zone`] and [`super::attributes`].
+//!
+//! [`Zone`], [`CostInfo`], [`AttributeInfo`] and [`ResourceInfo`] have the same shape in
+//! `v1alpha1`, which re-exports them; only the root object differs between versions.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize, Serializer};
