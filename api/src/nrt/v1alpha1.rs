@@ -41,24 +41,15 @@ pub struct NodeResourceTopology {
 
 super::impl_cluster_resource!(NodeResourceTopology, VERSION, API_VERSION);
 
-/// The object as written: both required lists always present.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Wire<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: &'a ObjectMeta,
-    topology_policies: &'a [String],
-    zones: &'a [Zone],
-}
-
 impl Serialize for NodeResourceTopology {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Wire {
+        // Both lists are required in this version: written even when empty.
+        super::Wire {
             api_version: API_VERSION,
             kind: super::KIND,
             metadata: &self.metadata,
-            topology_policies: &self.topology_policies,
+            topology_policies: Some(&self.topology_policies),
+            attributes: None,
             zones: &self.zones,
         }
         .serialize(serializer)
@@ -108,9 +99,17 @@ zones:
             nrt
         );
 
-        let empty = serde_json::to_value(NodeResourceTopology::default()).unwrap();
-        assert_eq!(empty["topologyPolicies"], serde_json::json!([]));
-        assert_eq!(empty["zones"], serde_json::json!([]));
+        let empty = NodeResourceTopology {
+            metadata: ObjectMeta {
+                name: Some("n".into()),
+                ..ObjectMeta::default()
+            },
+            ..NodeResourceTopology::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&empty).unwrap(),
+            r#"{"apiVersion":"topology.node.k8s.io/v1alpha1","kind":"NodeResourceTopology","metadata":{"name":"n"},"topologyPolicies":[],"zones":[]}"#
+        );
     }
 
     #[test]
