@@ -2,7 +2,7 @@
 //! (`pods.rs`), NodeResourceTopology objects (`topologies.rs`), namespace labels
 //! (`namespaces.rs`) and PodDisruptionBudgets (`budgets.rs`, for preemption).
 //!
-//! Each watch is an [`relist::Index`] run by [`relist::relisting_watch`]: it applies its
+//! Each watch is a `relist::Index` run by `relist::relisting_watch`: it applies its
 //! events to [`Shared`] and signals the scheduling loop when an event could help a
 //! waiting pod. A relist (`Init` … `InitDone`) replaces what the watch had delivered, so
 //! objects deleted while disconnected are forgotten.
