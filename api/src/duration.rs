@@ -1,5 +1,20 @@
 //! Go-style durations (`10s`, `1m30s`, `500ms`, `1.5h`) as used in the CRD and config
 //! files, parsed without panicking.
+//!
+//! Why not `kube::core::Duration` (tested in `tests::kube_core_duration_does_not_fit`):
+//! - it panics on input: `100000000000000000000h` overflows `std::time::Duration` in
+//!   `mul_f64`, so a typo in a config file or a flag would crash the process instead of
+//!   naming the bad value;
+//! - it accepts what the CRD's CEL rules refuse: the empty string (as zero) and negative
+//!   durations (`-1s`), so an operand would run with values `kubectl apply` rejects;
+//! - it writes `std::time::Duration`'s debug form (`1m30s` becomes `90s`, `1.5h`
+//!   becomes `5400s`), so typed CR fields would change the strings the operator copies
+//!   into the scheduler's ConfigMap;
+//! - its errors do not name the input, which the scheduler's config errors and the
+//!   updater's flag errors rely on.
+//!
+//! The schema is not the obstacle: it is `{type: string}`, like the `String` fields the
+//! CRD uses now, whose pattern lives in the CEL rules.
 
 use std::time::Duration;
 
@@ -109,6 +124,41 @@ mod tests {
             let e = parse(bad).unwrap_err();
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }
+    }
+
+    /// The differences that keep this parser (see the module documentation).
+    #[test]
+    fn kube_core_duration_does_not_fit() {
+        use kube::core::Duration as KubeDuration;
+
+        // The same schema as a plain string field.
+        let mut generator = schemars::SchemaGenerator::default();
+        assert_eq!(
+            generator.subschema_for::<KubeDuration>(),
+            generator.subschema_for::<String>()
+        );
+        // Agrees on well-formed input.
+        for ok in ["10s", "1m30s", "500ms", "1.5h", "0"] {
+            let theirs: Duration = ok.parse::<KubeDuration>().unwrap().into();
+            assert_eq!(theirs, parse(ok).unwrap(), "{ok}");
+        }
+        // Panics where this parser reports an error.
+        let huge = "100000000000000000000h";
+        assert!(std::panic::catch_unwind(|| huge.parse::<KubeDuration>()).is_err());
+        assert_eq!(parse(huge).unwrap_err().reason, "too large");
+        // Accepts what the CEL rules refuse.
+        for refused in ["", "-1s"] {
+            assert!(refused.parse::<KubeDuration>().is_ok(), "{refused:?}");
+            assert!(parse(refused).is_err(), "{refused:?}");
+        }
+        // Writes another form than it read.
+        let written = serde_json::to_value("1m30s".parse::<KubeDuration>().unwrap()).unwrap();
+        assert_eq!(written, "90s");
+        assert_eq!(format(parse("1m30s").unwrap()), "1m30s");
+        // Errors without the input.
+        let err = "10x".parse::<KubeDuration>().unwrap_err().to_string();
+        assert!(!err.contains("10x"), "{err}");
+        assert!(parse("10x").unwrap_err().to_string().contains("\"10x\""));
     }
 
     #[test]

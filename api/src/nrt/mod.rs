@@ -33,7 +33,8 @@ pub use quantity::NrtQuantity;
 pub use topology_manager::{TopologyManagerConfig, TopologyManagerPolicy, TopologyManagerScope};
 pub use zone::{ZoneError, zone_name, zone_numa_id};
 
-use serde::{Deserialize, Deserializer};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// API group of NodeResourceTopology.
 pub const GROUP: &str = "topology.node.k8s.io";
@@ -58,6 +59,22 @@ where
     T: Default + Deserialize<'de>,
 {
     Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
+}
+
+/// An object of either version as written: type fields first, then the lists in the
+/// published order. A list that is `None` is left out; `zones` is required by both
+/// versions and always written.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: &'a ObjectMeta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topology_policies: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attributes: Option<&'a [v1alpha2::AttributeInfo]>,
+    zones: &'a [v1alpha2::Zone],
 }
 
 /// Implements [`kube::Resource`] for a cluster-scoped NRT root type of one version.

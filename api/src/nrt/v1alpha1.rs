@@ -1,13 +1,17 @@
 //! NodeResourceTopology `v1alpha1`, still served for older writers and readers.
 //!
-//! Differs from [`v1alpha2`] only in having no top-level `attributes`
-//! and in `topologyPolicies` being required. Readers convert with
+//! Differs from [`v1alpha2`] only at the top level: no `attributes`, and
+//! `topologyPolicies` required. Zones, costs, zone attributes and resources have the same
+//! wire shape (and the same schema in [`super::crd()`]) in both versions, so they are the
+//! `v1alpha2` types, re-exported here. Readers convert with
 //! `v1alpha2::NodeResourceTopology::from(v1alpha1_object)`, which loses nothing.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{NrtQuantity, null_as_default, v1alpha2};
+use super::{null_as_default, v1alpha2};
+
+pub use super::v1alpha2::{AttributeInfo, CostInfo, ResourceInfo, Zone};
 
 /// The version name.
 pub const VERSION: &str = "v1alpha1";
@@ -15,6 +19,10 @@ pub const VERSION: &str = "v1alpha1";
 pub const API_VERSION: &str = "topology.node.k8s.io/v1alpha1";
 
 /// Resources of one node per NUMA zone. Cluster-scoped; named after its node.
+///
+/// Kept apart from [`v1alpha2::NodeResourceTopology`] because the shapes differ: no
+/// `attributes`, and `topologyPolicies` is written even when empty (the schema of this
+/// version requires it).
 ///
 /// Serialises with `apiVersion` and `kind` set; ignores them on read.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -33,94 +41,19 @@ pub struct NodeResourceTopology {
 
 super::impl_cluster_resource!(NodeResourceTopology, VERSION, API_VERSION);
 
-/// The object as written: both required lists always present.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Wire<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: &'a ObjectMeta,
-    topology_policies: &'a [String],
-    zones: &'a [Zone],
-}
-
 impl Serialize for NodeResourceTopology {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Wire {
+        // Both lists are required in this version: written even when empty.
+        super::Wire {
             api_version: API_VERSION,
             kind: super::KIND,
             metadata: &self.metadata,
-            topology_policies: &self.topology_policies,
+            topology_policies: Some(&self.topology_policies),
+            attributes: None,
             zones: &self.zones,
         }
         .serialize(serializer)
     }
-}
-
-/// One topology zone, by convention a NUMA node named `node-<id>` of type `Node`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Zone {
-    /// Zone name, e.g. `node-0`.
-    pub name: String,
-    /// Zone type, e.g. `Node`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Name of the enclosing zone, if zones are nested.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<String>,
-    /// Distance from this zone to each zone (including itself).
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub costs: Vec<CostInfo>,
-    /// Zone-level attributes.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub attributes: Vec<AttributeInfo>,
-    /// Amounts of each resource in this zone.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub resources: Vec<ResourceInfo>,
-}
-
-/// Cost (NUMA distance) of reaching the zone `name`; 10 means local.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CostInfo {
-    /// Destination zone name.
-    pub name: String,
-    /// Distance, as in the kernel's NUMA distance table.
-    pub value: i64,
-}
-
-/// A name/value pair.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AttributeInfo {
-    /// Attribute name.
-    pub name: String,
-    /// Attribute value.
-    pub value: String,
-}
-
-/// Amounts of one resource in one zone.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResourceInfo {
-    /// Resource name, e.g. `cpu`, `memory`.
-    pub name: String,
-    /// Everything the zone has.
-    pub capacity: NrtQuantity,
-    /// What pods may use.
-    pub allocatable: NrtQuantity,
-    /// What is still free for new pods.
-    pub available: NrtQuantity,
 }
 
 impl From<NodeResourceTopology> for v1alpha2::NodeResourceTopology {
@@ -129,49 +62,7 @@ impl From<NodeResourceTopology> for v1alpha2::NodeResourceTopology {
             metadata: old.metadata,
             topology_policies: old.topology_policies,
             attributes: Vec::new(),
-            zones: old.zones.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<Zone> for v1alpha2::Zone {
-    fn from(old: Zone) -> Self {
-        Self {
-            name: old.name,
-            type_: old.type_,
-            parent: old.parent,
-            costs: old.costs.into_iter().map(Into::into).collect(),
-            attributes: old.attributes.into_iter().map(Into::into).collect(),
-            resources: old.resources.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<CostInfo> for v1alpha2::CostInfo {
-    fn from(CostInfo { name, value }: CostInfo) -> Self {
-        Self { name, value }
-    }
-}
-
-impl From<AttributeInfo> for v1alpha2::AttributeInfo {
-    fn from(AttributeInfo { name, value }: AttributeInfo) -> Self {
-        Self { name, value }
-    }
-}
-
-impl From<ResourceInfo> for v1alpha2::ResourceInfo {
-    fn from(old: ResourceInfo) -> Self {
-        let ResourceInfo {
-            name,
-            capacity,
-            allocatable,
-            available,
-        } = old;
-        Self {
-            name,
-            capacity,
-            allocatable,
-            available,
+            zones: old.zones,
         }
     }
 }
@@ -208,9 +99,17 @@ zones:
             nrt
         );
 
-        let empty = serde_json::to_value(NodeResourceTopology::default()).unwrap();
-        assert_eq!(empty["topologyPolicies"], serde_json::json!([]));
-        assert_eq!(empty["zones"], serde_json::json!([]));
+        let empty = NodeResourceTopology {
+            metadata: ObjectMeta {
+                name: Some("n".into()),
+                ..ObjectMeta::default()
+            },
+            ..NodeResourceTopology::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&empty).unwrap(),
+            r#"{"apiVersion":"topology.node.k8s.io/v1alpha1","kind":"NodeResourceTopology","metadata":{"name":"n"},"topologyPolicies":[],"zones":[]}"#
+        );
     }
 
     #[test]

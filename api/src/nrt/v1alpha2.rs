@@ -4,6 +4,9 @@
 //! fields default when missing (or `null`) on read and are left out when empty on
 //! write, so objects from other writers read back unchanged. Typed readers for zones
 //! and attributes live in [`super::zone`] and [`super::attributes`].
+//!
+//! [`Zone`], [`CostInfo`], [`AttributeInfo`] and [`ResourceInfo`] have the same shape in
+//! `v1alpha1`, which re-exports them; only the root object differs between versions.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize, Serializer};
@@ -53,29 +56,18 @@ impl NodeResourceTopology {
     }
 }
 
-/// The object as written: type fields first, optional lists only when non-empty,
-/// `zones` always (the CRD requires it).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Wire<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: &'a ObjectMeta,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    topology_policies: &'a [String],
-    #[serde(skip_serializing_if = "<[AttributeInfo]>::is_empty")]
-    attributes: &'a [AttributeInfo],
-    zones: &'a [Zone],
-}
-
 impl Serialize for NodeResourceTopology {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Wire {
+        // Optional lists only when non-empty; `zones` always (the CRD requires it).
+        fn non_empty<T>(list: &[T]) -> Option<&[T]> {
+            (!list.is_empty()).then_some(list)
+        }
+        super::Wire {
             api_version: API_VERSION,
             kind: super::KIND,
             metadata: &self.metadata,
-            topology_policies: &self.topology_policies,
-            attributes: &self.attributes,
+            topology_policies: non_empty(&self.topology_policies),
+            attributes: non_empty(&self.attributes),
             zones: &self.zones,
         }
         .serialize(serializer)
@@ -286,6 +278,26 @@ zones:
         let written = serde_json::to_value(&null_zones).unwrap();
         assert_eq!(written["zones"], serde_json::json!([]));
         assert!(written.get("attributes").is_none());
+    }
+
+    #[test]
+    fn writes_fields_in_the_published_order() {
+        let mut nrt = NodeResourceTopology::new("n");
+        nrt.zones = vec![Zone {
+            name: "node-0".into(),
+            type_: "Node".into(),
+            ..Zone::default()
+        }];
+        assert_eq!(
+            serde_json::to_string(&nrt).unwrap(),
+            r#"{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","metadata":{"name":"n"},"zones":[{"name":"node-0","type":"Node"}]}"#
+        );
+        nrt.topology_policies = vec!["None".into()];
+        nrt.attributes = vec![AttributeInfo::new("topologyManagerScope", "pod")];
+        assert_eq!(
+            serde_json::to_string(&nrt).unwrap(),
+            r#"{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","metadata":{"name":"n"},"topologyPolicies":["None"],"attributes":[{"name":"topologyManagerScope","value":"pod"}],"zones":[{"name":"node-0","type":"Node"}]}"#
+        );
     }
 
     #[test]

@@ -224,11 +224,7 @@ async fn single_numa_node_places_on_the_node_with_a_zone_that_fits() {
         b,
         "only b has a zone with 6 free CPUs"
     );
-    wait_for("Scheduled event", TIMEOUT, || async {
-        Ok::<_, kube::Error>(env.events(&pod, "Scheduled").await.into_iter().next())
-    })
-    .await
-    .unwrap();
+    env.wait_event(&pod, "Scheduled").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,16 +248,7 @@ async fn a_pod_that_fits_nowhere_stays_pending_with_an_explanation() {
         .await;
     env.start_scheduler(json!({}));
     let pod = env.pod(8).await;
-    let msg = wait_for("FailedScheduling event", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            env.events(&pod, "FailedScheduling")
-                .await
-                .into_iter()
-                .next(),
-        )
-    })
-    .await
-    .unwrap();
+    let msg = env.failed_scheduling(&pod).await;
     assert!(msg.contains("nodes are available"), "{msg}");
     assert!(msg.contains("NUMA"), "names the NUMA reason: {msg}");
     assert!(
@@ -401,16 +388,7 @@ async fn a_foreign_pod_with_exclusive_cpus_marks_its_node() {
     // The NRT has not caught up, so either zone may be the taken one: a 4-CPU pod of
     // ours must not be placed on n until it does.
     let pod = env.pod(4).await;
-    let msg = wait_for("FailedScheduling", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            env.events(&pod, "FailedScheduling")
-                .await
-                .into_iter()
-                .next(),
-        )
-    })
-    .await
-    .unwrap();
+    let msg = env.failed_scheduling(&pod).await;
     assert!(msg.contains("NUMA"), "{msg}");
     assert_eq!(env.node_of(&pod).await, None);
     // The agent reports the foreign pod on zone 0: zone 1 is free, and our pod lands.

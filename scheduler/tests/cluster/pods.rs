@@ -93,15 +93,15 @@ impl Env {
 
     /// The first FailedScheduling message of `pod`.
     pub async fn failed_scheduling(&self, pod: &str) -> String {
-        wait_for(format!("FailedScheduling of {pod}"), TIMEOUT, || async {
-            Ok::<_, kube::Error>(
-                self.events(pod, "FailedScheduling")
-                    .await
-                    .into_iter()
-                    .next(),
-            )
+        self.wait_event(pod, "FailedScheduling").await
+    }
+
+    /// The message of the first Event with `reason` about `pod`, once there is one.
+    pub async fn wait_event(&self, pod: &str, reason: &str) -> String {
+        wait_for(format!("{reason} of {pod}"), TIMEOUT, || async {
+            Ok::<_, kube::Error>(self.events(pod, reason).await.into_iter().next())
         })
         .await
-        .expect("FailedScheduling event")
+        .expect("event")
     }
 }

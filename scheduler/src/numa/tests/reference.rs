@@ -247,6 +247,18 @@ fn topology_manager_cases_1_to_4_as_hint_merges() {
     assert!(merged(P::None, 0b11, &case3).2);
 }
 
+/// A zone of 4 CPUs (`free_cpus` of them free), one free NIC and [`MEM`].
+fn nic_zone(id: u32, free_cpus: &str) -> (u32, Vec<ZoneResource<'_>>) {
+    (
+        id,
+        vec![
+            ("cpu", free_cpus, "4", "4"),
+            ("example.com/nic", "1", "1", "1"),
+            MEM,
+        ],
+    )
+}
+
 /// Fit per policy for the same node and pod: `Ok(zones)` or `Err(text)`.
 fn per_policy(
     zones: &[(u32, Vec<ZoneResource<'_>>)],
@@ -259,24 +271,7 @@ fn per_policy(
 #[test]
 fn topology_manager_cases_1_to_4_as_zone_data() {
     // 1. cpu fits one zone (only zone 0 has free CPUs), the devices need both zones.
-    let zones = [
-        (
-            0,
-            vec![
-                ("cpu", "4", "4", "4"),
-                ("example.com/nic", "1", "1", "1"),
-                MEM,
-            ],
-        ),
-        (
-            1,
-            vec![
-                ("cpu", "0", "4", "4"),
-                ("example.com/nic", "1", "1", "1"),
-                MEM,
-            ],
-        ),
-    ];
+    let zones = [nic_zone(0, "4"), nic_zone(1, "0")];
     let pod1 = pod(vec![guaranteed(
         "app",
         &[("cpu", "2"), ("memory", "1Gi"), ("example.com/nic", "2")],
@@ -297,24 +292,7 @@ fn topology_manager_cases_1_to_4_as_zone_data() {
         "app",
         &[("cpu", "6"), ("memory", "1Gi"), ("example.com/nic", "1")],
     )]);
-    let zones3 = [
-        (
-            0,
-            vec![
-                ("cpu", "4", "4", "4"),
-                ("example.com/nic", "1", "1", "1"),
-                MEM,
-            ],
-        ),
-        (
-            1,
-            vec![
-                ("cpu", "4", "4", "4"),
-                ("example.com/nic", "1", "1", "1"),
-                MEM,
-            ],
-        ),
-    ];
+    let zones3 = [nic_zone(0, "4"), nic_zone(1, "4")];
     assert!(per_policy(&zones3, &pod3, SNN).is_err());
     // 4. fewer free devices than requested: only best-effort admits.
     let pod4 = pod(vec![burstable("app", &[("example.com/nic", "3")])]);

@@ -25,13 +25,7 @@ fn budgets_steer_the_choice() {
     place(&mut n1, &gpod("p2", 8, 10));
     let preemptor = gpod("new", 8, 100);
     // No budget: the lower priority goes.
-    let plans = search(
-        &[n1.clone()],
-        &no_numa,
-        &preemptor,
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1.clone()], &no_numa, &preemptor);
     assert_eq!(plans[0], ("n1".to_owned(), names(&["p1"])));
     // p1 protected with no disruption allowed: p2 goes instead.
     let mut budgets = Budgets::default();

@@ -91,6 +91,15 @@ fn search(
         .collect()
 }
 
+/// [`search`] without budgets or reservations.
+fn search_plain(
+    nodes: &[NodeInfo],
+    views: &[TopologyView],
+    preemptor: &Pod,
+) -> Vec<(String, Vec<String>)> {
+    search(nodes, views, preemptor, &Budgets::default(), &none)
+}
+
 fn none(_: &str, _: &str) -> Option<Resources> {
     None
 }

@@ -26,7 +26,7 @@ fn numa_zone_rule_evicts_the_pods_of_one_zone_and_prefers_fewer_victims() {
         topology("single-numa-node", &[(4, 0), (4, 0)]),
     ];
     let preemptor = gpod("big", 4, 100);
-    let plans = search(&[n1, n2], &views, &preemptor, &Budgets::default(), &none);
+    let plans = search_plain(&[n1, n2], &views, &preemptor);
     assert_eq!(
         plans,
         [
@@ -46,13 +46,7 @@ fn victims_without_numa_footprint_do_not_free_a_zone() {
         place(&mut n1, &pod(name, &[], json!({"priority": 1})));
     }
     let views = [topology("single-numa-node", &[(4, 0), (4, 2)])];
-    let plans = search(
-        &[n1],
-        &views,
-        &gpod("big", 4, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1], &views, &gpod("big", 4, 100));
     assert!(plans.is_empty(), "{plans:?}");
 }
 
@@ -64,26 +58,14 @@ fn one_victim_back_on_one_zone_can_be_enough() {
     place(&mut n1, &gpod("a", 3, 1));
     place(&mut n1, &gpod("b", 3, 2));
     let views = [topology("single-numa-node", &[(4, 1), (4, 1)])];
-    let plans = search(
-        &[n1],
-        &views,
-        &gpod("big", 4, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1], &views, &gpod("big", 4, 100));
     assert_eq!(plans, [("n1".to_owned(), names(&["a"]))]);
     // Both back on one zone would read 7 free on a 4-CPU zone: capped at 4. A pod of 5
     // never fits a 4-CPU zone under single-numa-node, whatever is evicted.
     let mut n1 = node("n1", &[]);
     place(&mut n1, &gpod("a", 3, 1));
     place(&mut n1, &gpod("b", 3, 2));
-    let plans = search(
-        &[n1],
-        &views,
-        &gpod("huge", 5, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1], &views, &gpod("huge", 5, 100));
     assert!(plans.is_empty());
 }
 
@@ -114,7 +96,7 @@ fn reserved_victims_come_back_on_every_zone() {
     );
     assert_eq!(plans, [("n1".to_owned(), names(&["a"]))]);
     // Were a's CPUs in the NRT on an unknown zone, one zone would get them: 3 + 1.
-    let plans = search(&[n1], &views, &preemptor, &Budgets::default(), &none);
+    let plans = search_plain(&[n1], &views, &preemptor);
     assert!(plans.is_empty(), "{plans:?}");
 }
 
@@ -132,13 +114,7 @@ fn only_lower_priorities_and_the_smallest_set() {
     ] {
         place(&mut n1, &p);
     }
-    let plans = search(
-        &[n1.clone()],
-        &no_numa,
-        &gpod("new", 6, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1.clone()], &no_numa, &gpod("new", 6, 100));
     assert_eq!(
         plans,
         [("n1".to_owned(), names(&["m"]))],
@@ -146,40 +122,16 @@ fn only_lower_priorities_and_the_smallest_set() {
     );
     // Needing 5, two 3-CPU pods (highest priority 1) beat {m} only on priority when the
     // size is equal: {m} alone works and is smaller.
-    let plans = search(
-        &[n1.clone()],
-        &no_numa,
-        &gpod("new", 5, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1.clone()], &no_numa, &gpod("new", 5, 100));
     assert_eq!(plans, [("n1".to_owned(), names(&["m"]))]);
     // Needing 10: m + one 3-CPU pod is not enough (9), so three victims.
-    let plans = search(
-        &[n1.clone()],
-        &no_numa,
-        &gpod("new", 10, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1.clone()], &no_numa, &gpod("new", 10, 100));
     assert_eq!(plans, [("n1".to_owned(), names(&["m", "s1", "s2"]))]);
     // Needing 13: only with peer, which has the same priority: no plan.
-    let plans = search(
-        &[n1.clone()],
-        &no_numa,
-        &gpod("new", 13, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1.clone()], &no_numa, &gpod("new", 13, 100));
     assert!(plans.is_empty());
     // A preemptor of priority 2 may only take the priority-1 pods.
-    let plans = search(
-        &[n1],
-        &no_numa,
-        &gpod("new", 6, 2),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1], &no_numa, &gpod("new", 6, 2));
     assert_eq!(plans, [("n1".to_owned(), names(&["s1", "s2"]))]);
 }
 
@@ -195,13 +147,7 @@ fn eviction_cannot_fix_a_taint_but_can_fix_anti_affinity() {
         place(&mut n, &gpod("low", 16, 1));
         n
     };
-    let plans = search(
-        &[tainted],
-        &no_numa,
-        &gpod("new", 4, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[tainted], &no_numa, &gpod("new", 4, 100));
     assert!(plans.is_empty());
 
     let mut n1 = node("n1", &[]);
@@ -219,7 +165,7 @@ fn eviction_cannot_fix_a_taint_but_can_fix_anti_affinity() {
         json!({"priority": 100, "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
     );
-    let plans = search(&[n1], &no_numa, &lonely, &Budgets::default(), &none);
+    let plans = search_plain(&[n1], &no_numa, &lonely);
     assert_eq!(plans, [("n1".to_owned(), names(&["w-low"]))]);
 }
 
@@ -231,13 +177,7 @@ fn many_candidates_use_the_greedy_reprieve() {
         place(&mut n1, &gpod(&format!("low{i:02}"), 1, i));
     }
     place(&mut n1, &gpod("high", 4, 1000));
-    let plans = search(
-        &[n1],
-        &no_numa,
-        &gpod("new", 3, 100),
-        &Budgets::default(),
-        &none,
-    );
+    let plans = search_plain(&[n1], &no_numa, &gpod("new", 3, 100));
     // Highest priorities are given back first: the three lowest stay victims.
     assert_eq!(
         plans,

@@ -1,0 +1,194 @@
+//! Pods: bound pods (node usage, inter-pod affinity, spread, foreign-pod detection) and
+//! our pending pods (the queue, and their `nominatedNodeName`), from two watches with
+//! disjoint field selectors.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use super::relist::Index;
+use crate::shared::Shared;
+
+/// Pods bound to a node (`spec.nodeName!=`), by uid, in the cluster state and the
+/// reserve cache.
+pub(super) struct BoundPodWatch(pub(super) Arc<Shared>);
+
+impl Index for BoundPodWatch {
+    type Object = Pod;
+    type Key = String;
+    const WHAT: &'static str = "bound pods";
+
+    fn key(pod: &Pod) -> String {
+        pod.uid().unwrap_or_default()
+    }
+
+    fn apply(&mut self, uid: String, pod: Pod) {
+        let shared = &self.0;
+        if let Ok(mut q) = shared.queue.lock() {
+            q.remove(&uid);
+        }
+        if let Ok(mut n) = shared.nominations.lock() {
+            n.remove(&uid);
+        }
+        if is_terminal(&pod) {
+            forget_pod(shared, &pod, &uid);
+            return;
+        }
+        if let Ok(mut s) = shared.state.write() {
+            s.upsert_bound_pod(&pod);
+        }
+        shared.cache.pod_bound(&pod, std::time::Instant::now());
+        if let Ok(mut f) = shared.in_flight.lock() {
+            f.remove(&uid);
+        }
+    }
+
+    fn delete(&mut self, uid: String, pod: Pod) {
+        forget_pod(&self.0, &pod, &uid);
+    }
+
+    fn retain(&mut self, seen: HashSet<String>) {
+        let in_flight = self
+            .0
+            .in_flight
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
+        if let Ok(mut s) = self.0.state.write() {
+            s.retain_pods(&seen, &in_flight);
+        }
+    }
+
+    fn synced(&mut self) {
+        self.0.synced.bound_pods.store(true, Ordering::Release);
+    }
+}
+
+/// Our pods not bound yet (`spec.schedulerName=<ours>,spec.nodeName=`), by uid, in the
+/// pending map and the scheduling queue.
+pub(super) struct PendingPodWatch(pub(super) Arc<Shared>);
+
+impl Index for PendingPodWatch {
+    type Object = Pod;
+    type Key = String;
+    const WHAT: &'static str = "pending pods";
+
+    fn key(pod: &Pod) -> String {
+        pod.uid().unwrap_or_default()
+    }
+
+    fn apply(&mut self, uid: String, pod: Pod) {
+        let shared = &self.0;
+        if is_terminal(&pod) || pod.metadata.deletion_timestamp.is_some() {
+            remove_pending(shared, &uid);
+            return;
+        }
+        let queued = crate::queue::QueuedPod {
+            uid: uid.clone(),
+            key: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+            priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+            created: pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second()),
+        };
+        restore_nomination(shared, &pod, &uid);
+        if let Ok(mut p) = shared.pending.write() {
+            p.insert(uid.clone(), Arc::new(pod));
+        }
+        if !shared.is_in_flight(&uid)
+            && let Ok(mut q) = shared.queue.lock()
+        {
+            q.add(queued);
+            shared.metrics.queue_depth.set(q.len() as i64);
+        }
+        shared.wake.notify_one();
+    }
+
+    fn delete(&mut self, uid: String, _: Pod) {
+        remove_pending(&self.0, &uid);
+    }
+
+    fn retain(&mut self, seen: HashSet<String>) {
+        let gone: Vec<String> = self
+            .0
+            .pending
+            .read()
+            .map(|p| p.keys().filter(|u| !seen.contains(*u)).cloned().collect())
+            .unwrap_or_default();
+        for uid in gone {
+            remove_pending(&self.0, &uid);
+        }
+    }
+
+    fn synced(&mut self) {
+        self.0.synced.pending_pods.store(true, Ordering::Release);
+        self.0.wake.notify_one();
+    }
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// A bound pod is gone or finished: its resources are free again.
+fn forget_pod(shared: &Shared, pod: &Pod, uid: &str) {
+    if let Ok(mut s) = shared.state.write() {
+        s.remove_pod(uid);
+    }
+    shared.cache.pod_deleted(pod, std::time::Instant::now());
+    shared.cluster_event();
+}
+
+/// A pending pod nominated to a node (by an earlier run of this scheduler) holds its
+/// room there too: its nomination is recorded without victims, so it waits for the
+/// node's NRT to change before preempting again.
+fn restore_nomination(shared: &Shared, pod: &Pod, uid: &str) {
+    let Some(node) = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.clone())
+        .filter(|n| !n.is_empty())
+    else {
+        return;
+    };
+    let Ok(mut n) = shared.nominations.lock() else {
+        return;
+    };
+    if n.contains(uid) {
+        return;
+    }
+    match crate::filter::PodUsage::from_pod(pod) {
+        Ok(usage) => n.insert(
+            uid,
+            crate::preempt::Nomination {
+                node,
+                usage,
+                victims: Vec::new(),
+                since: std::time::Instant::now(),
+                victims_gone_at: None,
+            },
+        ),
+        Err(e) => tracing::debug!(pod = %uid, error = %e, "nomination not restored"),
+    }
+}
+
+fn remove_pending(shared: &Shared, uid: &str) {
+    if let Ok(mut p) = shared.pending.write() {
+        p.remove(uid);
+    }
+    if let Ok(mut n) = shared.nominations.lock() {
+        n.remove(uid);
+    }
+    if let Ok(mut q) = shared.queue.lock() {
+        q.remove(uid);
+        shared.metrics.queue_depth.set(q.len() as i64);
+    }
+}
