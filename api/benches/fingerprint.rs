@@ -8,6 +8,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 use tas_api::fingerprint::{self, Fingerprint};
 
 const PODS: usize = 300;
@@ -15,33 +17,16 @@ const PODS: usize = 300;
 /// The characters Kubernetes uses for generated name suffixes.
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-/// Deterministic pseudo-random numbers (SplitMix64), so every run hashes the same pods.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn suffix(&mut self, len: usize) -> String {
-        (0..len)
-            .map(|_| char::from(SUFFIX_ALPHABET[self.below(SUFFIX_ALPHABET.len())]))
-            .collect()
-    }
+/// A generated name suffix of `len` characters; seeded, so every run sees the same names.
+fn suffix(rng: &mut StdRng, len: usize) -> String {
+    let pick = |rng: &mut StdRng| SUFFIX_ALPHABET[rng.random_range(0..SUFFIX_ALPHABET.len())];
+    (0..len).map(|_| char::from(pick(rng))).collect()
 }
 
 /// What one node runs: a DaemonSet pod per system agent, then Deployment and
 /// StatefulSet pods of application teams.
 fn node_pods() -> Vec<(String, String)> {
-    let mut rng = Rng(0x7a5_f1e6);
+    let mut rng = StdRng::seed_from_u64(0x7a5_f1e6);
     let daemons = [
         ("kube-system", "kube-proxy"),
         ("kube-system", "calico-node"),
@@ -70,20 +55,20 @@ fn node_pods() -> Vec<(String, String)> {
 
     let mut pods: Vec<(String, String)> = daemons
         .iter()
-        .map(|&(ns, ds)| (ns.to_owned(), format!("{ds}-{}", rng.suffix(5))))
+        .map(|&(ns, ds)| (ns.to_owned(), format!("{ds}-{}", suffix(&mut rng, 5))))
         .collect();
     let mut ordinal = 0;
     while pods.len() < PODS {
-        if rng.below(8) == 0 {
-            let (ns, sts) = statefulsets[rng.below(statefulsets.len())];
+        if rng.random_range(0..8) == 0 {
+            let (ns, sts) = statefulsets[rng.random_range(0..statefulsets.len())];
             pods.push((ns.to_owned(), format!("{sts}-{ordinal}")));
             ordinal += 1;
         } else {
-            let (ns, deploy) = deployments[rng.below(deployments.len())];
-            let replica_set = rng.suffix(10);
+            let (ns, deploy) = deployments[rng.random_range(0..deployments.len())];
+            let replica_set = suffix(&mut rng, 10);
             pods.push((
                 ns.to_owned(),
-                format!("{deploy}-{replica_set}-{}", rng.suffix(5)),
+                format!("{deploy}-{replica_set}-{}", suffix(&mut rng, 5)),
             ));
         }
     }

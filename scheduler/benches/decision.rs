@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Value, json};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::NodesWithoutTopology;
@@ -32,24 +34,6 @@ const RESERVED_CPUS: u32 = 2;
 const RESERVED_MEMORY_GIB: u64 = 4;
 const CLUSTER_SIZES: [usize; 2] = [1_000, 5_000];
 const ZONE_COUNTS: [usize; 3] = [2, 4, 8];
-
-/// Deterministic pseudo-random numbers (SplitMix64), so every run sees the same cluster.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..=max`.
-    fn upto(&mut self, max: u64) -> u64 {
-        self.next() % (max + 1)
-    }
-}
 
 /// What exclusive allocations hold in one zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,8 +68,8 @@ enum Shape {
     Mixed,
 }
 
-fn pick_shape(rng: &mut Rng) -> Shape {
-    match rng.upto(99) {
+fn pick_shape(rng: &mut StdRng) -> Shape {
+    match rng.random_range(0..=99) {
         0..=1 => Shape::Cordoned,
         2..=4 => Shape::Tainted,
         5..=29 => Shape::Packed,
@@ -94,17 +78,17 @@ fn pick_shape(rng: &mut Rng) -> Shape {
     }
 }
 
-fn zone_uses(rng: &mut Rng, shape: Shape, zones: usize) -> Vec<ZoneUse> {
+fn zone_uses(rng: &mut StdRng, shape: Shape, zones: usize) -> Vec<ZoneUse> {
     (0..zones)
         .map(|z| {
             let (cpus, memory_gib) = zone_allocatable(z);
             let used_cpus = match shape {
-                Shape::Packed => cpus - rng.upto(6) as u32,
-                _ => rng.upto(u64::from(cpus)) as u32,
+                Shape::Packed => cpus - rng.random_range(0..=6) as u32,
+                _ => rng.random_range(0..=u64::from(cpus)) as u32,
             };
             let hugepages_gib = match shape {
-                Shape::HugepagesFragmented => HUGEPAGES_PER_ZONE_GIB - rng.upto(3),
-                _ => rng.upto(HUGEPAGES_PER_ZONE_GIB / 2),
+                Shape::HugepagesFragmented => HUGEPAGES_PER_ZONE_GIB - rng.random_range(0..=3),
+                _ => rng.random_range(0..=HUGEPAGES_PER_ZONE_GIB / 2),
             };
             ZoneUse {
                 cpus: used_cpus,
@@ -216,7 +200,7 @@ struct Cluster {
 
 impl Cluster {
     fn new(size: usize, zones: usize) -> Self {
-        let mut rng = Rng(0x7a5 + zones as u64);
+        let mut rng = StdRng::seed_from_u64(0x7a5 + zones as u64);
         // Node-level usage is the same for equal zone use; parse each shape once.
         let mut usages: HashMap<ZoneUse, PodUsage> = HashMap::new();
         let daemons = PodUsage::from_pod(&guaranteed_pod("daemons", &[("agents", 2, 3 * GIB, 0)]))

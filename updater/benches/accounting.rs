@@ -16,6 +16,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 use tas_api::fingerprint::Method;
 use tas_api::nrt::{TopologyManagerConfig, TopologyManagerPolicy, TopologyManagerScope};
 use tas_updater::accounting::{self, AccountingOptions};
@@ -45,27 +47,10 @@ const FUSE: &str = "example.com/fuse";
 /// The characters Kubernetes uses for generated name suffixes.
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-/// Deterministic pseudo-random numbers (SplitMix64), so every run sees the same node.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn suffix(&mut self, len: usize) -> String {
-        (0..len)
-            .map(|_| char::from(SUFFIX_ALPHABET[self.below(SUFFIX_ALPHABET.len())]))
-            .collect()
-    }
+/// A generated name suffix of `len` characters; seeded, so every run sees the same names.
+fn suffix(rng: &mut StdRng, len: usize) -> String {
+    let pick = |rng: &mut StdRng| SUFFIX_ALPHABET[rng.random_range(0..SUFFIX_ALPHABET.len())];
+    (0..len).map(|_| char::from(pick(rng))).collect()
 }
 
 fn numa(ids: &[u32]) -> Option<v1::TopologyInfo> {
@@ -245,14 +230,14 @@ impl Free {
 /// A Guaranteed container pinned to one zone: CPUs, memory, maybe hugepages and devices.
 fn pinned_container(
     free: &mut Free,
-    rng: &mut Rng,
+    rng: &mut StdRng,
     name: &str,
     cpus: usize,
     gpus: usize,
     vfs: usize,
 ) -> Option<v1::ContainerResources> {
     let memory = cpus as u64 * 4 * GIB;
-    let z = free.zone_with(rng.below(ZONES as usize), cpus, memory, gpus, vfs)?;
+    let z = free.zone_with(rng.random_range(0..ZONES as usize), cpus, memory, gpus, vfs)?;
     let zone = z as u32;
     let mut container = v1::ContainerResources {
         name: name.to_owned(),
@@ -261,7 +246,7 @@ fn pinned_container(
         ..Default::default()
     };
     free.memory[z] -= memory;
-    match rng.below(4) {
+    match rng.random_range(0..4) {
         0 if free.huge_1g[z] >= 2 * GIB => {
             free.huge_1g[z] -= 2 * GIB;
             container
@@ -289,9 +274,9 @@ fn pinned_container(
 
 /// A database pinned to two neighbouring zones: CPUs from both, one memory block for
 /// both (the case the accounting has to split).
-fn spanning_container(free: &mut Free, rng: &mut Rng) -> Option<v1::ContainerResources> {
+fn spanning_container(free: &mut Free, rng: &mut StdRng) -> Option<v1::ContainerResources> {
     let first = (0..ZONES as usize - 1)
-        .map(|i| (rng.below(ZONES as usize - 1) + i) % (ZONES as usize - 1))
+        .map(|i| (rng.random_range(0..ZONES as usize - 1) + i) % (ZONES as usize - 1))
         .find(|&z| {
             free.cpus[z].len() >= 4
                 && free.cpus[z + 1].len() >= 4
@@ -320,7 +305,7 @@ fn shared_container(name: &str) -> v1::ContainerResources {
 }
 
 fn pods(topology: &Topology) -> Vec<v1::PodResources> {
-    let mut rng = Rng(0x7a5_acc0);
+    let mut rng = StdRng::seed_from_u64(0x7a5_acc0);
     let mut free = Free::new(topology);
     let pod = |namespace: &str, name: String, containers| v1::PodResources {
         name,
@@ -337,7 +322,7 @@ fn pods(topology: &Topology) -> Vec<v1::PodResources> {
     ]
     .iter()
     .map(|&(ns, ds)| {
-        let name = format!("{ds}-{}", rng.suffix(5));
+        let name = format!("{ds}-{}", suffix(&mut rng, 5));
         let mut containers = vec![shared_container(ds)];
         if ds == "csi-node-driver" {
             containers.push(fuse_container());
@@ -349,11 +334,11 @@ fn pods(topology: &Topology) -> Vec<v1::PodResources> {
     let mut databases = 0;
     while list.len() < PODS {
         let deployment =
-            |rng: &mut Rng, base: &str| format!("{base}-{}-{}", rng.suffix(10), rng.suffix(5));
-        let placed = match rng.below(20) {
+            |rng: &mut StdRng, base: &str| format!("{base}-{}-{}", suffix(rng, 10), suffix(rng, 5));
+        let placed = match rng.random_range(0..20) {
             0..=8 => None,
             9..=14 => {
-                let cpus = [1, 2, 2, 4][rng.below(4)];
+                let cpus = [1, 2, 2, 4][rng.random_range(0..4)];
                 let name = deployment(&mut rng, "ledger-worker");
                 pinned_container(&mut free, &mut rng, "worker", cpus, 0, 0)
                     .map(|c| pod("payments", name, vec![c, shared_container("istio-proxy")]))
@@ -364,7 +349,7 @@ fn pods(topology: &Topology) -> Vec<v1::PodResources> {
                     .map(|c| pod("ml-serving", name, vec![c]))
             }
             17..=18 => {
-                let vfs = 1 + rng.below(2);
+                let vfs = 1 + rng.random_range(0..2);
                 let name = deployment(&mut rng, "packet-gateway");
                 pinned_container(&mut free, &mut rng, "dataplane", 2, 0, vfs)
                     .map(|c| pod("network", name, vec![c]))
@@ -384,7 +369,7 @@ fn pods(topology: &Topology) -> Vec<v1::PodResources> {
                 ("default", "web"),
                 ("batch", "nightly-report"),
                 ("monitoring", "prometheus-adapter"),
-            ][rng.below(4)];
+            ][rng.random_range(0..4)];
             let name = deployment(&mut rng, base);
             pod(ns, name, vec![shared_container(base)])
         });
