@@ -6,7 +6,7 @@
 //! readiness off; the loop itself never exits on an observation error.
 
 use crate::accounting::{self, AccountingOptions};
-use crate::http::Readiness;
+use crate::http::IntoReadiness;
 use crate::kubelet_config::{KubeletConfig, KubeletConfigError};
 use crate::metrics::{CallLabel, Metrics};
 use crate::nrt_object::{self, NodeRef, Observed};
@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+use tas_runtime::http::Readiness;
 use tokio::sync::mpsc;
 
 /// Everything the agent needs to know, from flags.
@@ -82,20 +83,22 @@ pub struct Agent {
     client: Client,
     podresources: PodResourcesClient,
     metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
+    readiness: Readiness,
     publisher: Publisher,
     node: NodeRef,
 }
 
 impl Agent {
-    /// An agent for `cfg.node_name`.
+    /// An agent for `cfg.node_name`, reporting through `metrics` and `readiness`
+    /// (ready after a successful publish, not ready with the error after a failed one).
     pub fn new(
         cfg: AgentConfig,
         client: Client,
         podresources: PodResourcesClient,
         metrics: Arc<Metrics>,
-        readiness: Arc<Readiness>,
+        readiness: impl IntoReadiness,
     ) -> Self {
+        let readiness = readiness.into_readiness();
         let publisher = Publisher::new(Api::all(client.clone()), cfg.reapply_interval);
         let node = NodeRef {
             name: cfg.node_name.clone(),
@@ -157,7 +160,7 @@ impl Agent {
         match self.observe_and_publish().await {
             Ok(outcome) => {
                 self.metrics.published(outcome == Outcome::Applied);
-                self.readiness.ready();
+                self.readiness.set_ready();
                 if outcome == Outcome::Applied {
                     tracing::info!(
                         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -170,7 +173,7 @@ impl Agent {
             Err(e) => {
                 self.metrics.failed(e.kind());
                 tracing::warn!(error = %e, kind = e.kind(), "could not publish NodeResourceTopology");
-                self.readiness.not_ready(e.to_string());
+                self.readiness.set_not_ready(e.to_string());
             }
         }
     }

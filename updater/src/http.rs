@@ -1,93 +1,42 @@
-//! `/healthz`, `/readyz` and `/metrics`.
-//!
-//! Liveness only says the process serves HTTP. Readiness turns true after the first
-//! successful publish and false while the kubelet's socket is unreachable, with the reason
-//! in the response body so `kubectl describe pod` shows why.
+//! Transitional. The agent's `/healthz`, `/readyz` and `/metrics` are served by
+//! [`tas_runtime::http`], and the agent reports readiness through a
+//! [`tas_runtime::http::Readiness`]. What remains here lets callers that still hand
+//! [`Agent::new`](crate::agent::Agent::new) an `Arc<http::Readiness>` (the end-to-end
+//! stack) build until they pass a `tas_runtime::http::Readiness`; then it goes.
 
-use crate::metrics::Metrics;
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Readiness as the agent sees it.
-#[derive(Debug, Default)]
-pub struct Readiness {
-    not_ready: Mutex<Option<String>>,
-}
+/// The readiness the agent used to take: a handle on a
+/// [`tas_runtime::http::Readiness`].
+#[derive(Debug, Clone)]
+pub struct Readiness(tas_runtime::http::Readiness);
 
 impl Readiness {
-    /// Not ready until told otherwise.
+    /// Not ready, for `reason`, until the agent's first publish.
     pub fn new(reason: impl Into<String>) -> Self {
-        Self {
-            not_ready: Mutex::new(Some(reason.into())),
-        }
-    }
-
-    /// Mark ready.
-    pub fn ready(&self) {
-        if let Ok(mut r) = self.not_ready.lock() {
-            *r = None;
-        }
-    }
-
-    /// Mark not ready, saying why.
-    pub fn not_ready(&self, reason: impl Into<String>) {
-        if let Ok(mut r) = self.not_ready.lock() {
-            *r = Some(reason.into());
-        }
+        Self(tas_runtime::http::Readiness::not_ready(reason))
     }
 
     /// `None` when ready, else the reason.
     pub fn reason(&self) -> Option<String> {
-        self.not_ready
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_else(|_| Some("readiness state poisoned".to_owned()))
+        self.0.check().err()
     }
 }
 
-#[derive(Clone)]
-struct AppState {
-    metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
+/// What [`Agent::new`](crate::agent::Agent::new) accepts as its readiness.
+pub trait IntoReadiness {
+    /// The readiness the agent flips.
+    fn into_readiness(self) -> tas_runtime::http::Readiness;
 }
 
-/// The router (exposed for tests).
-pub fn router(metrics: Arc<Metrics>, readiness: Arc<Readiness>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(AppState { metrics, readiness })
-}
-
-async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    match s.readiness.reason() {
-        None => (StatusCode::OK, "ok".to_owned()),
-        Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+impl IntoReadiness for tas_runtime::http::Readiness {
+    fn into_readiness(self) -> tas_runtime::http::Readiness {
+        self
     }
 }
 
-async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
-    )
-}
-
-/// Serve until the process ends. Binding errors are returned (e.g. port in use).
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, router(metrics, readiness)).await
+impl IntoReadiness for Arc<Readiness> {
+    fn into_readiness(self) -> tas_runtime::http::Readiness {
+        self.0.clone()
+    }
 }

@@ -6,7 +6,9 @@
 //! exclusive allocations of running pods; [`accounting`] turns both into per-zone
 //! capacity / allocatable / available; [`nrt_object`] builds the object and [`publish`]
 //! writes it only when it changed. [`agent`] runs that on [`triggers`] (periodic, pod
-//! events, edits of the object); [`http`] serves health and [`metrics`].
+//! events, edits of the object) and reports through [`metrics`] and a readiness, both
+//! served by `tas_runtime::http`. [`cli`] holds the flags, the common ones from
+//! `tas_runtime::cli`.
 
 pub mod accounting;
 pub mod agent;
