@@ -1,19 +1,18 @@
 //! The agent's loop: wait for a trigger, observe the node, publish if anything changed.
 //!
-//! One observation reads sysfs (cheap, so hot-added hugepages or CPUs show up without a
-//! restart), the kubelet config file, and the kubelet's podresources API, then builds the
-//! object and hands it to the [`Publisher`]. Every failure is logged, counted and turns
-//! readiness off; the loop itself never exits on an observation error.
+//! One observation reads the [`NodeFiles`] (sysfs and the kubelet config, off the async
+//! thread) and the kubelet's podresources API, then builds the object and hands it to
+//! the [`Publisher`]. Every failure is logged, counted and turns readiness off; the loop
+//! itself never exits on an observation error.
 
 use crate::accounting::{self, AccountingOptions};
 use crate::http::IntoReadiness;
-use crate::kubelet_config::{KubeletConfig, KubeletConfigError};
 use crate::metrics::{CallLabel, Metrics};
+use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
 use crate::podresources::PodResourcesClient;
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::publish::{Outcome, Publisher};
-use crate::sysfs;
 use crate::triggers::{self, Mode, Trigger};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, Client};
@@ -52,12 +51,9 @@ pub struct AgentConfig {
 /// Why an observation failed (the kind is the metrics label).
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    /// sysfs could not be read.
+    /// sysfs or the kubelet config file could not be read.
     #[error(transparent)]
-    Sysfs(#[from] sysfs::SysfsError),
-    /// The kubelet config file is unreadable or malformed.
-    #[error(transparent)]
-    KubeletConfig(#[from] KubeletConfigError),
+    NodeFiles(#[from] NodeFilesError),
     /// The kubelet's podresources API failed.
     #[error(transparent)]
     PodResources(#[from] crate::podresources::PodResourcesError),
@@ -69,8 +65,8 @@ pub enum ObserveError {
 impl ObserveError {
     fn kind(&self) -> &'static str {
         match self {
-            Self::Sysfs(_) => "sysfs",
-            Self::KubeletConfig(_) => "kubelet_config",
+            Self::NodeFiles(NodeFilesError::KubeletConfig(_)) => "kubelet_config",
+            Self::NodeFiles(NodeFilesError::Sysfs(_) | NodeFilesError::Cancelled) => "sysfs",
             Self::PodResources(e) => e.kind().as_str(),
             Self::Publish(_) => "apply",
         }
@@ -190,15 +186,8 @@ impl Agent {
                 Err(e) => tracing::warn!(error = %e, "reading this Node for the owner reference"),
             }
         }
-        let topology = sysfs::discover(&self.cfg.sysfs_root)?;
-        let kubelet = match KubeletConfig::load(&self.cfg.kubelet_config) {
-            Ok(c) => c,
-            Err(KubeletConfigError::NotFound { path }) => {
-                tracing::debug!(path = %path.display(), "no kubelet config file: kubelet defaults");
-                KubeletConfig::default()
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let NodeFiles { topology, kubelet } =
+            NodeFiles::read(&self.cfg.sysfs_root, &self.cfg.kubelet_config).await?;
         let mut tm = kubelet.topology_manager_config();
         if let Some(p) = self.cfg.policy_override {
             tm.policy = p;
