@@ -70,7 +70,7 @@ mod tests {
 
         let set = Binary::try_parse_from([
             "binary",
-            "--kubeconfig=/tmp/kubeconfig",
+            "--kubeconfig=cluster/kubeconfig",
             "--http-address=127.0.0.1:9090",
             "--log-level=debug,kube=warn",
             "--log-format=text",
@@ -78,7 +78,7 @@ mod tests {
         ])
         .unwrap()
         .common;
-        assert_eq!(set.kubeconfig, Some(PathBuf::from("/tmp/kubeconfig")));
+        assert_eq!(set.kubeconfig, Some(PathBuf::from("cluster/kubeconfig")));
         assert_eq!(set.http_address, "127.0.0.1:9090".parse().unwrap());
         assert_eq!(set.log_level, "debug,kube=warn");
         assert_eq!(set.log_format, LogFormat::Text);
