@@ -3,13 +3,14 @@
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tas_operator::build::BuildContext;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_operator::{Config, Metrics};
+use tas_runtime::cli::CommonArgs;
 use tas_runtime::lease::{LeaderElector, LeaseConfig};
+use tas_runtime::telemetry::LogFormat;
 
 /// Node agent image used when the CR names none.
 const DEFAULT_UPDATER_IMAGE: &str = "ghcr.io/tas-dev/tas-updater:v0.1.0";
@@ -72,20 +73,10 @@ impl ImageArgs {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Kubeconfig file; in-cluster configuration (or ~/.kube/config) when unset.
-    #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
     #[command(flatten)]
     images: ImageArgs,
-    /// Address of /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    metrics_address: SocketAddr,
-    /// Log filter: a level (error, warn, info, debug, trace) or a tracing directive.
-    #[arg(long, env = "TAS_LOG_LEVEL", default_value = "info")]
-    log_level: String,
-    /// Log as JSON lines.
-    #[arg(long, default_value_t = false)]
-    log_json: bool,
     /// Reconcile only while holding the `tas-operator` Lease, so that several replicas
     /// can run with one active.
     #[arg(long, default_value_t = false)]
@@ -93,9 +84,6 @@ struct RunArgs {
     /// Namespace of the leader-election Lease (the operator's own namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "tas-system")]
     leader_elect_namespace: String,
-    /// Name of this replica in Events and the Lease; the pod name (or host name).
-    #[arg(long, env = "POD_NAME")]
-    instance: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -111,13 +99,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let instance = args
-        .instance
-        .clone()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| format!("tas-operator-{}", std::process::id()));
+    let instance = args.common.identity();
     let otlp = Otlp::new(OtlpSettings::from_env(Some(instance.clone())));
-    tas_operator::telemetry::init(&args.log_level, args.log_json, &otlp)?;
+    let json = args.common.log_format == LogFormat::Json;
+    tas_operator::telemetry::init(&args.common.log_level, json, &otlp)?;
     // The environment's endpoint until the object names one.
     otlp.use_endpoint(None);
     let outcome = operate(args, instance, otlp.clone()).await;
@@ -127,7 +112,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// Serves metrics and reconciles (when leading) until a shutdown signal.
 async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<()> {
-    let client = tas_runtime::client::from_kubeconfig(args.kubeconfig.as_deref()).await?;
+    let client = args.common.client().await?;
     let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
     let config = Config {
         build: args.images.build_context(),
@@ -144,9 +129,9 @@ async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
-    let listener = tokio::net::TcpListener::bind(args.metrics_address)
+    let listener = tokio::net::TcpListener::bind(args.common.http_address)
         .await
-        .with_context(|| format!("binding {}", args.metrics_address))?;
+        .with_context(|| format!("binding {}", args.common.http_address))?;
     let rendered = metrics.clone();
     let http = tokio::spawn(tas_runtime::http::serve_on(
         listener,

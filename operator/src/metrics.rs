@@ -23,6 +23,7 @@ use prometheus_client::registry::Registry;
 use std::fmt;
 use std::time::Duration;
 use tas_runtime::http::Readiness;
+use tas_runtime::metrics::{self as runtime_metrics, ResultLabel};
 
 /// How a reconcile ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -51,13 +52,6 @@ impl ReconcileResult {
     fn attribute(self) -> KeyValue {
         KeyValue::new("result", self.as_str())
     }
-}
-
-/// `result` label.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// `success`, `transient_error` or `permanent_error`.
-    pub result: &'static str,
 }
 
 /// `component` label.
@@ -100,8 +94,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric under the `tas_operator` prefix.
     pub fn new() -> Self {
-        let mut root = Registry::default();
-        let registry = root.sub_registry_with_prefix("tas_operator");
+        let mut registry = runtime_metrics::registry("tas_operator");
         let reconciles = Family::<ResultLabel, Counter>::default();
         registry.register(
             "reconciles",
@@ -129,7 +122,7 @@ impl Metrics {
             stale_nrt_nodes.clone(),
         );
         let metrics = Self {
-            registry: root,
+            registry,
             reconciles,
             reconcile_duration,
             operands_ready,
@@ -140,9 +133,7 @@ impl Metrics {
         // Every series exists from the start, at zero: a missing series cannot be told
         // apart from a scrape problem, and rate() needs the zero to start from.
         for result in ReconcileResult::ALL {
-            let label = ResultLabel {
-                result: result.as_str(),
-            };
+            let label = ResultLabel::new(result.as_str());
             let _ = metrics.reconciles.get_or_create(&label);
             let _ = metrics.reconcile_duration.get_or_create(&label);
         }
@@ -200,9 +191,7 @@ impl Metrics {
 
     /// Records one reconcile.
     pub fn reconciled(&self, result: ReconcileResult, took: Duration) {
-        let label = ResultLabel {
-            result: result.as_str(),
-        };
+        let label = ResultLabel::new(result.as_str());
         self.reconciles.get_or_create(&label).inc();
         self.reconcile_duration
             .get_or_create(&label)
@@ -221,7 +210,7 @@ impl Metrics {
             .into_iter()
             .map(|r| {
                 self.reconciles
-                    .get_or_create(&ResultLabel { result: r.as_str() })
+                    .get_or_create(&ResultLabel::new(r.as_str()))
                     .get()
             })
             .sum()
@@ -258,9 +247,7 @@ impl Metrics {
 
     /// The metrics in the OpenMetrics text format.
     pub fn render(&self) -> Result<String, fmt::Error> {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
+        runtime_metrics::encode(&self.registry)
     }
 }
 

@@ -3,12 +3,18 @@
 //! - [`lease`]: leader election on a `coordination.k8s.io/v1` Lease, with a cheap
 //!   "am I leader" check for every action only the leader may take;
 //! - [`http`]: the `/healthz`, `/readyz` and `/metrics` server;
+//! - [`metrics`]: the Prometheus registry set-up and the `result` label;
 //! - [`telemetry`]: logging setup;
 //! - [`client`]: a kube client from an explicit kubeconfig or the environment;
-//! - [`signals`]: the shutdown signal (SIGINT or SIGTERM).
+//! - [`signals`]: the shutdown signal (SIGINT or SIGTERM);
+//! - [`cli`]: the flags every binary shares (kubeconfig, HTTP address, logging,
+//!   identity), resolved by [`identity`] for who this replica is.
 
+pub mod cli;
 pub mod client;
 pub mod http;
+pub mod identity;
 pub mod lease;
+pub mod metrics;
 pub mod signals;
 pub mod telemetry;

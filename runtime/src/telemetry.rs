@@ -8,6 +8,16 @@ use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
 /// The filter used when the requested one does not parse.
 pub const FALLBACK_LEVEL: &str = "info";
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line, for log collectors.
+    #[default]
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
 /// Errors of logging setup.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
@@ -18,15 +28,14 @@ pub enum TelemetryError {
 
 /// Installs the global subscriber. `level` is an `EnvFilter` directive; a bad one
 /// falls back to [`FALLBACK_LEVEL`] with a warning rather than failing start-up.
-pub fn init_logging(level: &str, json: bool) -> Result<(), TelemetryError> {
+pub fn init_logging(level: &str, format: LogFormat) -> Result<(), TelemetryError> {
     let (filter, bad_filter) = parse_filter(level);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if json {
-        builder.json().finish().try_init()?;
-    } else {
-        builder.finish().try_init()?;
+    match format {
+        LogFormat::Json => builder.json().finish().try_init()?,
+        LogFormat::Text => builder.finish().try_init()?,
     }
     if let Some(error) = bad_filter {
         tracing::warn!(

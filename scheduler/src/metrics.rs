@@ -1,25 +1,18 @@
 //! Prometheus metrics of the scheduler (`tas_scheduler_*`), all low-cardinality.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-
-/// Result of a scheduling attempt.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// `scheduled`, `unschedulable`, `preempted` (victims evicted for the pod) or
-    /// `error`.
-    pub result: &'static str,
-}
+use tas_runtime::metrics::{self as runtime_metrics, ResultLabel};
 
 /// Every metric the scheduler exports.
 pub struct Metrics {
     /// The registry (also holds the cache's metrics).
     pub registry: Registry,
-    /// Scheduling attempts by result.
+    /// Scheduling attempts by result: `scheduled`, `unschedulable`, `preempted`
+    /// (victims evicted for the pod) or `error`.
     pub attempts: Family<ResultLabel, Counter>,
     /// Pod creation → bind latency.
     pub e2e_latency: Histogram,
@@ -44,7 +37,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Register every metric.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("tas_scheduler");
+        let mut registry = runtime_metrics::registry("tas_scheduler");
         let attempts = Family::<ResultLabel, Counter>::default();
         registry.register(
             "schedule_attempts",
@@ -101,6 +94,6 @@ impl Metrics {
 
     /// Count an attempt.
     pub fn attempt(&self, result: &'static str) {
-        self.attempts.get_or_create(&ResultLabel { result }).inc();
+        self.attempts.get_or_create(&ResultLabel::new(result)).inc();
     }
 }

@@ -1,19 +1,19 @@
 //! The agent's loop: wait for a trigger, observe the node, publish if anything changed.
 //!
-//! One observation reads sysfs (cheap, so hot-added hugepages or CPUs show up without a
-//! restart), the kubelet config file, and the kubelet's podresources API, then builds the
-//! object and hands it to the [`Publisher`]. Every failure is logged, counted and turns
-//! readiness off; the loop itself never exits on an observation error.
+//! One observation reads the [`NodeFiles`] (sysfs and the kubelet config, off the async
+//! thread) and the kubelet's podresources API, then builds the object and hands it to
+//! the [`Publisher`]. Every failure is logged, counted and turns readiness off; the loop
+//! itself never exits on an observation error. Each publish runs in a `publish` span
+//! attached with `.instrument()`, so the agent's other tasks (watches, debouncer) never
+//! log inside it while it waits.
 
 use crate::accounting::{self, AccountingOptions};
-use crate::http::Readiness;
-use crate::kubelet_config::{KubeletConfig, KubeletConfigError};
 use crate::metrics::{CallLabel, Metrics};
+use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
 use crate::podresources::PodResourcesClient;
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::publish::{Outcome, Publisher};
-use crate::sysfs;
 use crate::triggers::{self, Mode, Trigger};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, Client};
@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+use tas_runtime::http::Readiness;
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 /// Everything the agent needs to know, from flags.
 #[derive(Debug, Clone)]
@@ -51,12 +53,9 @@ pub struct AgentConfig {
 /// Why an observation failed (the kind is the metrics label).
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    /// sysfs could not be read.
+    /// sysfs or the kubelet config file could not be read.
     #[error(transparent)]
-    Sysfs(#[from] sysfs::SysfsError),
-    /// The kubelet config file is unreadable or malformed.
-    #[error(transparent)]
-    KubeletConfig(#[from] KubeletConfigError),
+    NodeFiles(#[from] NodeFilesError),
     /// The kubelet's podresources API failed.
     #[error(transparent)]
     PodResources(#[from] crate::podresources::PodResourcesError),
@@ -68,8 +67,8 @@ pub enum ObserveError {
 impl ObserveError {
     fn kind(&self) -> &'static str {
         match self {
-            Self::Sysfs(_) => "sysfs",
-            Self::KubeletConfig(_) => "kubelet_config",
+            Self::NodeFiles(NodeFilesError::KubeletConfig(_)) => "kubelet_config",
+            Self::NodeFiles(NodeFilesError::Sysfs(_) | NodeFilesError::Cancelled) => "sysfs",
             Self::PodResources(e) => e.kind().as_str(),
             Self::Publish(_) => "apply",
         }
@@ -82,19 +81,20 @@ pub struct Agent {
     client: Client,
     podresources: PodResourcesClient,
     metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
+    readiness: Readiness,
     publisher: Publisher,
     node: NodeRef,
 }
 
 impl Agent {
-    /// An agent for `cfg.node_name`.
+    /// An agent for `cfg.node_name`, reporting through `metrics` and `readiness`
+    /// (ready after a successful publish, not ready with the error after a failed one).
     pub fn new(
         cfg: AgentConfig,
         client: Client,
         podresources: PodResourcesClient,
         metrics: Arc<Metrics>,
-        readiness: Arc<Readiness>,
+        readiness: Readiness,
     ) -> Self {
         let publisher = Publisher::new(Api::all(client.clone()), cfg.reapply_interval);
         let node = NodeRef {
@@ -152,12 +152,15 @@ impl Agent {
     /// readiness.
     pub async fn publish_once(&mut self, trigger: &Trigger) {
         let span = tracing::info_span!("publish", node = %self.node.name, ?trigger);
-        let _enter = span.enter();
+        self.publish_and_report().instrument(span).await;
+    }
+
+    async fn publish_and_report(&mut self) {
         let started = Instant::now();
         match self.observe_and_publish().await {
             Ok(outcome) => {
                 self.metrics.published(outcome == Outcome::Applied);
-                self.readiness.ready();
+                self.readiness.set_ready();
                 if outcome == Outcome::Applied {
                     tracing::info!(
                         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -170,7 +173,7 @@ impl Agent {
             Err(e) => {
                 self.metrics.failed(e.kind());
                 tracing::warn!(error = %e, kind = e.kind(), "could not publish NodeResourceTopology");
-                self.readiness.not_ready(e.to_string());
+                self.readiness.set_not_ready(e.to_string());
             }
         }
     }
@@ -187,15 +190,8 @@ impl Agent {
                 Err(e) => tracing::warn!(error = %e, "reading this Node for the owner reference"),
             }
         }
-        let topology = sysfs::discover(&self.cfg.sysfs_root)?;
-        let kubelet = match KubeletConfig::load(&self.cfg.kubelet_config) {
-            Ok(c) => c,
-            Err(KubeletConfigError::NotFound { path }) => {
-                tracing::debug!(path = %path.display(), "no kubelet config file: kubelet defaults");
-                KubeletConfig::default()
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let NodeFiles { topology, kubelet } =
+            NodeFiles::read(&self.cfg.sysfs_root, &self.cfg.kubelet_config).await?;
         let mut tm = kubelet.topology_manager_config();
         if let Some(p) = self.cfg.policy_override {
             tm.policy = p;
@@ -240,5 +236,107 @@ impl Agent {
             .podresources_latency
             .get_or_create(&CallLabel { call })
             .observe(since.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tracing::field::{Field, Visit};
+    use tracing::{Event, Subscriber};
+    use tracing_subscriber::layer::{Context, SubscriberExt as _};
+    use tracing_subscriber::registry::LookupSpan;
+    use tracing_subscriber::{Layer, Registry};
+
+    use super::*;
+    use crate::podresources::ClientConfig;
+
+    /// Per event: whether it came from the other task, and whether it sat in `publish`.
+    type Seen = Arc<Mutex<Vec<(bool, bool)>>>;
+
+    struct Recorder(Seen);
+
+    struct IsOther(bool);
+
+    impl Visit for IsOther {
+        fn record_debug(&mut self, field: &Field, _: &dyn std::fmt::Debug) {
+            self.0 |= field.name() == "other";
+        }
+    }
+
+    impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
+        fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+            let mut other = IsOther(false);
+            event.record(&mut other);
+            let in_publish = ctx
+                .event_scope(event)
+                .is_some_and(|mut scope| scope.any(|span| span.name() == "publish"));
+            if let Ok(mut seen) = self.0.lock() {
+                seen.push((other.0, in_publish));
+            }
+        }
+    }
+
+    /// An agent whose every step fails: an API server that refuses connections, no
+    /// sysfs, no kubelet.
+    fn failing_agent(dir: &std::path::Path) -> Agent {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let cfg = AgentConfig {
+            node_name: "node-a".into(),
+            sysfs_root: dir.join("sys"),
+            kubelet_config: dir.join("config.yaml"),
+            policy_override: None,
+            scope_override: None,
+            mode: Mode::Periodic,
+            period: Duration::from_secs(3600),
+            debounce: Duration::from_millis(100),
+            reapply_interval: Duration::from_secs(600),
+            fingerprint: FingerprintPolicy::new(None, &[]).unwrap(),
+        };
+        Agent::new(
+            cfg,
+            Client::try_from(config).unwrap(),
+            PodResourcesClient::new(ClientConfig::new(dir.join("kubelet.sock"))),
+            Arc::new(Metrics::new()),
+            Readiness::not_ready("starting"),
+        )
+    }
+
+    /// On the agent's single thread, another task logging while a publish waits must
+    /// not land in the publish span; the publish's own lines must.
+    #[tokio::test(flavor = "current_thread")]
+    async fn other_tasks_do_not_log_inside_the_publish_span() {
+        let seen = Seen::default();
+        let subscriber = Registry::default().with(Recorder(seen.clone()));
+        let _default = tracing::subscriber::set_default(subscriber);
+        let dir = tempfile::tempdir().unwrap();
+        let mut agent = failing_agent(dir.path());
+
+        let other = tokio::spawn(async {
+            loop {
+                tracing::info!(other = true, "another task");
+                tokio::task::yield_now().await;
+            }
+        });
+        agent.publish_once(&Trigger::Tick).await;
+        other.abort();
+
+        let seen = seen.lock().unwrap().clone();
+        let count = |want: (bool, bool)| seen.iter().filter(|&&line| line == want).count();
+        let (others, leaked) = (
+            count((true, false)) + count((true, true)),
+            count((true, true)),
+        );
+        assert!(others > 1, "the other task ran during the publish");
+        assert_eq!(
+            leaked, 0,
+            "of {others} lines of another task, {leaked} landed in the publish span"
+        );
+        assert!(count((false, true)) > 0, "the publish logs in its span");
+        assert!(
+            agent.readiness.check().is_err(),
+            "a failed publish is not ready"
+        );
     }
 }

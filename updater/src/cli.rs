@@ -5,11 +5,11 @@ use crate::agent::AgentConfig;
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::triggers::Mode;
 use clap::Parser;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::fingerprint::Method;
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+use tas_runtime::cli::CommonArgs;
 
 /// Publishes this node's NUMA topology and free resources as a NodeResourceTopology object.
 #[derive(Parser, Debug)]
@@ -52,18 +52,9 @@ pub struct Args {
     /// Pods left out of the fingerprint, `namespace/name` globs (repeatable).
     #[arg(long)]
     pub exclude_pods: Vec<String>,
-    /// Address of /healthz, /readyz and /metrics.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    pub http_address: SocketAddr,
-    /// Kubeconfig file (default: in-cluster config, or $KUBECONFIG).
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Log level (error, warn, info, debug, trace) or a tracing filter.
-    #[arg(long, default_value = "info")]
-    pub log_level: String,
-    /// Log format.
-    #[arg(long, default_value = "json", value_parser = ["json", "text"])]
-    pub log_format: String,
+    /// Kubeconfig, HTTP address, logging and identity, as every TAS binary takes them.
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -110,5 +101,27 @@ impl Args {
             reapply_interval: self.reapply_interval,
             fingerprint: FingerprintPolicy::new(method, &self.exclude_pods)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tas_api::config::updater::UpdaterArgs;
+    use tas_api::tas::UpdaterSpec;
+
+    #[test]
+    fn the_flags_the_operator_renders_parse() {
+        let rendered = UpdaterArgs::for_daemonset(&UpdaterSpec::default(), "debug").to_args();
+        let argv = ["tas-updater", "--node-name=worker-1"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(rendered);
+        let args = Args::try_parse_from(argv).unwrap();
+        assert_eq!(args.common.log_level, "debug");
+        assert_eq!(args.common.http_address.port(), 8080);
+        let config = args.agent_config().unwrap();
+        assert_eq!(config.node_name, "worker-1");
+        assert_eq!(config.sysfs_root, PathBuf::from("/host-sys"));
     }
 }

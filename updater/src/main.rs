@@ -3,70 +3,48 @@
 use anyhow::Context;
 use clap::Parser;
 use std::sync::Arc;
+use tas_runtime::http::{self, Readiness};
 use tas_updater::agent::Agent;
 use tas_updater::cli::Args;
-use tas_updater::http::{self, Readiness};
 use tas_updater::metrics::Metrics;
 use tas_updater::podresources::{ClientConfig, PodResourcesClient};
 
-/// One thread: the agent does little work, and a small footprint matters on every node.
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    init_logging(&args.log_level, &args.log_format);
+/// One thread runs the agent: it does little work, and a small footprint matters on
+/// every node. File reads (sysfs, the kubelet config) run on at most one more.
+fn main() -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run(Args::parse()))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    args.common.init_logging().context("initialising logging")?;
     let config = args.agent_config()?;
-    let client = kube_client(args.kubeconfig.as_deref()).await?;
+    let client = args.common.client().await?;
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(Readiness::new("no NodeResourceTopology published yet"));
-    let http_task = tokio::spawn(http::serve(
-        args.http_address,
-        metrics.clone(),
+    let readiness = Readiness::not_ready("no NodeResourceTopology published yet");
+    let address = args.common.http_address;
+    let rendered = metrics.clone();
+    let server = tokio::spawn(http::serve(
+        address,
+        http::Metrics::from_fn(move || rendered.render()),
         readiness.clone(),
     ));
     let podresources = PodResourcesClient::new(ClientConfig::new(&args.podresources_socket));
     let agent = Agent::new(config, client, podresources, metrics, readiness);
-    tracing::info!(node = %args.node_name, "tas-updater starting");
+    let identity = args.common.identity();
+    tracing::info!(node = %args.node_name, %identity, "tas-updater starting");
     tokio::select! {
         () = agent.run() => {}
-        r = http_task => {
-            r.context("HTTP server task")?.with_context(|| format!("serving HTTP on {}", args.http_address))?;
+        served = server => {
+            served
+                .context("HTTP server task")?
+                .with_context(|| format!("serving HTTP on {address}"))?;
         }
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
-        () = sigterm() => tracing::info!("terminating"),
+        () = tas_runtime::signals::shutdown() => {}
     }
     Ok(())
-}
-
-async fn sigterm() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
-}
-
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no in-cluster config and no kubeconfig")?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
-fn init_logging(level: &str, format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }

@@ -6,16 +6,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// Label of a publish attempt's result.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// `applied`, `unchanged` or `error`.
-    pub result: &'static str,
-}
+use tas_runtime::metrics::{self as runtime_metrics, ResultLabel};
 
 /// Label of an error's kind.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,7 +29,7 @@ pub struct CallLabel {
 /// Every metric the agent exports.
 pub struct Metrics {
     registry: Registry,
-    /// Publish attempts by result.
+    /// Publish attempts by result: `applied`, `unchanged` or `error`.
     pub publishes: Family<ResultLabel, Counter>,
     /// Errors by kind.
     pub errors: Family<KindLabel, Counter>,
@@ -56,8 +51,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Register every metric under the `tas_updater` prefix.
     pub fn new() -> Self {
-        let mut root = Registry::default();
-        let registry = root.sub_registry_with_prefix("tas_updater");
+        let mut registry = runtime_metrics::registry("tas_updater");
         let publishes = Family::<ResultLabel, Counter>::default();
         registry.register(
             "publishes",
@@ -90,7 +84,7 @@ impl Metrics {
         );
         last_publish_age.set(-1.0);
         Self {
-            registry: root,
+            registry,
             publishes,
             errors,
             podresources_latency,
@@ -103,7 +97,9 @@ impl Metrics {
     /// Record a successful publish (written or unchanged).
     pub fn published(&self, applied: bool) {
         let result = if applied { "applied" } else { "unchanged" };
-        self.publishes.get_or_create(&ResultLabel { result }).inc();
+        self.publishes
+            .get_or_create(&ResultLabel::new(result))
+            .inc();
         if let Ok(mut last) = self.last_publish.lock() {
             *last = Some(Instant::now());
         }
@@ -117,22 +113,19 @@ impl Metrics {
     /// Record a failed attempt.
     pub fn failed(&self, kind: &'static str) {
         self.publishes
-            .get_or_create(&ResultLabel { result: "error" })
+            .get_or_create(&ResultLabel::new("error"))
             .inc();
         self.errors.get_or_create(&KindLabel { kind }).inc();
     }
 
-    /// The text exposition, with the publish age computed now.
-    pub fn encode(&self) -> String {
+    /// The OpenMetrics text exposition, with the publish age computed now.
+    pub fn render(&self) -> Result<String, fmt::Error> {
         if let Ok(last) = self.last_publish.lock()
             && let Some(at) = *last
         {
             self.last_publish_age.set(at.elapsed().as_secs_f64());
         }
-        let mut out = String::new();
-        // Encoding into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        runtime_metrics::encode(&self.registry)
     }
 }
 
@@ -149,7 +142,7 @@ mod tests {
         m.podresources_latency
             .get_or_create(&CallLabel { call: "list" })
             .observe(0.002);
-        let text = m.encode();
+        let text = m.render().unwrap();
         for want in [
             "tas_updater_publishes_total{result=\"applied\"} 1",
             "tas_updater_publishes_total{result=\"unchanged\"} 1",
@@ -165,7 +158,7 @@ mod tests {
 
     #[test]
     fn age_is_negative_before_the_first_publish() {
-        let text = Metrics::new().encode();
+        let text = Metrics::new().render().unwrap();
         assert!(
             text.contains("tas_updater_last_publish_age_seconds -1"),
             "{text}"

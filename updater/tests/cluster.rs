@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use tas_api::fingerprint::Method;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_nodesim::kubelet_server::{FakeKubelet, FakeKubeletHandle};
+use tas_runtime::http::Readiness;
 use tas_testcluster::{
     FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name, wait_for,
 };
 use tas_updater::agent::{Agent, AgentConfig};
-use tas_updater::http::Readiness;
 use tas_updater::metrics::Metrics;
 use tas_updater::podresources::v1::{
     AllocatableResourcesResponse, ContainerResources, PodResources,
@@ -36,7 +36,7 @@ struct SimNode {
     kubelet: FakeKubelet,
     server: Option<FakeKubeletHandle>,
     metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
+    readiness: Readiness,
     agent: tokio::task::JoinHandle<()>,
 }
 
@@ -60,7 +60,7 @@ impl SimNode {
     }
 
     fn publishes(&self, result: &str) -> u64 {
-        let text = self.metrics.encode();
+        let text = self.metrics.render().expect("metrics render");
         let prefix = format!("tas_updater_publishes_total{{result=\"{result}\"}} ");
         text.lines()
             .find_map(|l| l.strip_prefix(&prefix))
@@ -134,7 +134,7 @@ async fn start(client: &Client, mode: Mode, period: Duration) -> SimNode {
         ..Default::default()
     });
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(Readiness::new("starting"));
+    let readiness = Readiness::not_ready("starting");
     let cfg = AgentConfig {
         node_name: name.clone(),
         sysfs_root: dir.path().join("sys"),
@@ -235,10 +235,7 @@ async fn publishes_the_node_and_follows_allocation_changes() {
         (owner.kind.as_str(), owner.name.as_str()),
         ("Node", node.name.as_str())
     );
-    assert!(
-        node.readiness.reason().is_none(),
-        "ready after the first publish"
-    );
+    assert!(node.readiness.is_ready(), "ready after the first publish");
 
     // A Guaranteed pod gets CPUs 0 and 1: zone 0 shows 2 available, and the fingerprint
     // now covers that pod.
@@ -309,11 +306,12 @@ async fn survives_the_kubelet_socket_going_away() {
     wait_nrt(&api, &node.name, "NRT published", |_| true).await;
     node.stop_kubelet().await;
     wait_for("not ready while the socket is gone", TIMEOUT, || async {
-        Ok::<_, kube::Error>(node.readiness.reason())
+        Ok::<_, kube::Error>(node.readiness.check().err())
     })
     .await
     .unwrap();
-    assert!(node.metrics.encode().contains("tas_updater_errors_total"));
+    let metrics = node.metrics.render().expect("metrics render");
+    assert!(metrics.contains("tas_updater_errors_total"));
     // The kubelet comes back with a new allocation: the agent reconnects and publishes it.
     node.kubelet
         .set_pods(vec![pinned_pod("default", "after-restart", &[4])]);
@@ -326,7 +324,7 @@ async fn survives_the_kubelet_socket_going_away() {
     )
     .await;
     wait_for("ready again", TIMEOUT, || async {
-        Ok::<_, kube::Error>(node.readiness.reason().is_none().then_some(()))
+        Ok::<_, kube::Error>(node.readiness.is_ready().then_some(()))
     })
     .await
     .unwrap();

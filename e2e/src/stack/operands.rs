@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tas_nodesim::Simulator;
+use tas_runtime::http::Readiness;
 use tas_updater::agent::Agent;
-use tas_updater::http::Readiness;
 use tas_updater::metrics::Metrics;
 use tas_updater::podresources::{ClientConfig, PodResourcesClient};
 use tokio::task::JoinHandle;
@@ -164,7 +164,7 @@ impl Operands {
             self.client.clone(),
             podres,
             Arc::new(Metrics::new()),
-            Arc::new(Readiness::new("starting")),
+            Readiness::not_ready("starting"),
         );
         self.updaters.insert(
             node.to_owned(),

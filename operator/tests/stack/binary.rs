@@ -65,7 +65,7 @@ pub async fn scenario(client: &Client, kubeconfig: &Path) {
             "--leader-elect",
             "--leader-elect-namespace",
             "default",
-            "--instance",
+            "--identity",
             identity,
         ],
     );
@@ -97,7 +97,7 @@ pub async fn scenario(client: &Client, kubeconfig: &Path) {
 fn start(kubeconfig: &Path, extra: &[&str]) -> (Child, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_tas-operator"))
-        .args(["run", "--log-level", "warn", "--metrics-address", &addr])
+        .args(["run", "--log-level", "warn", "--http-address", &addr])
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(extra)

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::registry::Registry;
 
+use crate::metrics::encode;
+
 /// Content type of OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -68,12 +70,6 @@ impl From<Arc<Registry>> for Metrics {
     fn from(registry: Arc<Registry>) -> Self {
         Self::from_registry(registry)
     }
-}
-
-fn encode(registry: &Registry) -> Result<String, fmt::Error> {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry)?;
-    Ok(text)
 }
 
 #[cfg(test)]

@@ -1,24 +1,18 @@
 //! Metrics of the reserve cache, all low-cardinality (no node or pod labels).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use tas_runtime::metrics::ResultLabel;
 
 use super::resync::ResyncOutcome;
-
-/// Label of a resync outcome.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// `match`, `mismatch`, `no_fingerprint`, `deferred` or `forced`.
-    pub result: &'static str,
-}
 
 /// The cache's metrics. Clones share the same underlying values.
 #[derive(Clone, Debug, Default)]
 pub struct CacheMetrics {
     dirty_nodes: Gauge,
+    /// By result: `match`, `mismatch`, `no_fingerprint`, `deferred` or `forced`.
     resyncs: Family<ResultLabel, Counter>,
     foreign_pods: Counter,
     identity_reuses: Counter,
@@ -61,9 +55,7 @@ impl CacheMetrics {
     /// Resyncs so far with `outcome`.
     pub fn resyncs(&self, outcome: ResyncOutcome) -> u64 {
         self.resyncs
-            .get_or_create(&ResultLabel {
-                result: outcome.as_label(),
-            })
+            .get_or_create(&ResultLabel::new(outcome.as_label()))
             .get()
     }
 
@@ -91,9 +83,7 @@ impl CacheMetrics {
 
     pub(crate) fn resynced(&self, outcome: ResyncOutcome) {
         self.resyncs
-            .get_or_create(&ResultLabel {
-                result: outcome.as_label(),
-            })
+            .get_or_create(&ResultLabel::new(outcome.as_label()))
             .inc();
     }
 
@@ -112,13 +102,12 @@ mod tests {
 
     #[test]
     fn registered_names_and_labels() {
-        let mut registry = Registry::with_prefix("tas_scheduler");
+        let mut registry = tas_runtime::metrics::registry("tas_scheduler");
         let metrics = CacheMetrics::register(&mut registry);
         metrics.dirty_changed(false, true);
         metrics.resynced(ResyncOutcome::Forced);
         metrics.foreign_pod();
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        let text = tas_runtime::metrics::encode(&registry).expect("encodes");
         for line in [
             "tas_scheduler_nrt_cache_dirty_nodes 1",
             "tas_scheduler_nrt_cache_resyncs_total{result=\"forced\"} 1",

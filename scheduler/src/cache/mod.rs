@@ -53,7 +53,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::ForeignPodsDetection;
 
 pub use config::{CacheConfig, ConfigError};
-pub use metrics::{CacheMetrics, ResultLabel};
+pub use metrics::CacheMetrics;
 pub use node::{NodeView, NrtUpdate};
 pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
