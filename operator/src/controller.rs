@@ -16,8 +16,8 @@
 //! `managed-by` label, because `spec.namespace` may change.
 
 use crate::backoff::Backoff;
-use crate::build::{MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL, STACK_LABEL, UPDATER_APP_NAME};
 use crate::context::{Config, Context, Stores};
+use crate::desired::{MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL, STACK_LABEL, UPDATER_APP_NAME};
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
 use crate::telemetry::Otlp;

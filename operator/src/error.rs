@@ -6,7 +6,7 @@
 //! of the nodes (`Action::await_change`); a *transient* one is retried with a backoff
 //! that grows per object ([`crate::backoff`]).
 
-use crate::build::BuildError;
+use crate::desired::BuildError;
 use crate::node_groups::OverlapError;
 use crate::reconcile::apply::ApplyError;
 use crate::reconcile::prune::PruneError;

@@ -2,13 +2,13 @@
 //! TopologyAwareScheduling object.
 //!
 //! ```text
-//! watches (watches.rs) ─► controller.rs ─► reconcile/ ─┬─ build/ (pure: CR → objects)
+//! watches (watches.rs) ─► controller.rs ─► reconcile/ ─┬─ desired/ (pure: CR → objects)
 //!                                                      ├─ apply, prune (SSA, labels)
 //!                                                      ├─ status, conditions, events
 //!                                                      └─ finalizer (uninstall)
 //! ```
 //!
-//! - [`build`] turns the object (plus the operator's default images) into the desired
+//! - [`desired`] turns the object (plus the operator's default images) into the desired
 //!   Kubernetes objects with pure functions; [`render`] prints them offline.
 //! - [`controller::run_controller`] watches the object, its operands, nodes, node agent
 //!   pods and NodeResourceTopology objects, and runs [`reconcile`] on relevant changes.
@@ -17,9 +17,9 @@
 //!   [`telemetry`] the logs and the OpenTelemetry export over OTLP.
 
 pub mod backoff;
-pub mod build;
 pub mod context;
 pub mod controller;
+pub mod desired;
 pub mod error;
 pub mod metrics;
 pub mod node_groups;
@@ -31,5 +31,9 @@ pub mod watches;
 
 pub use context::{Config, Context};
 pub use controller::run_controller;
+/// The old name of [`desired`], kept until `e2e/src/stack` starts the operator through
+/// the library's entry point instead of naming the builders' context by this path.
+#[doc(hidden)]
+pub use desired as build;
 pub use error::Error;
 pub use metrics::Metrics;

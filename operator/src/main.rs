@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tas_operator::build::BuildContext;
+use tas_operator::desired::BuildContext;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_operator::{Config, Metrics};
 use tas_runtime::lease::{LeaderElector, LeaseConfig};

@@ -7,7 +7,7 @@
 //! references, and the namespace carries no creation mark; everything else is what the
 //! operator applies.
 
-use crate::build::{self, BuildContext, BuildError};
+use crate::desired::{self, BuildContext, BuildError};
 use tas_api::tas::TopologyAwareScheduling;
 
 /// Why a manifest could not be rendered.
@@ -37,7 +37,7 @@ pub fn render(manifest: &str, ctx: &BuildContext) -> Result<String, RenderError>
     let cr: TopologyAwareScheduling =
         serde_norway::from_str(manifest).map_err(RenderError::Parse)?;
     let mut out = String::new();
-    for obj in build::desired(&cr, ctx)?.into_api_objects()? {
+    for obj in desired::desired(&cr, ctx)?.into_api_objects()? {
         let yaml = serde_norway::to_string(&obj.value).map_err(|source| RenderError::Yaml {
             kind: obj.resource.kind.clone(),
             name: obj.name.clone(),

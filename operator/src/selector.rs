@@ -2,7 +2,7 @@
 //!
 //! The operator needs node-group membership (which nodes each group's selector picks)
 //! to report per-group status and to refuse overlapping groups. The API server evaluates
-//! the same selectors as DaemonSet node affinity (see `build/node_affinity.rs`), so the
+//! the same selectors as DaemonSet node affinity (see `desired/node_affinity.rs`), so the
 //! semantics here are those of `metav1.LabelSelector`:
 //!
 //! - every `matchLabels` entry and every `matchExpressions` requirement must hold (AND);

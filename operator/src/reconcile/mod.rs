@@ -1,7 +1,7 @@
 //! Reconciling the TopologyAwareScheduling object, as a pipeline of steps.
 //!
 //! ```text
-//! CR ─► finalizer ─┬─ Apply:   membership (node labels) ─► build::desired ─► overlap check
+//! CR ─► finalizer ─┬─ Apply:   membership (node labels) ─► desired::desired ─► overlap check
 //!                  │           ─► [not paused] apply (SSA, in order; CRD Established)
 //!                  │           ─► [not paused] prune (managed label, not desired)
 //!                  │           ─► status (+ Events)  ─► Ok / Err(permanent | transient)
@@ -21,8 +21,8 @@ pub mod observed;
 pub mod prune;
 pub mod status;
 
-use crate::build::{self, ApiObject};
 use crate::context::Context;
+use crate::desired::{self, ApiObject};
 use crate::error::Error;
 use crate::metrics::ReconcileResult;
 use crate::node_groups::Membership;
@@ -172,7 +172,7 @@ fn plan(
     ctx: &Context,
     membership: &Membership,
 ) -> Result<Vec<ApiObject>, Error> {
-    let objects = build::desired(cr, &ctx.config.build)?.into_api_objects()?;
+    let objects = desired::desired(cr, &ctx.config.build)?.into_api_objects()?;
     membership.check_overlaps()?;
     Ok(objects)
 }

@@ -14,7 +14,7 @@ use tas_api::tas::{Condition, TopologyAwareScheduling};
 use tas_e2e::{
     FakeNode, crd_dir, create_fake_node, read_crds, unique_name, wait_for, wait_node_ready,
 };
-use tas_operator::build::{BuildContext, SCHEDULER_DEPLOYMENT};
+use tas_operator::desired::{BuildContext, SCHEDULER_DEPLOYMENT};
 use tas_operator::telemetry::Otlp;
 use tas_operator::{Config, Metrics};
 use tokio::sync::watch;

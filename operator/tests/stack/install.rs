@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING};
 use tas_e2e::{unique_name, wait_for};
-use tas_operator::build::{
+use tas_operator::desired::{
     MANAGED_BY, MANAGED_BY_LABEL, SCHEDULER_CONFIG_DIR, SCHEDULER_DEPLOYMENT, SCHEDULER_UID,
     updater_daemonset_name,
 };

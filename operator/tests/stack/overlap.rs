@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED};
 use tas_e2e::unique_name;
-use tas_operator::build::updater_daemonset_name;
+use tas_operator::desired::updater_daemonset_name;
 
 const POOL: &str = "e2e.tas.dev/pool";
 const ZONE: &str = "e2e.tas.dev/zone";

@@ -8,7 +8,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, PROGRESSING};
 use tas_e2e::{unique_name, unique_namespace, wait_for};
-use tas_operator::build::{MANAGED_BY_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
+use tas_operator::desired::{MANAGED_BY_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
 
 const POOL: &str = "e2e.tas.dev/pool";
 

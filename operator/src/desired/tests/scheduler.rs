@@ -2,7 +2,7 @@
 //! metrics Services in front of both operands.
 
 use super::{FULL, MINIMAL, cr, ctx};
-use crate::build::*;
+use crate::desired::*;
 use tas_api::config::scheduler::SchedulerConfig;
 use tas_api::tas::{ForeignPodsDetection, InformerMode, NodesWithoutTopology, ScoringStrategy};
 

@@ -8,7 +8,7 @@ use tas_api::config::updater::{
     KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SOCKET_NAME, SYSFS_MOUNT, UpdaterArgs,
 };
 use tas_api::tas::{ScoringStrategy, TopologyAwareScheduling, UpdaterSpec};
-use tas_operator::build::{
+use tas_operator::desired::{
     self, BuildContext, BuildError, CONFIG_HASH_ANNOTATION, Desired, desired,
 };
 
@@ -30,7 +30,7 @@ fn build(cr: &TopologyAwareScheduling) -> Desired {
 }
 
 fn daemon_set<'a>(d: &'a Desired, group: &str) -> &'a DaemonSet {
-    let name = build::updater_daemonset_name(group);
+    let name = desired::updater_daemonset_name(group);
     d.daemon_sets
         .iter()
         .find(|ds| ds.metadata.name.as_deref() == Some(name.as_str()))
@@ -276,7 +276,7 @@ fn node_agent_runs_as_root_owner_of_the_socket_and_nothing_more() {
     );
     assert_eq!(
         p.service_account_name.as_deref(),
-        Some(build::UPDATER_SERVICE_ACCOUNT)
+        Some(desired::UPDATER_SERVICE_ACCOUNT)
     );
     assert_eq!(p.automount_service_account_token, Some(true));
 

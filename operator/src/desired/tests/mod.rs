@@ -1,6 +1,6 @@
 //! Properties of the whole object set (labels, owners, namespaces, apply order), plus
 //! RBAC and the scheduler in submodules. The node agent DaemonSets, config hashes and
-//! errors are tested from the fixtures in `tests/build.rs`.
+//! errors are tested from the fixtures in `tests/desired.rs`.
 
 use super::*;
 use kube::core::discovery::Scope;
