@@ -104,7 +104,7 @@ pub fn desired(cr: &TopologyAwareScheduling, ctx: &BuildContext) -> Result<Desir
     let deployment = deployment::scheduler_deployment(
         &stack,
         spec,
-        hash::hash_hex(rendered.as_bytes()),
+        tas_api::hash::fnv1a64_hex(rendered.as_bytes()),
         config.leader_election.enabled,
         ctx,
     )?;
