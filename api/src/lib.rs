@@ -5,6 +5,7 @@
 //! - [`nrt`]: `NodeResourceTopology` `v1alpha1`/`v1alpha2`, wire-compatible with the
 //!   published CRD, plus typed readers for zones and Topology Manager attributes.
 //! - [`fingerprint`]: the pod-set fingerprint shared by node agents and schedulers.
+//! - [`labels`]: label selectors, parsed once and matched against label maps.
 //! - [`quantity`]: Kubernetes quantities parsed to integers without panicking.
 //! - [`config`]: the operands' command line and config file, rendered by the operator.
 //! - [`duration`]: Go-style durations.
@@ -19,6 +20,7 @@ pub mod crds;
 pub mod duration;
 pub mod fingerprint;
 pub mod hash;
+pub mod labels;
 pub mod nrt;
 pub mod quantity;
 pub mod tas;

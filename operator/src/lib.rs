@@ -12,7 +12,7 @@
 //!   Kubernetes objects with pure functions; [`render`] prints them offline.
 //! - [`controller::run_controller`] watches the object, its operands, nodes, node agent
 //!   pods and NodeResourceTopology objects, and runs [`reconcile`] on relevant changes.
-//! - [`node_groups`] and [`selector`] compute which nodes each node group selects.
+//! - [`node_groups`] computes which nodes each node group selects.
 //! - [`metrics`] holds the Prometheus metrics and the readiness the binary serves;
 //!   [`telemetry`] the logs and the OpenTelemetry export over OTLP.
 
@@ -25,7 +25,6 @@ pub mod metrics;
 pub mod node_groups;
 pub mod reconcile;
 pub mod render;
-pub mod selector;
 pub mod telemetry;
 pub mod watches;
 

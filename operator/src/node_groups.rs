@@ -12,9 +12,9 @@
 //! labels, so the operator refuses this at reconcile time and leaves the DaemonSets as
 //! they are until the groups or the labels change.
 
-use crate::selector::{Selector, SelectorError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, BTreeSet};
+use tas_api::labels::{Selector, SelectorError};
 use tas_api::tas::NodeGroup;
 
 /// How many overlapping nodes the error message names before "and N more".

@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use tas_api::config::updater::{
     HTTP_PORT, KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs,
 };
+use tas_api::labels::Selector;
 use tas_api::tas::{NodeGroup, TopologyAwareSchedulingSpec};
 
 /// `app.kubernetes.io/name` of the node agent pods.
@@ -66,12 +67,13 @@ pub(crate) fn updater_daemon_set(
         .ok_or_else(|| BuildError::MissingUpdaterImage {
             group: group.name.clone(),
         })?;
-    let affinity =
-        node_affinity(&group.node_selector).map_err(|reason| BuildError::InvalidNodeSelector {
+    let selector =
+        Selector::parse(&group.node_selector).map_err(|e| BuildError::InvalidNodeSelector {
             index,
             group: group.name.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
+    let affinity = node_affinity(&selector);
     let args =
         UpdaterArgs::for_daemonset(&settings, spec.observability.log_level.as_str()).to_args();
     let mut env = vec![field_env("NODE_NAME", "spec.nodeName")];
