@@ -15,7 +15,7 @@
 //! Namespaced operands are watched in every namespace, by the operator's
 //! `managed-by` label, because `spec.namespace` may change.
 
-use crate::backoff::Backoff;
+use crate::backoff::watcher_backoff;
 use crate::context::{Config, Context, Stores};
 use crate::desired::{MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL, STACK_LABEL, UPDATER_APP_NAME};
 use crate::metrics::Metrics;
@@ -99,7 +99,7 @@ pub async fn run_controller(
     // right after the install.
     let nrt_changes = relevant_changes(
         watcher(Api::<NodeResourceTopology>::all(client.clone()), all())
-            .backoff(Backoff::new(
+            .backoff(watcher_backoff(
                 Duration::from_millis(500),
                 Duration::from_secs(5),
             ))
