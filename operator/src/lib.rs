@@ -2,14 +2,17 @@
 //! TopologyAwareScheduling object.
 //!
 //! ```text
-//! watches (watches.rs) ─► controller.rs ─► reconcile/ ─┬─ desired/ (pure: CR → objects)
+//! watches (watches.rs) ─► controller.rs ─► reconcile/ ─┬─ validate/ (pure: refuse or resolve)
+//!                                                      ├─ desired/ (pure: CR → objects)
 //!                                                      ├─ apply, prune (SSA, labels)
 //!                                                      ├─ status, conditions, events
 //!                                                      └─ finalizer (uninstall)
 //! ```
 //!
-//! - [`desired`] turns the object (plus the operator's default images) into the desired
-//!   Kubernetes objects with pure functions; [`render`] prints them offline.
+//! - [`validate`] refuses what the operator cannot run (missing images, invalid or
+//!   overlapping node groups), saying whether waiting can help, and resolves images and
+//!   selectors; [`desired`] turns the validated object into the desired Kubernetes
+//!   objects with pure functions; [`render`] prints them offline.
 //! - [`controller::run_controller`] watches the object, its operands, nodes, node agent
 //!   pods and NodeResourceTopology objects, and runs [`reconcile`] on relevant changes.
 //! - [`node_groups`] computes which nodes each node group selects.
@@ -26,6 +29,7 @@ pub mod node_groups;
 pub mod reconcile;
 pub mod render;
 pub mod telemetry;
+pub mod validate;
 pub mod watches;
 
 pub use context::{Config, Context};

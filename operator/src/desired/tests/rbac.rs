@@ -1,6 +1,6 @@
 //! RBAC: each operand gets what it uses and nothing more.
 
-use super::{FULL, cr, ctx};
+use super::{FULL, cr, ctx, desired};
 use crate::desired::*;
 
 fn rules(d: &Desired, role: &str) -> Vec<(String, String, Vec<String>)> {
