@@ -2,7 +2,7 @@
 //! TopologyAwareScheduling object.
 //!
 //! ```text
-//! watches (watches.rs) ─► controller.rs ─► reconcile/ ─┬─ validate/ (pure: refuse or resolve)
+//! watches/ ─────────────► controller.rs ─► reconcile/ ─┬─ validate/ (pure: refuse or resolve)
 //!                                                      ├─ desired/ (pure: CR → objects)
 //!                                                      ├─ apply, prune (SSA, labels)
 //!                                                      ├─ status, conditions, events
