@@ -16,6 +16,8 @@
 //! - [`controller::run_controller`] watches the object, its operands, nodes, node agent
 //!   pods and NodeResourceTopology objects, and runs [`reconcile`] on relevant changes.
 //! - [`node_groups`] computes which nodes each node group selects.
+//! - [`operate()`] starts it all (HTTP endpoints, leader election, the controller): the
+//!   binary and the tests start the operator the same way.
 //! - [`metrics`] holds the Prometheus metrics and the readiness the binary serves;
 //!   [`telemetry`] the logs and the OpenTelemetry export over OTLP.
 
@@ -26,6 +28,7 @@ pub mod desired;
 pub mod error;
 pub mod metrics;
 pub mod node_groups;
+mod operate;
 pub mod reconcile;
 pub mod render;
 pub mod telemetry;
@@ -40,3 +43,4 @@ pub use controller::run_controller;
 pub use desired as build;
 pub use error::Error;
 pub use metrics::Metrics;
+pub use operate::{OperateError, Options, operate};

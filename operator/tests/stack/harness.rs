@@ -16,7 +16,7 @@ use tas_e2e::{
 };
 use tas_operator::desired::{BuildContext, SCHEDULER_DEPLOYMENT};
 use tas_operator::telemetry::Otlp;
-use tas_operator::{Config, Metrics};
+use tas_operator::{Config, Metrics, OperateError, Options};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -31,13 +31,12 @@ pub const NRT_CRD: &str = tas_api::nrt::CRD_NAME;
 pub struct Operator {
     pub metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    task: JoinHandle<Result<(), OperateError>>,
 }
 
 impl Operator {
     /// Starts the operator, exporting over `otlp` when the object names an endpoint.
     pub fn start(client: Client, otlp: Otlp) -> Self {
-        let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
         let (stop, rx) = watch::channel(false);
         let config = Config {
             build: BuildContext {
@@ -51,13 +50,9 @@ impl Operator {
             let mut rx = rx;
             let _ = rx.wait_for(|s| *s).await;
         };
-        let task = tokio::spawn(tas_operator::run_controller(
-            client,
-            config,
-            metrics.clone(),
-            otlp,
-            shutdown,
-        ));
+        let options = Options::new(config, otlp);
+        let metrics = options.metrics.clone();
+        let task = tokio::spawn(tas_operator::operate(client, options, shutdown));
         Self {
             metrics,
             stop,
@@ -69,8 +64,9 @@ impl Operator {
         self.stop.send_replace(true);
         tokio::time::timeout(Duration::from_secs(30), self.task)
             .await
-            .expect("the controller stops within 30 s")
-            .expect("the controller task does not panic");
+            .expect("the operator stops within 30 s")
+            .expect("the operator task does not panic")
+            .expect("the operator stops without an error");
     }
 }
 
