@@ -40,6 +40,13 @@ enum Command {
     },
     /// Print every object the operator would apply for a TopologyAwareScheduling
     /// manifest, as a YAML stream, without a cluster (for GitOps review).
+    ///
+    /// The manifest is validated first, as the operator validates it (images, node
+    /// selectors) and as the CRD's rules on the whole object do (the name `default`,
+    /// unique node-group names, deleteOnUninstall only with manage); anything refused
+    /// exits with an error saying what to change. Overlapping node groups need the
+    /// cluster's nodes, and field formats are the API server's schema: check those
+    /// with `kubectl apply --dry-run=server`.
     Render {
         /// The TopologyAwareScheduling manifest (`-` for stdin).
         #[arg(short = 'f', long = "filename")]

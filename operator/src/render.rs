@@ -3,7 +3,9 @@
 //!
 //! For GitOps review: diff the rendered stream between two versions of the CR or of the
 //! operator. The manifest is read into the typed CR first, which fills in the same
-//! defaults the CRD schema gives on `kubectl apply`. Without a uid there are no owner
+//! defaults the CRD schema gives on `kubectl apply`, then validated as the operator
+//! validates it, offline ([`crate::validate`]: without the nodes, so overlapping node
+//! groups are not seen; field formats are left to the API server's schema). Without a uid there are no owner
 //! references, and the namespace carries no creation mark; everything else is what the
 //! operator applies.
 
@@ -18,7 +20,7 @@ pub enum RenderError {
     #[error("reading the TopologyAwareScheduling manifest: {0}")]
     Parse(#[source] serde_norway::Error),
     /// The operator would refuse the object (or the API server its name).
-    #[error("the operator would refuse this object: {0}")]
+    #[error(transparent)]
     Invalid(#[from] ValidationError),
     /// The builders failed.
     #[error(transparent)]
