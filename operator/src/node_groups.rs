@@ -99,11 +99,12 @@ impl Membership {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-    fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+    /// A node's metadata with `labels`.
+    pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.to_owned()),
             labels: Some(
@@ -116,7 +117,8 @@ mod tests {
         }
     }
 
-    fn group(name: &str, key: &str, value: &str) -> NodeGroup {
+    /// A group selecting the nodes labelled `key=value`.
+    pub(crate) fn group(name: &str, key: &str, value: &str) -> NodeGroup {
         NodeGroup {
             name: name.to_owned(),
             node_selector: LabelSelector {

@@ -2,8 +2,8 @@
 //! change, and whether waiting for that change is all there is to do.
 
 use super::*;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use std::collections::BTreeMap;
+use crate::node_groups::tests::{group, node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const MINIMAL: &str = include_str!("../../tests/fixtures/minimal.yaml");
 const FULL: &str = include_str!("../../tests/fixtures/full.yaml");
@@ -16,30 +16,6 @@ fn ctx() -> BuildContext {
     BuildContext {
         updater_image_default: Some("registry.example/tas/updater:release".to_owned()),
         scheduler_image_default: Some("registry.example/tas/scheduler:release".to_owned()),
-    }
-}
-
-fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_owned()),
-        labels: Some(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        ..ObjectMeta::default()
-    }
-}
-
-fn group(name: &str, key: &str, value: &str) -> NodeGroup {
-    NodeGroup {
-        name: name.to_owned(),
-        node_selector: LabelSelector {
-            match_labels: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
-            ..LabelSelector::default()
-        },
-        updater: None,
     }
 }
 

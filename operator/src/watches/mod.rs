@@ -26,13 +26,11 @@ use crate::backoff::watcher_backoff;
 use crate::context::Stores;
 use crate::desired::{MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL, STACK_LABEL, UPDATER_APP_NAME};
 use futures::Stream;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::PartialObjectMeta;
 use kube::runtime::Controller;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -55,34 +53,10 @@ pub fn controller(client: &Client) -> (Controller<TopologyAwareScheduling>, Stor
     let (deployments, deploy_w) = reflector::store();
     let (nrt_crd, crd_w) = reflector::store();
 
-    let stack_changes = relevant_changes(
-        watcher(Api::<TopologyAwareScheduling>::all(client.clone()), all())
-            .default_backoff()
-            .reflect(stacks_w),
-        "TopologyAwareScheduling",
-        relevance::stack,
-    );
-    let ds_changes = relevant_changes(
-        watcher(Api::<DaemonSet>::all(client.clone()), managed.clone())
-            .default_backoff()
-            .reflect(ds_w),
-        "DaemonSet",
-        relevance::daemon_set,
-    );
-    let deploy_changes = relevant_changes(
-        watcher(Api::<Deployment>::all(client.clone()), managed.clone())
-            .default_backoff()
-            .reflect(deploy_w),
-        "Deployment",
-        relevance::deployment,
-    );
-    let node_changes = relevant_changes(
-        watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), all())
-            .default_backoff()
-            .reflect(nodes_w),
-        "Node",
-        relevance::labels,
-    );
+    let stack_changes = cached(client, all(), stacks_w, relevance::stack);
+    let ds_changes = cached(client, managed.clone(), ds_w, relevance::daemon_set);
+    let deploy_changes = cached(client, managed.clone(), deploy_w, relevance::deployment);
+    let node_changes = cached::<PartialObjectMeta<Node>>(client, all(), nodes_w, relevance::labels);
     // Until the operator installs the NRT CRD this watch fails with 404: retry it soon
     // (at most every 5 s) rather than after the default 30 s, so freshness shows up
     // right after the install.
@@ -97,24 +71,16 @@ pub fn controller(client: &Client) -> (Controller<TopologyAwareScheduling>, Stor
         relevance::nrt,
     );
     let pod_selector = format!("{NAME_LABEL}={UPDATER_APP_NAME},{MANAGED_BY_LABEL}={MANAGED_BY}");
-    let pod_changes = relevant_changes(
-        watcher(
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default().labels(&pod_selector),
-        )
-        .default_backoff()
-        .reflect(pods_w),
-        "Pod",
+    let pod_changes = cached(
+        client,
+        watcher::Config::default().labels(&pod_selector),
+        pods_w,
         relevance::updater_pod,
     );
-    let crd_changes = relevant_changes(
-        watcher(
-            Api::<CustomResourceDefinition>::all(client.clone()),
-            watcher::Config::default().fields(&format!("metadata.name={}", tas_api::nrt::CRD_NAME)),
-        )
-        .default_backoff()
-        .reflect(crd_w),
-        "CustomResourceDefinition",
+    let crd_changes = cached(
+        client,
+        watcher::Config::default().fields(&format!("metadata.name={}", tas_api::nrt::CRD_NAME)),
+        crd_w,
         relevance::crd,
     );
 
@@ -145,6 +111,26 @@ pub fn controller(client: &Client) -> (Controller<TopologyAwareScheduling>, Stor
         nrt_crd,
     };
     (controller, stores)
+}
+
+/// Relevant changes of the `K` objects `config` selects, with the default backoff, also
+/// kept in `writer`'s cache.
+fn cached<K>(
+    client: &Client,
+    config: watcher::Config,
+    writer: Writer<K>,
+    relevant: impl Fn(&K) -> u64 + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    relevant_changes(
+        watcher(Api::<K>::all(client.clone()), config)
+            .default_backoff()
+            .reflect(writer),
+        K::kind(&()).into_owned(),
+        relevant,
+    )
 }
 
 /// Changes of a kind whose every revision counts (no status writers), labelled as
