@@ -21,15 +21,12 @@ pub use workload::{run_workload, wait_settled};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_api::tas::TopologyAwareScheduling;
 use tas_nodesim::{Scenario, Simulator};
-use tas_operator::build::BuildContext;
+use tas_operator::desired::BuildContext;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
-use tas_operator::{Config, Metrics};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tas_operator::{Config, InProcess, Options};
 
 /// The label every scenario node carries (node group selector of the stack's CR).
 pub const NODE_LABEL: &str = "e2e.tas.dev/nodesim";
@@ -50,51 +47,19 @@ impl StackError {
     }
 }
 
-/// The operator running in-process.
-pub struct OperatorHandle {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
-    /// Its metrics (reconciles, readiness).
-    pub metrics: Arc<Metrics>,
-}
-
-impl OperatorHandle {
-    /// Start the operator with the e2e images as its defaults.
-    pub fn start(client: Client) -> Self {
-        let otlp = Otlp::new(OtlpSettings::from_env(None));
-        let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
-        let (stop, rx) = watch::channel(false);
-        let config = Config {
-            build: BuildContext {
-                updater_image_default: Some(UPDATER_IMAGE.into()),
-                scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
-            },
-            debounce: Duration::from_millis(200),
-            ..Config::default()
-        };
-        let shutdown = async move {
-            let mut rx = rx;
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let task = tokio::spawn(tas_operator::run_controller(
-            client,
-            config,
-            metrics.clone(),
-            otlp,
-            shutdown,
-        ));
-        Self {
-            stop,
-            task,
-            metrics,
-        }
-    }
-
-    /// Stop it (waits for the controller to finish).
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
+/// Starts the operator in-process, through the library's entry point the binary
+/// uses, with the e2e images as its defaults.
+pub fn start_operator(client: Client) -> InProcess {
+    let otlp = Otlp::new(OtlpSettings::from_env(None));
+    let config = Config {
+        build: BuildContext {
+            updater_image_default: Some(UPDATER_IMAGE.into()),
+            scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
+        },
+        debounce: Duration::from_millis(200),
+        ..Config::default()
+    };
+    InProcess::spawn(client, Options::new(config, otlp))
 }
 
 /// The label the minimal sample CR selects its node group by.

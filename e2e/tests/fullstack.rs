@@ -16,8 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::stack::{
-    self, Operands, OperatorHandle, Report, apply_cr, run_workload, start_simulator,
-    wait_available, wait_settled,
+    self, Operands, Report, apply_cr, run_workload, start_simulator, wait_available, wait_settled,
 };
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
@@ -74,7 +73,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let sim = start_simulator(&client, &scenario, work.path())
         .await
         .expect("simulated nodes");
-    let operator = OperatorHandle::start(client.clone());
+    let operator = stack::start_operator(client.clone());
     let applied = std::time::Instant::now();
     apply_cr(&client, &stack::sample_cr().expect("sample CR"))
         .await
@@ -306,5 +305,8 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
             default_scheduler: Some(&default),
         }
     );
-    operator.stop().await;
+    operator
+        .stop(Duration::from_secs(30))
+        .await
+        .expect("the operator stops cleanly");
 }

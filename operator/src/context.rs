@@ -2,7 +2,7 @@
 //! the event recorder, metrics, the OTLP exporters and per-object backoff.
 
 use crate::backoff::Backoffs;
-use crate::build::BuildContext;
+use crate::desired::BuildContext;
 use crate::metrics::Metrics;
 use crate::telemetry::Otlp;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};

@@ -1,27 +1,27 @@
 //! Why a reconcile failed, and whether retrying can help.
 //!
-//! Each step has its own error type ([`BuildError`], [`OverlapError`], [`ApplyError`],
+//! Each step has its own error type ([`ValidationError`], [`BuildError`], [`ApplyError`],
 //! [`PruneError`], [`StatusError`]); [`Error`] gathers them for the controller. A
 //! *permanent* error is reported as `Degraded` and waits for a change of the object or
 //! of the nodes (`Action::await_change`); a *transient* one is retried with a backoff
 //! that grows per object ([`crate::backoff`]).
 
-use crate::build::BuildError;
-use crate::node_groups::OverlapError;
+use crate::desired::BuildError;
 use crate::reconcile::apply::ApplyError;
 use crate::reconcile::prune::PruneError;
 use crate::reconcile::status::StatusError;
+use crate::validate::ValidationError;
 use kube::runtime::finalizer;
 
 /// A failed reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The desired objects could not be built from the spec.
+    /// The object (with the nodes it selects) is refused.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The desired objects could not be built from the validated object.
     #[error(transparent)]
     Build(#[from] BuildError),
-    /// Node groups select the same node.
-    #[error(transparent)]
-    Overlap(#[from] OverlapError),
     /// Server-side apply failed.
     #[error(transparent)]
     Apply(#[from] ApplyError),
@@ -50,8 +50,9 @@ impl Error {
     /// Exhaustive on purpose: a new variant must decide.
     pub fn is_permanent(&self) -> bool {
         match self {
+            Self::Invalid(e) => e.is_permanent(),
             Self::Build(e) => e.is_permanent(),
-            Self::Overlap(_) | Self::NrtCrdMissing(_) => true,
+            Self::NrtCrdMissing(_) => true,
             Self::Apply(e) => e.is_permanent(),
             Self::Prune(_) | Self::Status(_) | Self::CachesNotSynced(_) => false,
             Self::Finalizer(e) => match e.as_ref() {
@@ -67,8 +68,8 @@ impl Error {
     /// CamelCase reason for the `Degraded` condition and the Warning event.
     pub fn reason(&self) -> &'static str {
         match self {
+            Self::Invalid(e) => e.reason(),
             Self::Build(e) => e.reason(),
-            Self::Overlap(_) => OverlapError::REASON,
             Self::Apply(_) => "ApplyFailed",
             Self::Prune(_) => "PruneFailed",
             Self::Status(_) => "StatusUpdateFailed",
@@ -93,23 +94,27 @@ impl From<finalizer::Error<Error>> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::OverlapError;
     use std::collections::BTreeMap;
 
     #[test]
     fn permanence_and_reasons() {
-        let overlap = Error::Overlap(OverlapError {
+        let overlap = Error::from(ValidationError::from(OverlapError {
             overlaps: BTreeMap::from([("n".into(), vec!["a".into(), "b".into()])]),
-        });
+        }));
         assert!(overlap.is_permanent());
         assert_eq!(overlap.reason(), "NodeGroupsOverlap");
-        let build = Error::Build(BuildError::MissingSchedulerImage);
-        assert!(build.is_permanent());
-        assert_eq!(build.reason(), "MissingImage");
+        let image = Error::from(ValidationError::MissingSchedulerImage);
+        assert!(image.is_permanent());
+        assert_eq!(image.reason(), "MissingImage");
         let unsynced = Error::CachesNotSynced("x".into());
         assert!(!unsynced.is_permanent());
         // The finalizer's wrapping is removed.
         let wrapped: Error = finalizer::Error::ApplyFailed(overlap).into();
-        assert!(matches!(wrapped, Error::Overlap(_)));
+        assert!(matches!(
+            wrapped,
+            Error::Invalid(ValidationError::Overlap(_))
+        ));
         let add: Error = finalizer::Error::<Error>::UnnamedObject.into();
         assert!(add.is_permanent());
     }

@@ -4,12 +4,11 @@
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
-use std::sync::Arc;
-use tas_operator::build::BuildContext;
+use tas_operator::desired::BuildContext;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
-use tas_operator::{Config, Metrics};
+use tas_operator::{Config, Options};
 use tas_runtime::cli::CommonArgs;
-use tas_runtime::lease::{LeaderElector, LeaseConfig};
+use tas_runtime::lease::LeaseConfig;
 use tas_runtime::telemetry::LogFormat;
 
 /// Node agent image used when the CR names none.
@@ -42,6 +41,13 @@ enum Command {
     },
     /// Print every object the operator would apply for a TopologyAwareScheduling
     /// manifest, as a YAML stream, without a cluster (for GitOps review).
+    ///
+    /// The manifest is validated first, as the operator validates it (images, node
+    /// selectors) and as the CRD's rules on the whole object do (the name `default`,
+    /// unique node-group names, deleteOnUninstall only with manage); anything refused
+    /// exits with an error saying what to change. Overlapping node groups need the
+    /// cluster's nodes, and field formats are the API server's schema: check those
+    /// with `kubectl apply --dry-run=server`.
     Render {
         /// The TopologyAwareScheduling manifest (`-` for stdin).
         #[arg(short = 'f', long = "filename")]
@@ -113,85 +119,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// Serves metrics and reconciles (when leading) until a shutdown signal.
 async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<()> {
     let client = args.common.client().await?;
-    let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
     let config = Config {
         build: args.images.build_context(),
         instance: Some(instance.clone()),
         ..Config::default()
     };
-
-    // One stop signal for everything: SIGTERM/SIGINT, or a lost Lease.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            // Err: the sender is gone, which also means stop.
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
+    let options = Options {
+        http_address: Some(args.common.http_address),
+        leader_election: args
+            .leader_elect
+            .then(|| LeaseConfig::new(&args.leader_elect_namespace, LEASE_NAME, &instance)),
+        ..Options::new(config, otlp)
     };
-    let listener = tokio::net::TcpListener::bind(args.common.http_address)
-        .await
-        .with_context(|| format!("binding {}", args.common.http_address))?;
-    let rendered = metrics.clone();
-    let http = tokio::spawn(tas_runtime::http::serve_on(
-        listener,
-        tas_runtime::http::Metrics::from_fn(move || rendered.render()),
-        metrics.readiness(),
-        stopped(),
-    ));
-
-    let election = if args.leader_elect {
-        let lease = LeaseConfig::new(&args.leader_elect_namespace, LEASE_NAME, &instance);
-        let election = LeaderElector::new(client.clone(), lease)?.run();
-        // A standby is healthy: ready, with nothing to sync until it leads.
-        metrics.set_ready();
-        tracing::info!(lease = LEASE_NAME, namespace = %args.leader_elect_namespace, "waiting to become leader");
-        let status = election.status();
-        tokio::select! {
-            () = status.until_leader() => tracing::info!("leading"),
-            () = tas_runtime::signals::shutdown() => {
-                stop_tx.send_replace(true);
-                election.step_down().await?;
-                return Ok(());
-            }
-        }
-        Some(election)
-    } else {
-        None
-    };
-    let lost = election.as_ref().map(|e| e.status().subscribe());
-
-    let controller = tokio::spawn(tas_operator::run_controller(
-        client,
-        config,
-        metrics,
-        otlp,
-        stopped(),
-    ));
-    let leadership_lost = async move {
-        match lost {
-            Some(mut rx) => {
-                let _ = rx.wait_for(|leading| !*leading).await;
-            }
-            None => std::future::pending().await,
-        }
-    };
-    let outcome = tokio::select! {
-        () = tas_runtime::signals::shutdown() => Ok(()),
-        () = leadership_lost => Err(anyhow::anyhow!(
-            "lost the leader Lease; exiting so that a restart campaigns again"
-        )),
-        served = http => served
-            .context("metrics server task")?
-            .context("metrics server")
-            .and(Err(anyhow::anyhow!("the metrics server stopped"))),
-    };
-    stop_tx.send_replace(true);
-    controller.await.context("controller task")?;
-    if let Some(election) = election {
-        election.step_down().await?;
-    }
-    outcome
+    tas_operator::operate(client, options, tas_runtime::signals::shutdown()).await?;
+    Ok(())
 }
 
 fn render(file: &std::path::Path, images: ImageArgs) -> anyhow::Result<()> {

@@ -1,24 +1,16 @@
-//! Node-group membership: which nodes each group's label selector picks, and the one
-//! rule about groups that only the operator can check, that no node is in two groups.
+//! Node-group membership: which nodes each group's label selector picks.
 //!
 //! ```text
 //! effective node groups + every Node's labels
-//!   └─ membership() ─► Membership { per group: its nodes, overlaps: node → groups }
-//!                        └─ check_overlaps() ─► Ok, or OverlapError (Degraded=NodeGroupsOverlap)
+//!   └─ Membership::compute() ─► Membership { per group: its nodes }
+//!                                 ├─ overlaps(): node → groups (validate refuses any)
+//!                                 └─ per-group status (desired, ready, fresh NRT)
 //! ```
-//!
-//! Two groups selecting one node would run two node agents there, both writing the
-//! node's NodeResourceTopology with different settings. The CRD schema cannot see node
-//! labels, so the operator refuses this at reconcile time and leaves the DaemonSets as
-//! they are until the groups or the labels change.
 
-use crate::selector::{Selector, SelectorError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, BTreeSet};
+use tas_api::labels::{Selector, SelectorError};
 use tas_api::tas::NodeGroup;
-
-/// How many overlapping nodes the error message names before "and N more".
-const MAX_NAMED_NODES: usize = 5;
 
 /// The nodes of one group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,16 +88,6 @@ impl Membership {
         by_node
     }
 
-    /// `Err` naming the overlapping nodes and their groups, if any node is in two groups.
-    pub fn check_overlaps(&self) -> Result<(), OverlapError> {
-        let overlaps = self.overlaps();
-        if overlaps.is_empty() {
-            Ok(())
-        } else {
-            Err(OverlapError { overlaps })
-        }
-    }
-
     /// Number of distinct nodes selected by any group.
     pub fn total_nodes(&self) -> usize {
         self.groups
@@ -116,48 +98,13 @@ impl Membership {
     }
 }
 
-/// Some nodes are selected by more than one node group.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", overlap_message(.overlaps))]
-pub struct OverlapError {
-    /// Node name → the groups selecting it (two or more).
-    pub overlaps: BTreeMap<String, Vec<String>>,
-}
-
-impl OverlapError {
-    /// CamelCase reason for the `Degraded` condition.
-    pub const REASON: &'static str = "NodeGroupsOverlap";
-}
-
-/// "3 nodes are selected by more than one node group: n1 (a, b), n2 (a, b), n3 (a, c);
-/// ..." with at most [`MAX_NAMED_NODES`] nodes named.
-fn overlap_message(overlaps: &BTreeMap<String, Vec<String>>) -> String {
-    let count = overlaps.len();
-    let mut named: Vec<String> = overlaps
-        .iter()
-        .take(MAX_NAMED_NODES)
-        .map(|(node, groups)| format!("{node} (groups {})", groups.join(", ")))
-        .collect();
-    if count > MAX_NAMED_NODES {
-        named.push(format!("and {} more", count - MAX_NAMED_NODES));
-    }
-    let subject = if count == 1 {
-        "1 node is".to_owned()
-    } else {
-        format!("{count} nodes are")
-    };
-    format!(
-        "{subject} selected by more than one node group: {}. A node may belong to one group only: change spec.nodeGroups[].nodeSelector or the nodes' labels. The node agent DaemonSets are left unchanged until then.",
-        named.join(", ")
-    )
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-    fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+    /// A node's metadata with `labels`.
+    pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.to_owned()),
             labels: Some(
@@ -170,7 +117,8 @@ mod tests {
         }
     }
 
-    fn group(name: &str, key: &str, value: &str) -> NodeGroup {
+    /// A group selecting the nodes labelled `key=value`.
+    pub(crate) fn group(name: &str, key: &str, value: &str) -> NodeGroup {
         NodeGroup {
             name: name.to_owned(),
             node_selector: LabelSelector {
@@ -192,7 +140,7 @@ mod tests {
         assert_eq!(m.group("a").unwrap().nodes, BTreeSet::from(["n1".into()]));
         assert_eq!(m.group("b").unwrap().nodes, BTreeSet::from(["n2".into()]));
         assert_eq!(m.total_nodes(), 2);
-        assert_eq!(m.check_overlaps(), Ok(()));
+        assert!(m.overlaps().is_empty());
     }
 
     #[test]
@@ -203,45 +151,16 @@ mod tests {
     }
 
     #[test]
-    fn overlap_names_the_node_and_both_groups() {
+    fn overlaps_name_each_shared_node_with_its_groups_in_spec_order() {
         let nodes = [
             node("n1", &[("pool", "a"), ("gpu", "yes")]),
             node("n2", &[("pool", "a")]),
         ];
         let groups = [group("numa", "pool", "a"), group("gpu", "gpu", "yes")];
-        let err = Membership::compute(&groups, &nodes)
-            .check_overlaps()
-            .unwrap_err();
         assert_eq!(
-            err.overlaps,
+            Membership::compute(&groups, &nodes).overlaps(),
             BTreeMap::from([("n1".to_owned(), vec!["numa".to_owned(), "gpu".to_owned()])])
         );
-        let msg = err.to_string();
-        assert!(
-            msg.starts_with(
-                "1 node is selected by more than one node group: n1 (groups numa, gpu)."
-            ),
-            "{msg}"
-        );
-        assert!(!msg.contains("n2"), "{msg}");
-    }
-
-    #[test]
-    fn overlap_message_lists_five_nodes_then_counts_the_rest() {
-        let nodes: Vec<ObjectMeta> = (0..8)
-            .map(|i| node(&format!("n{i}"), &[("pool", "a")]))
-            .collect();
-        let groups = [group("one", "pool", "a"), group("two", "pool", "a")];
-        let msg = Membership::compute(&groups, &nodes)
-            .check_overlaps()
-            .unwrap_err()
-            .to_string();
-        assert!(msg.starts_with("8 nodes are selected"), "{msg}");
-        for i in 0..5 {
-            assert!(msg.contains(&format!("n{i} (groups one, two)")), "{msg}");
-        }
-        assert!(!msg.contains("n5"), "{msg}");
-        assert!(msg.contains("and 3 more"), "{msg}");
     }
 
     #[test]

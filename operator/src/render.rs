@@ -3,11 +3,14 @@
 //!
 //! For GitOps review: diff the rendered stream between two versions of the CR or of the
 //! operator. The manifest is read into the typed CR first, which fills in the same
-//! defaults the CRD schema gives on `kubectl apply`. Without a uid there are no owner
+//! defaults the CRD schema gives on `kubectl apply`, then validated as the operator
+//! validates it, offline ([`crate::validate`]: without the nodes, so overlapping node
+//! groups are not seen; field formats are left to the API server's schema). Without a uid there are no owner
 //! references, and the namespace carries no creation mark; everything else is what the
 //! operator applies.
 
-use crate::build::{self, BuildContext, BuildError};
+use crate::desired::{self, BuildContext, BuildError};
+use crate::validate::{ValidationError, validate};
 use tas_api::tas::TopologyAwareScheduling;
 
 /// Why a manifest could not be rendered.
@@ -16,7 +19,10 @@ pub enum RenderError {
     /// The manifest is not a TopologyAwareScheduling object.
     #[error("reading the TopologyAwareScheduling manifest: {0}")]
     Parse(#[source] serde_norway::Error),
-    /// The builders refuse the spec.
+    /// The operator would refuse the object (or the API server its name).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The builders failed.
     #[error(transparent)]
     Build(#[from] BuildError),
     /// An object could not be written as YAML.
@@ -37,7 +43,9 @@ pub fn render(manifest: &str, ctx: &BuildContext) -> Result<String, RenderError>
     let cr: TopologyAwareScheduling =
         serde_norway::from_str(manifest).map_err(RenderError::Parse)?;
     let mut out = String::new();
-    for obj in build::desired(&cr, ctx)?.into_api_objects()? {
+    // Offline: no nodes, so no overlap check.
+    let valid = validate(&cr, ctx, None)?;
+    for obj in desired::build(&valid)?.into_api_objects()? {
         let yaml = serde_norway::to_string(&obj.value).map_err(|source| RenderError::Yaml {
             kind: obj.resource.kind.clone(),
             name: obj.name.clone(),
@@ -107,5 +115,18 @@ mod tests {
         assert!(err.to_string().contains("--updater-image"), "{err}");
         let err = render("kind: [", &images()).unwrap_err();
         assert!(matches!(err, RenderError::Parse(_)));
+    }
+
+    /// The API server refuses any other name (a CEL rule), so render does too.
+    #[test]
+    fn a_name_other_than_default_is_refused() {
+        let manifest = sample().replace("name: default", "name: production");
+        assert_ne!(manifest, sample(), "the sample names its object 'default'");
+        let err = render(&manifest, &images()).unwrap_err();
+        assert!(
+            matches!(err, RenderError::Invalid(ValidationError::WrongName { .. })),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("must be 'default'"), "{err}");
     }
 }

@@ -24,6 +24,7 @@ use crate::filter::{self, NodeInfo, PodFilterInput};
 use crate::numa::{self, NodeTopology, PodRequest, ScoreConfig, TopologyError};
 use crate::spread::{self, SpreadFilter, SpreadScore};
 use std::sync::{Arc, LazyLock};
+use tas_api::hash::fnv1a64_pair;
 use tas_api::tas::NodesWithoutTopology;
 
 /// What the cache knows of a node's topology.
@@ -284,7 +285,7 @@ fn numa_and_score(
         node: node.name().to_owned(),
         // NUMA alignment matters most; node-level balance breaks near-ties.
         score: u32::from(numa_score) * 2 + node_score,
-        tie: fnv1a(pod.uid.as_bytes(), node.name().as_bytes()),
+        tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
     })
 }
 
@@ -334,16 +335,6 @@ fn better(a: Candidate, b: Candidate) -> Candidate {
     } else {
         a
     }
-}
-
-/// A stable hash of two byte strings (tie-breaking between equally good choices).
-pub fn fnv1a(a: &[u8], b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in a.iter().chain([0u8].iter()).chain(b) {
-        h ^= u64::from(*byte);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 #[cfg(test)]

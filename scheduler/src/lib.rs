@@ -10,7 +10,7 @@
 //! fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. [`explain`] and
 //! [`events`] tell users why a pod waits. [`run`] wires it together with leader
 //! election and the HTTP endpoints ([`metrics`]); [`config`] validates the
-//! configuration file; [`labels`] matches label selectors for everyone.
+//! configuration file. Label selectors are matched by `tas_api::labels`.
 
 pub mod affinity;
 pub mod cache;
@@ -19,7 +19,6 @@ pub mod cycle;
 pub mod events;
 pub mod explain;
 pub mod filter;
-pub mod labels;
 pub mod metrics;
 pub mod numa;
 pub mod pod_meta;

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tas_e2e::stack::{self, Operands, OperatorHandle, Report};
+use tas_e2e::stack::{self, Operands, Report};
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 
@@ -47,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
     eprintln!("creating {} simulated NUMA nodes", scenario.nodes().len());
     let sim = stack::start_simulator(&client, &scenario, work.path()).await?;
-    let operator = OperatorHandle::start(client.clone());
+    let operator = stack::start_operator(client.clone());
     eprintln!("applying config/samples/tas_v1alpha1_topologyawarescheduling.yaml");
     let applied = Instant::now();
     stack::apply_cr(&client, &stack::sample_cr()?).await?;
@@ -82,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     if args.no_wait {
-        operator.stop().await;
+        operator.stop(Duration::from_secs(30)).await?;
         return Ok(());
     }
     println!(
@@ -90,6 +90,6 @@ async fn main() -> anyhow::Result<()> {
         cluster.kubeconfig_path().display()
     );
     tokio::signal::ctrl_c().await?;
-    operator.stop().await;
+    operator.stop(Duration::from_secs(30)).await?;
     Ok(())
 }

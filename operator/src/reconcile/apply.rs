@@ -11,7 +11,7 @@
 //! later applies, so uninstall and prune know which namespace they may delete.
 
 use super::FIELD_MANAGER;
-use crate::build::ApiObject;
+use crate::desired::ApiObject;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};

@@ -1,7 +1,7 @@
 //! Reconciling the TopologyAwareScheduling object, as a pipeline of steps.
 //!
 //! ```text
-//! CR ─► finalizer ─┬─ Apply:   membership (node labels) ─► build::desired ─► overlap check
+//! CR ─► finalizer ─┬─ Apply:   membership (node labels) ─► validate ─► desired::build
 //!                  │           ─► [not paused] apply (SSA, in order; CRD Established)
 //!                  │           ─► [not paused] prune (managed label, not desired)
 //!                  │           ─► status (+ Events)  ─► Ok / Err(permanent | transient)
@@ -21,11 +21,12 @@ pub mod observed;
 pub mod prune;
 pub mod status;
 
-use crate::build::{self, ApiObject};
 use crate::context::Context;
+use crate::desired::{self, ApiObject};
 use crate::error::Error;
 use crate::metrics::ReconcileResult;
 use crate::node_groups::Membership;
+use crate::validate::validate;
 use conditions::Problem;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
@@ -165,16 +166,15 @@ async fn apply_stack(cr: &TopologyAwareScheduling, ctx: &Context) -> Result<Acti
     }
 }
 
-/// The objects to apply, or why there are none: the builders' verdict on the spec,
-/// then the node-group overlap check (which needs the nodes, so CEL cannot do it).
+/// The objects to apply, or why there are none: the validate step's verdict on the
+/// object and the nodes it selects, then the builders'.
 fn plan(
     cr: &TopologyAwareScheduling,
     ctx: &Context,
     membership: &Membership,
 ) -> Result<Vec<ApiObject>, Error> {
-    let objects = build::desired(cr, &ctx.config.build)?.into_api_objects()?;
-    membership.check_overlaps()?;
-    Ok(objects)
+    let valid = validate(cr, &ctx.config.build, Some(membership))?;
+    Ok(desired::build(&valid)?.into_api_objects()?)
 }
 
 /// Apply everything in order, then prune what is no longer desired.

@@ -16,7 +16,7 @@
 
 use super::FIELD_MANAGER;
 use super::apply::created_by_operator;
-use crate::build::{ApiObject, managed_resources, managed_selector};
+use crate::desired::{ApiObject, managed_resources, managed_selector};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams,
 };

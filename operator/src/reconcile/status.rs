@@ -16,8 +16,8 @@ use super::events;
 use super::observed::{
     self, count, daemon_set_workload, deployment_workload, group_status, nrt_crd_status,
 };
-use crate::build::{NODE_GROUP_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
 use crate::context::Context;
+use crate::desired::{NODE_GROUP_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
 use crate::node_groups::Membership;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};

@@ -21,7 +21,7 @@
 //! rate limit.
 
 use super::switch::{MetricSwitch, Slot, SpanSwitch};
-use crate::build::OTLP_ENDPOINT_ENV;
+use crate::desired::OTLP_ENDPOINT_ENV;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;

@@ -8,17 +8,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 use tas_api::tas::{Condition, TopologyAwareScheduling};
-use tas_operator::build::{BuildContext, SCHEDULER_DEPLOYMENT};
+use tas_operator::desired::{BuildContext, SCHEDULER_DEPLOYMENT};
 use tas_operator::telemetry::Otlp;
-use tas_operator::{Config, Metrics};
+use tas_operator::{Config, InProcess, Options};
 use tas_testcluster::{
     FakeNode, crd_dir, create_fake_node, read_crds, unique_name, wait_for, wait_node_ready,
 };
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 pub const STACK: &str = "default";
@@ -27,51 +24,18 @@ pub const SCHEDULER_IMAGE: &str = "registry.invalid/tas-scheduler:test";
 pub const TAS_CRD: &str = "topologyawareschedulings.tas.dev";
 pub const NRT_CRD: &str = tas_api::nrt::CRD_NAME;
 
-/// The operator running on the test's runtime.
-pub struct Operator {
-    pub metrics: Arc<Metrics>,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
-}
-
-impl Operator {
-    /// Starts the operator, exporting over `otlp` when the object names an endpoint.
-    pub fn start(client: Client, otlp: Otlp) -> Self {
-        let metrics = Arc::new(Metrics::with_meter(&otlp.meter()));
-        let (stop, rx) = watch::channel(false);
-        let config = Config {
-            build: BuildContext {
-                updater_image_default: Some(UPDATER_IMAGE.into()),
-                scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
-            },
-            debounce: Duration::from_millis(200),
-            ..Config::default()
-        };
-        let shutdown = async move {
-            let mut rx = rx;
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let task = tokio::spawn(tas_operator::run_controller(
-            client,
-            config,
-            metrics.clone(),
-            otlp,
-            shutdown,
-        ));
-        Self {
-            metrics,
-            stop,
-            task,
-        }
-    }
-
-    pub async fn stop(self) {
-        self.stop.send_replace(true);
-        tokio::time::timeout(Duration::from_secs(30), self.task)
-            .await
-            .expect("the controller stops within 30 s")
-            .expect("the controller task does not panic");
-    }
+/// Starts the operator in-process (as the binary does, without HTTP or a Lease),
+/// exporting over `otlp` when the object names an endpoint.
+pub fn start_operator(client: Client, otlp: Otlp) -> InProcess {
+    let config = Config {
+        build: BuildContext {
+            updater_image_default: Some(UPDATER_IMAGE.into()),
+            scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
+        },
+        debounce: Duration::from_millis(200),
+        ..Config::default()
+    };
+    InProcess::spawn(client, Options::new(config, otlp))
 }
 
 /// Installs only the TopologyAwareScheduling CRD: the NRT CRD is the operator's job.

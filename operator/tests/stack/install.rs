@@ -8,18 +8,18 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING};
-use tas_operator::build::{
+use tas_operator::desired::{
     MANAGED_BY, MANAGED_BY_LABEL, SCHEDULER_CONFIG_DIR, SCHEDULER_DEPLOYMENT, SCHEDULER_UID,
     updater_daemonset_name,
 };
 use tas_operator::reconcile::apply::CREATED_BY_ANNOTATION;
 use tas_testcluster::{unique_name, wait_for};
 
-use crate::harness::Operator;
+use tas_operator::InProcess;
 
 const GROUP: &str = "numa-workers";
 
-pub async fn scenario(client: &Client, _operator: &Operator) {
+pub async fn scenario(client: &Client, _operator: &InProcess) {
     let ns = unique_name("tas-install");
     let workers = nodes(client, "numa", 3, &[("node-role.kubernetes.io/numa", "")]).await;
     create(client, &sample(&ns)).await;

@@ -15,7 +15,6 @@ mod overlap;
 mod paused;
 mod scale;
 
-use harness::Operator;
 use std::time::Duration;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_testcluster::TestCluster;
@@ -50,13 +49,16 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     let client = cluster.client().await.unwrap();
     harness::install_tas_crd(&client).await;
 
-    let operator = Operator::start(client.clone(), telemetry.clone());
+    let operator = harness::start_operator(client.clone(), telemetry.clone());
     install::scenario(&client, &operator).await;
     overlap::scenario(&client).await;
     paused::scenario(&client, &operator).await;
     scale::scenario(&client, &operator).await;
     otlp::scenario(&client, &telemetry).await;
-    operator.stop().await;
+    operator
+        .stop(harness::TIMEOUT)
+        .await
+        .expect("the operator stops cleanly");
     telemetry.shutdown().await;
     // With no object left, the binary only has to start, sync and stop.
     binary::scenario(&client, &cluster.kubeconfig_path()).await;

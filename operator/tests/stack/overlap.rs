@@ -8,7 +8,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED};
-use tas_operator::build::updater_daemonset_name;
+use tas_operator::desired::updater_daemonset_name;
 use tas_testcluster::unique_name;
 
 const POOL: &str = "e2e.tas.dev/pool";

@@ -7,12 +7,13 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tas_api::tas::status::condition_type::{AVAILABLE, PROGRESSING};
-use tas_operator::build::{MANAGED_BY_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
+use tas_operator::InProcess;
+use tas_operator::desired::{MANAGED_BY_LABEL, SCHEDULER_DEPLOYMENT, updater_daemonset_name};
 use tas_testcluster::{unique_name, unique_namespace, wait_for};
 
 const POOL: &str = "e2e.tas.dev/pool";
 
-pub async fn scenario(client: &Client, operator: &Operator) {
+pub async fn scenario(client: &Client, operator: &InProcess) {
     // The admin created the namespace before the stack.
     let ns = unique_namespace(client, "tas-paused").await.unwrap();
     let pool = unique_name("pool");

@@ -6,6 +6,7 @@ use crate::harness::*;
 use kube::Client;
 use std::time::{Duration, Instant};
 use tas_api::tas::status::condition_type::{AVAILABLE, PROGRESSING};
+use tas_operator::InProcess;
 use tas_testcluster::unique_name;
 
 const POOL: &str = "e2e.tas.dev/pool";
@@ -14,7 +15,7 @@ const IDLE: Duration = Duration::from_secs(20);
 /// No reconcile for this long: the install's trailing events are processed.
 const QUIET: Duration = Duration::from_secs(1);
 
-pub async fn scenario(client: &Client, operator: &Operator) {
+pub async fn scenario(client: &Client, operator: &InProcess) {
     let ns = unique_name("tas-scale");
     let pool = unique_name("pool");
     let workers = nodes(client, "scale", NODES, &[(POOL, &pool)]).await;

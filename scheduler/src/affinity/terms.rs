@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 
 use super::NamespaceLabels;
-use crate::labels::Selector;
+use tas_api::labels::Selector;
 
 /// Which namespaces a term covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +53,7 @@ impl AffinityTerm {
         owner_ns: &str,
         owner_labels: &BTreeMap<String, String>,
     ) -> Self {
-        let mut selector = Selector::parse(term.label_selector.as_ref());
+        let mut selector = Selector::parse_or_nothing(term.label_selector.as_ref());
         selector.require_equal(
             term.match_label_keys.as_deref().unwrap_or_default(),
             owner_labels,
@@ -66,7 +66,7 @@ impl AffinityTerm {
         let ns_selector = term
             .namespace_selector
             .as_ref()
-            .map(|s| Selector::parse(Some(s)));
+            .map(|s| Selector::parse_or_nothing(Some(s)));
         let names = if names.is_empty() && ns_selector.is_none() {
             vec![owner_ns.to_owned()]
         } else {

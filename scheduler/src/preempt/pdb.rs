@@ -11,8 +11,8 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::labels::Selector;
 use crate::pod_meta::PodMeta;
+use tas_api::labels::Selector;
 
 /// One budget, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,10 +26,9 @@ pub struct Budget {
 impl Budget {
     /// Reads a PodDisruptionBudget.
     pub fn from_pdb(pdb: &PodDisruptionBudget) -> Self {
-        let selector = pdb
-            .spec
-            .as_ref()
-            .map_or_else(Selector::nothing, |s| Selector::parse(s.selector.as_ref()));
+        let selector = pdb.spec.as_ref().map_or_else(Selector::nothing, |s| {
+            Selector::parse_or_nothing(s.selector.as_ref())
+        });
         let status = pdb.status.as_ref();
         Self {
             selector: if selector.is_everything() {

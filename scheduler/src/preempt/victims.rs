@@ -30,10 +30,11 @@ use std::sync::Arc;
 
 use super::numa_rule;
 use super::pdb::Budgets;
-use crate::cycle::{ClusterView, CycleSettings, PodInput, PreFilter, TopologyView, fnv1a};
+use crate::cycle::{ClusterView, CycleSettings, PodInput, PreFilter, TopologyView};
 use crate::filter::{self, NodeInfo};
 use crate::numa::Resources;
 use crate::pod_meta::PodMeta;
+use tas_api::hash::fnv1a64_pair;
 
 /// Candidates up to which every subset is tried (2^10 fit checks at most per node).
 pub const EXACT_SEARCH_LIMIT: usize = 10;
@@ -149,7 +150,7 @@ impl NodeSearch<'_> {
             node: self.node.name().to_owned(),
             pdb_violations: budgets.violations(&metas),
             victims,
-            tie: fnv1a(self.pod.uid.as_bytes(), self.node.name().as_bytes()),
+            tie: fnv1a64_pair(self.pod.uid.as_bytes(), self.node.name().as_bytes()),
         })
     }
 

@@ -32,8 +32,8 @@ pub use filter::{SpreadFilter, SpreadReason};
 pub use score::SpreadScore;
 
 use crate::filter::{NodeInfo, PodFilterInput, taint_toleration};
-use crate::labels::Selector;
 use crate::pod_meta::PodMeta;
+use tas_api::labels::Selector;
 
 /// One parsed `topologySpreadConstraints` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,7 @@ impl SpreadConstraint {
             .into_iter()
             .flatten()
             .map(|c| {
-                let mut selector = Selector::parse(c.label_selector.as_ref());
+                let mut selector = Selector::parse_or_nothing(c.label_selector.as_ref());
                 selector.require_equal(c.match_label_keys.as_deref().unwrap_or_default(), labels);
                 Self {
                     max_skew: i64::from(c.max_skew),

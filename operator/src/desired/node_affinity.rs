@@ -10,16 +10,16 @@
 use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use tas_api::labels::Selector;
 
 /// Node affinity requiring every node to match `selector`; `None` for an empty selector,
-/// which selects every node. `Err` says, for a human, why the selector is invalid.
-pub(crate) fn node_affinity(selector: &LabelSelector) -> Result<Option<Affinity>, String> {
-    let requirements = requirements(selector)?;
+/// which selects every node.
+pub(crate) fn node_affinity(selector: &Selector) -> Option<Affinity> {
+    let requirements = requirements(selector);
     if requirements.is_empty() {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(Affinity {
+    Some(Affinity {
         node_affinity: Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {
                 node_selector_terms: vec![NodeSelectorTerm {
@@ -30,51 +30,30 @@ pub(crate) fn node_affinity(selector: &LabelSelector) -> Result<Option<Affinity>
             ..NodeAffinity::default()
         }),
         ..Affinity::default()
-    }))
+    })
 }
 
-/// The requirements equivalent to a label selector, `matchLabels` first (in key order).
-pub(crate) fn requirements(
-    selector: &LabelSelector,
-) -> Result<Vec<NodeSelectorRequirement>, String> {
-    let labels = selector.match_labels.iter().flatten().map(|(k, v)| {
-        Ok(NodeSelectorRequirement {
-            key: k.clone(),
-            operator: "In".to_owned(),
-            values: Some(vec![v.clone()]),
-        })
-    });
-    let expressions = selector.match_expressions.iter().flatten().map(|e| {
-        let values = e.values.clone().unwrap_or_default();
-        match (e.operator.as_str(), values.is_empty()) {
-            ("In" | "NotIn", false) | ("Exists" | "DoesNotExist", true) => {
-                Ok(NodeSelectorRequirement {
-                    key: e.key.clone(),
-                    operator: e.operator.clone(),
-                    values: (!values.is_empty()).then_some(values),
-                })
+/// The requirements equivalent to a parsed label selector, `matchLabels` first (in key
+/// order), then the expressions as written.
+pub(crate) fn requirements(selector: &Selector) -> Vec<NodeSelectorRequirement> {
+    selector
+        .requirements()
+        .iter()
+        .map(|r| {
+            let values = r.operator.values();
+            NodeSelectorRequirement {
+                key: r.key.clone(),
+                operator: r.operator.as_str().to_owned(),
+                values: (!values.is_empty()).then(|| values.to_vec()),
             }
-            ("In" | "NotIn", true) => Err(format!(
-                "matchExpressions key '{}': operator {} needs at least one value",
-                e.key, e.operator
-            )),
-            ("Exists" | "DoesNotExist", false) => Err(format!(
-                "matchExpressions key '{}': operator {} takes no values",
-                e.key, e.operator
-            )),
-            (op, _) => Err(format!(
-                "matchExpressions key '{}': unknown operator '{op}' (a label selector accepts In, NotIn, Exists, DoesNotExist)",
-                e.key
-            )),
-        }
-    });
-    labels.chain(expressions).collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -86,39 +65,45 @@ mod tests {
         }
     }
 
+    fn parsed(selector: &LabelSelector) -> Selector {
+        Selector::parse(selector).expect("a valid selector")
+    }
+
     #[test]
     fn empty_selector_means_no_affinity() {
-        assert_eq!(node_affinity(&LabelSelector::default()), Ok(None));
+        assert_eq!(node_affinity(&parsed(&LabelSelector::default())), None);
         let empty_lists = LabelSelector {
             match_labels: Some(BTreeMap::new()),
             match_expressions: Some(Vec::new()),
         };
-        assert_eq!(node_affinity(&empty_lists), Ok(None));
+        assert_eq!(node_affinity(&parsed(&empty_lists)), None);
     }
 
+    /// Values are copied as written, not sorted or deduplicated.
     #[test]
-    fn comparison_operators_are_not_label_selector_operators() {
+    fn expressions_are_copied() {
         let sel = LabelSelector {
-            match_expressions: Some(vec![expr("cpu-count", "Gt", &["8"])]),
+            match_expressions: Some(vec![
+                expr("zone", "NotIn", &["b", "a"]),
+                expr("gpu", "DoesNotExist", &[]),
+            ]),
             ..LabelSelector::default()
         };
-        let err = node_affinity(&sel).unwrap_err();
-        assert!(err.contains("unknown operator 'Gt'"), "{err}");
-    }
-
-    #[test]
-    fn value_arity_is_checked() {
-        for (e, want) in [
-            (expr("a", "In", &[]), "needs at least one value"),
-            (expr("a", "Exists", &["x"]), "takes no values"),
-        ] {
-            let sel = LabelSelector {
-                match_expressions: Some(vec![e]),
-                ..LabelSelector::default()
-            };
-            let err = requirements(&sel).unwrap_err();
-            assert!(err.contains(want), "{err}");
-        }
+        assert_eq!(
+            requirements(&parsed(&sel)),
+            [
+                NodeSelectorRequirement {
+                    key: "zone".into(),
+                    operator: "NotIn".into(),
+                    values: Some(vec!["b".into(), "a".into()]),
+                },
+                NodeSelectorRequirement {
+                    key: "gpu".into(),
+                    operator: "DoesNotExist".into(),
+                    values: None,
+                },
+            ]
+        );
     }
 
     proptest! {
@@ -139,7 +124,7 @@ mod tests {
                     expr(k, op, values)
                 }).collect()),
             };
-            let reqs = requirements(&sel).unwrap();
+            let reqs = requirements(&parsed(&sel));
             prop_assert_eq!(reqs.len(), labels.len() + exprs.len());
             for (r, (k, v)) in reqs.iter().zip(&labels) {
                 prop_assert_eq!(&r.key, k);
@@ -150,7 +135,7 @@ mod tests {
                 prop_assert_eq!(&r.key, k);
                 prop_assert_eq!(r.operator.as_str(), *op);
             }
-            let terms = node_affinity(&sel).unwrap().map(|a| {
+            let terms = node_affinity(&parsed(&sel)).map(|a| {
                 a.node_affinity.unwrap().required_during_scheduling_ignored_during_execution.unwrap().node_selector_terms.len()
             });
             prop_assert_eq!(terms, (!reqs.is_empty()).then_some(1));

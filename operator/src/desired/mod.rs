@@ -2,9 +2,9 @@
 //! built by pure functions.
 //!
 //! ```text
-//! TopologyAwareScheduling + BuildContext (operator flags)
-//!   └─ desired() ─► Desired (typed objects, one field per kind)
-//!                     └─ into_objects() ─► JSON in apply order ─► server-side apply
+//! ValidatedSpec (the CR, checked and with images resolved: see `crate::validate`)
+//!   └─ build() ─► Desired (typed objects, one field per kind)
+//!                   └─ into_api_objects() ─► JSON in apply order ─► server-side apply
 //! ```
 //!
 //! One module per kind: the namespace (`namespace.rs`), the NRT CRD (`crd.rs`), RBAC
@@ -42,13 +42,14 @@ pub use names::*;
 pub use objects::{ApiObject, managed_resources};
 pub use pod::OTLP_ENDPOINT_ENV;
 
+use crate::validate::ValidatedSpec;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use tas_api::tas::TopologyAwareScheduling;
 
-/// What the builders need beyond the CR: facts about the operator itself.
+/// What validation needs beyond the CR to resolve what the builders use: facts about
+/// the operator itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuildContext {
     /// Node agent image when the CR names none (the operator's `--updater-image`).
@@ -87,27 +88,26 @@ pub struct Desired {
     pub services: Vec<Service>,
 }
 
-/// The desired state of the stack described by `cr`.
-pub fn desired(cr: &TopologyAwareScheduling, ctx: &BuildContext) -> Result<Desired, BuildError> {
-    let stack = meta::Stack::new(cr)?;
-    let spec = &cr.spec;
+/// The desired state of the stack described by a validated object.
+pub fn build(valid: &ValidatedSpec<'_>) -> Result<Desired, BuildError> {
+    let stack = meta::Stack::new(valid);
+    let spec = &valid.cr.spec;
 
     let config = scheduler_config(spec);
     let rendered = configmap::render(&config)?;
 
-    let daemon_sets = cr
-        .effective_node_groups()
+    let daemon_sets = valid
+        .groups
         .iter()
-        .enumerate()
-        .map(|(index, group)| daemonset::updater_daemon_set(&stack, spec, index, group, ctx))
+        .map(|group| daemonset::updater_daemon_set(&stack, spec, group))
         .collect::<Result<Vec<_>, _>>()?;
     let deployment = deployment::scheduler_deployment(
         &stack,
         spec,
-        hash::hash_hex(rendered.as_bytes()),
+        tas_api::hash::fnv1a64_hex(rendered.as_bytes()),
         config.leader_election.enabled,
-        ctx,
-    )?;
+        &valid.scheduler_image,
+    );
 
     let rbac::Rbac {
         service_accounts,

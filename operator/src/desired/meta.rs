@@ -1,14 +1,13 @@
 //! Metadata every built object shares: the common labels the operator prunes by, the
 //! namespace, and the owner reference to the TopologyAwareScheduling object.
 
-use super::BuildError;
 use super::names::{
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PART_OF, PART_OF_LABEL, STACK_LABEL,
 };
+use crate::validate::ValidatedSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use std::collections::BTreeMap;
-use tas_api::tas::TopologyAwareScheduling;
 
 /// The part of the stack an object belongs to (`app.kubernetes.io/component`). RBAC
 /// objects carry the component they grant permissions to, so that
@@ -56,19 +55,20 @@ pub(crate) struct Stack<'a> {
 }
 
 impl<'a> Stack<'a> {
-    pub fn new(cr: &'a TopologyAwareScheduling) -> Result<Self, BuildError> {
-        let name = cr.metadata.name.as_deref().ok_or(BuildError::MissingName)?;
+    /// The stack of a validated object.
+    pub fn new(spec: &ValidatedSpec<'a>) -> Self {
+        let cr = spec.cr;
         // blockOwnerDeletion: a foreground deletion of the CR waits for its operands, so
         // "CR gone" means "stack gone".
         let owner = cr.controller_owner_ref(&()).map(|o| OwnerReference {
             block_owner_deletion: Some(true),
             ..o
         });
-        Ok(Self {
-            name,
+        Self {
+            name: spec.name,
             namespace: &cr.spec.namespace,
             owner,
-        })
+        }
     }
 
     /// The common labels of an object of `component`.

@@ -1,7 +1,7 @@
 //! RBAC: each operand gets what it uses and nothing more.
 
-use super::{FULL, cr, ctx};
-use crate::build::*;
+use super::{FULL, cr, ctx, desired};
+use crate::desired::*;
 
 fn rules(d: &Desired, role: &str) -> Vec<(String, String, Vec<String>)> {
     let cr = d

@@ -13,7 +13,6 @@ use super::pod::{
     field_env, http_port, linux_node_selector, liveness_probe, locked_down_container, otlp_env,
     readiness_probe, runtime_default_seccomp,
 };
-use super::{BuildContext, BuildError};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, PodSecurityContext, PodSpec, PodTemplateSpec,
@@ -35,21 +34,16 @@ pub(crate) fn scheduler_pod_selector() -> BTreeMap<String, String> {
     BTreeMap::from([(NAME_LABEL.to_owned(), SCHEDULER_APP_NAME.to_owned())])
 }
 
-/// The scheduler Deployment; `config_hash` is the hash of the rendered config file.
+/// The scheduler Deployment running `image`; `config_hash` is the hash of the rendered
+/// config file.
 pub(crate) fn scheduler_deployment(
     stack: &Stack,
     spec: &TopologyAwareSchedulingSpec,
     config_hash: String,
     leader_election: bool,
-    ctx: &BuildContext,
-) -> Result<Deployment, BuildError> {
+    image: &str,
+) -> Deployment {
     let s = &spec.scheduler;
-    let image = s
-        .image
-        .clone()
-        .or_else(|| ctx.scheduler_image_default.clone())
-        .filter(|i| !i.is_empty())
-        .ok_or(BuildError::MissingSchedulerImage)?;
 
     let mut env = vec![
         // Leader-election identity and the namespace of its Lease.
@@ -60,7 +54,7 @@ pub(crate) fn scheduler_deployment(
 
     let container = Container {
         name: SCHEDULER_CONTAINER.to_owned(),
-        image: Some(image),
+        image: Some(image.to_owned()),
         args: Some(vec![
             format!("--config={SCHEDULER_CONFIG_DIR}/{FILE_NAME}"),
             format!("--log-level={}", spec.observability.log_level.as_str()),
@@ -90,7 +84,7 @@ pub(crate) fn scheduler_deployment(
     let mut meta = stack.namespaced_meta(SCHEDULER_DEPLOYMENT, Component::Scheduler);
     meta.labels = Some(pod_labels.clone());
 
-    Ok(Deployment {
+    Deployment {
         metadata: meta,
         spec: Some(DeploymentSpec {
             replicas: Some(s.replicas),
@@ -138,7 +132,7 @@ pub(crate) fn scheduler_deployment(
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
-    })
+    }
 }
 
 /// Without leader election two scheduler pods must never run at once (both would bind,

@@ -1,8 +1,8 @@
 //! The scheduler: its config file, its Deployment, its leader election, and the
 //! metrics Services in front of both operands.
 
-use super::{FULL, MINIMAL, cr, ctx};
-use crate::build::*;
+use super::{FULL, MINIMAL, cr, ctx, desired};
+use crate::desired::*;
 use tas_api::config::scheduler::SchedulerConfig;
 use tas_api::tas::{ForeignPodsDetection, InformerMode, NodesWithoutTopology, ScoringStrategy};
 

@@ -8,9 +8,8 @@ use tas_api::config::updater::{
     KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SOCKET_NAME, SYSFS_MOUNT, UpdaterArgs,
 };
 use tas_api::tas::{ScoringStrategy, TopologyAwareScheduling, UpdaterSpec};
-use tas_operator::build::{
-    self, BuildContext, BuildError, CONFIG_HASH_ANNOTATION, Desired, desired,
-};
+use tas_operator::desired::{self, BuildContext, CONFIG_HASH_ANNOTATION, Desired};
+use tas_operator::validate::validate;
 
 fn fixture(name: &str) -> TopologyAwareScheduling {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -26,11 +25,12 @@ fn ctx() -> BuildContext {
 }
 
 fn build(cr: &TopologyAwareScheduling) -> Desired {
-    desired(cr, &ctx()).expect("fixture builds")
+    let valid = validate(cr, &ctx(), None).expect("fixture is valid");
+    desired::build(&valid).expect("fixture builds")
 }
 
 fn daemon_set<'a>(d: &'a Desired, group: &str) -> &'a DaemonSet {
-    let name = build::updater_daemonset_name(group);
+    let name = desired::updater_daemonset_name(group);
     d.daemon_sets
         .iter()
         .find(|ds| ds.metadata.name.as_deref() == Some(name.as_str()))
@@ -276,7 +276,7 @@ fn node_agent_runs_as_root_owner_of_the_socket_and_nothing_more() {
     );
     assert_eq!(
         p.service_account_name.as_deref(),
-        Some(build::UPDATER_SERVICE_ACCOUNT)
+        Some(desired::UPDATER_SERVICE_ACCOUNT)
     );
     assert_eq!(p.automount_service_account_token, Some(true));
 
@@ -354,57 +354,4 @@ fn config_hash_changes_with_the_settings_and_only_with_them() {
     let mut cr = base_cr.clone();
     cr.spec.scheduler.replicas = 3;
     assert_eq!(hashes(&build(&cr)), (numa, gpu, sched));
-}
-
-#[test]
-fn a_missing_image_is_a_permanent_error_saying_what_to_set() {
-    let cr = fixture("minimal.yaml");
-    let err = desired(&cr, &BuildContext::default()).unwrap_err();
-    assert!(
-        matches!(err, BuildError::MissingUpdaterImage { .. }),
-        "{err:?}"
-    );
-    assert!(err.is_permanent());
-    let msg = err.to_string();
-    assert!(
-        msg.contains("spec.updater.image") && msg.contains("--updater-image"),
-        "{msg}"
-    );
-
-    let only_updater = BuildContext {
-        scheduler_image_default: None,
-        ..ctx()
-    };
-    let err = desired(&cr, &only_updater).unwrap_err();
-    assert!(err.is_permanent());
-    let msg = err.to_string();
-    assert!(
-        msg.contains("spec.scheduler.image") && msg.contains("--scheduler-image"),
-        "{msg}"
-    );
-
-    // A group with its own image does not cover the others.
-    let mut cr = fixture("full.yaml");
-    cr.spec.updater.image = None;
-    let err = desired(&cr, &BuildContext::default()).unwrap_err();
-    assert!(err.to_string().contains("'numa-workers'"), "{err}");
-}
-
-#[test]
-fn a_selector_operator_that_labels_do_not_have_is_a_permanent_error() {
-    let mut cr = fixture("full.yaml");
-    let exprs = cr.spec.node_groups[1]
-        .node_selector
-        .match_expressions
-        .as_mut()
-        .unwrap();
-    exprs[0].operator = "Gt".to_owned();
-    exprs[0].values = Some(vec!["3".to_owned()]);
-    let err = desired(&cr, &ctx()).unwrap_err();
-    assert!(err.is_permanent());
-    assert_eq!(err.reason(), "InvalidNodeSelector");
-    assert!(
-        err.to_string().contains("spec.nodeGroups[1].nodeSelector"),
-        "{err}"
-    );
 }

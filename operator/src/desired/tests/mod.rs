@@ -1,10 +1,11 @@
 //! Properties of the whole object set (labels, owners, namespaces, apply order), plus
 //! RBAC and the scheduler in submodules. The node agent DaemonSets, config hashes and
-//! errors are tested from the fixtures in `tests/build.rs`.
+//! errors are tested from the fixtures in `tests/desired.rs`.
 
 use super::*;
 use kube::core::discovery::Scope;
 use serde_json::Value;
+use tas_api::tas::TopologyAwareScheduling;
 
 mod rbac;
 mod scheduler;
@@ -21,6 +22,11 @@ fn ctx() -> BuildContext {
         updater_image_default: Some("u:1".to_owned()),
         scheduler_image_default: Some("s:1".to_owned()),
     }
+}
+
+/// Validates and builds `cr` (the objects here are valid: validation has its own tests).
+fn desired(cr: &TopologyAwareScheduling, ctx: &BuildContext) -> Result<Desired, BuildError> {
+    build(&crate::validate::validate(cr, ctx, None).expect("a valid object"))
 }
 
 fn objects(yaml: &str) -> Vec<ApiObject> {

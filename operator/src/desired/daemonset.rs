@@ -6,6 +6,7 @@
 //! `/sys` (NUMA topology), the kubelet's config file (Topology Manager policy and scope)
 //! and the kubelet's pod-resources directory (the gRPC socket).
 
+use super::BuildError;
 use super::hash::config_hash;
 use super::meta::{Component, Stack};
 use super::names::{
@@ -17,7 +18,7 @@ use super::pod::{
     field_env, http_port, linux_node_selector, liveness_probe, locked_down_container, otlp_env,
     readiness_probe, runtime_default_seccomp,
 };
-use super::{BuildContext, BuildError};
+use crate::validate::ValidGroup;
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
@@ -31,7 +32,7 @@ use std::collections::BTreeMap;
 use tas_api::config::updater::{
     HTTP_PORT, KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs,
 };
-use tas_api::tas::{NodeGroup, TopologyAwareSchedulingSpec};
+use tas_api::tas::TopologyAwareSchedulingSpec;
 
 /// `app.kubernetes.io/name` of the node agent pods.
 pub(crate) const UPDATER_APP_NAME: &str = "tas-updater";
@@ -49,31 +50,22 @@ fn group_pod_selector(group: &str) -> BTreeMap<String, String> {
     labels
 }
 
-/// The DaemonSet of `group`, the `index`-th entry of the effective node groups.
+/// The DaemonSet of a validated node group.
 pub(crate) fn updater_daemon_set(
     stack: &Stack,
     spec: &TopologyAwareSchedulingSpec,
-    index: usize,
-    group: &NodeGroup,
-    ctx: &BuildContext,
+    valid: &ValidGroup,
 ) -> Result<DaemonSet, BuildError> {
-    let settings = group.merged_updater(&spec.updater);
-    let image = settings
-        .image
-        .clone()
-        .or_else(|| ctx.updater_image_default.clone())
-        .filter(|i| !i.is_empty())
-        .ok_or_else(|| BuildError::MissingUpdaterImage {
-            group: group.name.clone(),
-        })?;
-    let affinity =
-        node_affinity(&group.node_selector).map_err(|reason| BuildError::InvalidNodeSelector {
-            index,
-            group: group.name.clone(),
-            reason,
-        })?;
+    let ValidGroup {
+        group,
+        updater: settings,
+        image,
+        selector,
+    } = valid;
+    let image = image.clone();
+    let affinity = node_affinity(selector);
     let args =
-        UpdaterArgs::for_daemonset(&settings, spec.observability.log_level.as_str()).to_args();
+        UpdaterArgs::for_daemonset(settings, spec.observability.log_level.as_str()).to_args();
     let mut env = vec![field_env("NODE_NAME", "spec.nodeName")];
     env.extend(otlp_env(spec.observability.otlp_endpoint.as_deref()));
 
