@@ -6,7 +6,7 @@ export CARGO_TERM_COLOR ?= never
 
 all: build
 
-help: ## List the targets
+help: ## List the targets (variables they take in parentheses)
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## Build every crate of the workspace
@@ -25,6 +25,9 @@ crds: ## Regenerate config/crd/ from the Rust types in api/
 cluster-tools: ## Build etcd, kube-apiserver, controller-manager, kube-scheduler, kubectl, kwok (cached)
 	@testcluster/tools/build.sh >/dev/null
 
+clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_TOOLS_CACHE); the next run rebuilds them
+	@testcluster/tools/build.sh --clean
+
 # The test control plane's binaries: built once, cached outside the work tree by version.
 TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 
@@ -32,7 +35,9 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
 	TAS_TOOLS_BIN="$$bin" $(CARGO) test --workspace
 
-demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report
+# DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
+# DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
+demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report (DEMO_ARGS)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
 	TAS_TOOLS_BIN="$$bin" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
 
@@ -58,7 +63,7 @@ IMAGE_REPO ?= ghcr.io/tas-dev
 VERSION ?= v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 CONTAINER_TOOL ?= docker
 
-images: ## Build the tas-operator, tas-scheduler and tas-updater images (IMAGE_REPO, VERSION)
+images: ## Build the tas-operator, tas-scheduler and tas-updater images (IMAGE_REPO, VERSION, CONTAINER_TOOL)
 	@for c in operator scheduler updater; do \
 		echo "building $(IMAGE_REPO)/tas-$$c:$(VERSION)"; \
 		$(CONTAINER_TOOL) build --target $$c --build-arg VERSION=$(VERSION) \

@@ -75,7 +75,7 @@ fn check_binaries(options: &Options) -> Result<(), BenchError> {
             SchedulerKind::NumaPlugin,
             "kube-scheduler-plugins",
             &bin.schedplugins,
-            "build it with `TAS_TOOLS_ONLY=schedplugins e2e/tools/build.sh` or pass --schedplugins",
+            "build it with `TAS_TOOLS_ONLY=schedplugins testcluster/tools/build.sh` (`make bench` does) or pass --schedplugins",
         ),
     ];
     for (kind, what, path, hint) in needed {

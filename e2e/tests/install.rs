@@ -1,8 +1,9 @@
-//! The install manifests on the real API server: `kubectl apply -k config/default`
-//! creates the operator's namespace, CRD, RBAC, Deployment, Service, admission policy
-//! and NetworkPolicies; applying again changes nothing; the operator's pods meet the
-//! `restricted` Pod Security level; its RBAC allows what the operator does and refuses
-//! what it must not do; the samples are valid TopologyAwareScheduling objects.
+//! The install manifests on the real API server: `kubectl apply --server-side -k
+//! config/default` creates the operator's namespace, CRD, RBAC, Deployment, Service,
+//! admission policy and NetworkPolicies; applying again changes nothing; the operator's
+//! pods meet the `restricted` Pod Security level; its RBAC allows what the operator does
+//! and refuses what it must not do; the samples are valid TopologyAwareScheduling
+//! objects.
 //!
 //! The operator pods do not run here (there is no image); that the installed operator
 //! reconciles a stack is the full-stack tests' business.
@@ -65,11 +66,12 @@ async fn kubectl(cluster: &TestCluster, args: &[&str]) -> String {
     stdout
 }
 
-/// `kubectl apply -k config/default`, as the user guide says, once per test binary.
+/// `kubectl apply --server-side -k config/default`, as the README and the user guide say,
+/// once per test binary.
 async fn install(cluster: &TestCluster) {
     let mut installed = INSTALLED.lock().await;
     if !*installed {
-        kubectl(cluster, &["apply", "-k", "config/default"]).await;
+        kubectl(cluster, &["apply", "--server-side", "-k", "config/default"]).await;
         *installed = true;
     }
 }
@@ -113,10 +115,9 @@ async fn config_default_installs_the_operator_and_reapplies_unchanged() {
     let client = cluster.client().await.unwrap();
     install(cluster).await;
 
-    // Applying again (an upgrade to the same release) changes no object. (kubectl may
-    // still say "configured" where its patch restates lists the server defaulted.)
+    // Applying again (an upgrade to the same release) changes no object.
     let before = revisions(cluster).await;
-    let again = kubectl(cluster, &["apply", "-k", "config/default"]).await;
+    let again = kubectl(cluster, &["apply", "--server-side", "-k", "config/default"]).await;
     assert_eq!(
         revisions(cluster).await,
         before,

@@ -11,7 +11,8 @@ use tas_scheduler::config::Settings;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Configuration file (YAML; see the README). Without it, the defaults apply.
+    /// Configuration file (YAML; every field in docs/scheduler-config.md). Without it, the
+    /// defaults apply.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Namespace of the leader-election Lease when the config does not set one.

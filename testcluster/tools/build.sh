@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components the integration tests run against, from the Go
-# modules pinned in testcluster/tools/{k8s,etcd,kwok}/go.mod, into a cache outside the work
-# tree keyed by version (and by the go.sum that pins their dependencies). A component
-# already in the cache is not rebuilt. Prints the directory holding the binaries last.
+# modules pinned in testcluster/tools/{k8s,etcd,kwok,schedplugins}/go.mod, into a cache
+# outside the work tree keyed by version (and by the go.sum that pins their
+# dependencies). A component already in the cache is not rebuilt. Prints the directory
+# holding the binaries last.
+#
+# It builds with the installed Go only (GOTOOLCHAIN=local: no toolchain download), which
+# must be at least the highest `go` directive of the modules it builds; that is checked
+# first.
+#
+#   build.sh           build what is missing, print the binaries' directory
+#   build.sh --clean   remove the cached binaries of the versions pinned here (every
+#                      module, whatever go.sum they were built from) and their bin-*
+#                      directory; other versions in the cache are left alone
 #
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
@@ -19,12 +29,56 @@ ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 SCHEDPLUGINS_VERSION=v0.33.5
 
+if [ "${1:-}" = "--clean" ]; then
+  for pinned in "k8s-$K8S_VERSION" "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
+    "schedplugins-$SCHEDPLUGINS_VERSION" "bin-$K8S_VERSION"; do
+    # <module>-<version>-<go.sum digest>, one per go.sum the version was built from.
+    for dir in "$cache_root/$pinned" "$cache_root/$pinned"-*; do
+      [ -d "$dir" ] || continue
+      echo "cluster-tools: removing $dir" >&2
+      rm -rf "$dir"
+    done
+  done
+  exit 0
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--clean]" >&2
+  exit 2
+fi
+
+only="${TAS_TOOLS_ONLY:-k8s etcd kwok}"
+
+# The Go the selected modules need: the highest `go` directive of their go.mod files.
+required=
+for m in $only; do
+  if [ ! -f "$here/$m/go.mod" ]; then
+    echo "unknown tool set: $m (known: k8s etcd kwok schedplugins)" >&2
+    exit 2
+  fi
+  v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$m/go.mod")
+  required=$(printf '%s\n%s\n' "$required" "$v" | sed '/^$/d' | sort -V | tail -n 1)
+done
+
 if ! command -v go >/dev/null 2>&1; then
-  cat >&2 <<'EOF'
-error: the Go toolchain (go >= 1.25) is needed to build the test control plane
+  cat >&2 <<EOF
+error: the Go toolchain (go >= $required) is needed to build the test control plane
 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok) from
-Go modules, and `go` is not on PATH. Install Go (Debian: apt-get install golang-go
-is too old; use the official toolchain) and re-run `make cluster-tools`.
+Go modules, and \`go\` is not on PATH. Install Go $required or newer (distribution
+packages are often older; use the official toolchain) and re-run \`make cluster-tools\`.
+EOF
+  exit 1
+fi
+# "go1.26.8" -> "1.26.8", "go1.27rc1" -> "1.27"; a development build ("devel ...")
+# gives "" and is not checked.
+have=$(GOTOOLCHAIN=local go env GOVERSION)
+have=${have#go}
+have=${have%%[!0-9.]*}
+if [ -n "$have" ] && [ -n "$required" ] &&
+  [ "$(printf '%s\n%s\n' "$required" "$have" | sort -V | head -n 1)" != "$required" ]; then
+  cat >&2 <<EOF
+error: go $have is installed, but the modules in $here need go >= $required
+(the highest \`go\` directive of their go.mod files). The build uses the installed
+toolchain only (GOTOOLCHAIN=local), so install Go $required or newer and re-run
+\`make cluster-tools\`.
 EOF
   exit 1
 fi
@@ -65,7 +119,6 @@ build() { # module version ldflags name=package...
 }
 
 mkdir -p "$cache_root"
-only="${TAS_TOOLS_ONLY:-k8s etcd kwok}"
 
 minor=${K8S_VERSION#v1.}
 minor=${minor%%.*}

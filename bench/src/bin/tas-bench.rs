@@ -1,6 +1,6 @@
 //! `tas-bench`: the cluster benchmark (TAS scheduler vs kube-scheduler, the
 //! scheduler-plugins NUMA plugin and a bind-only ceiling) and the criterion summary.
-//! See `tas_testcluster::bench`.
+//! The runner lives in the `tas_bench` library.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,9 +13,18 @@ use tas_bench::workload::{ClusterShape, Workload};
 use tas_bench::{Options, criterion, report, run_all};
 use tas_testcluster::Tools;
 
-/// Scheduler benchmarks on a private control plane with kwok nodes.
+/// Benchmarks schedulers on a private local control plane with simulated NUMA nodes
+/// (kwok) and prints a markdown report.
+///
+/// Schedules the same workload of Guaranteed pods with each scheduler in turn (TAS,
+/// kube-scheduler with the scheduler-plugins NUMA plugin, kube-scheduler, and a bind-only
+/// ceiling), interleaved over several runs; measures throughput, latency, CPU and memory;
+/// and replays every placement through the kubelet model to count the pods a kubelet
+/// would reject. Needs the control-plane binaries ($TAS_TOOLS_BIN; the scheduler-plugins
+/// build for numa-plugin) and a release tas-scheduler; `make bench` provides both and
+/// writes the report to BENCHMARKS.md.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

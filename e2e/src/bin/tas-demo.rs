@@ -15,11 +15,23 @@ use tas_e2e::stack::{self, Operands, Report};
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 
-/// Run the TAS demo.
+/// The whole TAS stack on a private local control plane with simulated NUMA nodes, and a
+/// report of where TAS and the default scheduler put the same pods.
+///
+/// Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok as child
+/// processes (binaries from $TAS_TOOLS_BIN, else the cache `make cluster-tools` fills),
+/// installs `config/default` with `kubectl apply --server-side -k`, creates the
+/// scenario's simulated nodes and applies the sample TopologyAwareScheduling object. No
+/// container runs: the operator, the node agents and the scheduler run inside this
+/// process, the operands with the command lines and configuration the operator rendered.
+/// Then it places the scenario's workload with TAS and with the default scheduler,
+/// prints the placements and the pods the simulated kubelets rejected, and keeps the
+/// cluster up until Ctrl-C (unless --no-wait).
 #[derive(Parser, Debug)]
-#[command(about)]
+#[command(version)]
 struct Args {
-    /// Scenario file (nodes and workload).
+    /// Scenario file (nodes and workload; format in nodesim/README.md), relative to the
+    /// current directory.
     #[arg(long, default_value = "nodesim/scenarios/default.yaml")]
     scenario: PathBuf,
     /// Exit after printing the report instead of keeping the cluster up.
@@ -85,9 +97,12 @@ async fn main() -> anyhow::Result<()> {
         operator.stop(Duration::from_secs(30)).await?;
         return Ok(());
     }
+    // The kubectl the demo used (from the tools cache), which need not be on PATH.
+    let kubectl = cluster.binaries_dir().join("kubectl");
     println!(
-        "\nThe cluster keeps running. Point kubectl at it:\n  export KUBECONFIG={}\n  kubectl get tas,noderesourcetopologies\n  kubectl get pods -n {ns2} -o wide\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
-        cluster.kubeconfig_path().display()
+        "\nThe cluster keeps running. Point kubectl at it (the demo's kubectl is {kubectl}):\n  export KUBECONFIG={}\n  {kubectl} get tas,noderesourcetopologies\n  {kubectl} get pods -n {ns2} -o wide\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
+        cluster.kubeconfig_path().display(),
+        kubectl = kubectl.display(),
     );
     tokio::signal::ctrl_c().await?;
     operator.stop(Duration::from_secs(30)).await?;

@@ -17,9 +17,18 @@ use tas_nodesim::{Scenario, Simulator};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
-/// The node simulator for kwok nodes.
+/// Plays the kubelet for the simulated NUMA nodes of a scenario, on a cluster where kwok
+/// manages the nodes.
+///
+/// Creates the scenario's Nodes (kwok-managed), writes each node's sysfs tree and kubelet
+/// configuration under <work-dir>/<node>/, serves its kubelet podresources API on
+/// <work-dir>/<node>/pod-resources/kubelet.sock, and admits or rejects the pods labelled
+/// tas.dev/node-sim=true that are bound to those nodes as the kubelet's Topology, CPU,
+/// memory and device managers would (rejected: Failed, TopologyAffinityError). Prints
+/// "tas-nodesim ready: <n> nodes" once it has handled the existing pods, then runs until
+/// SIGTERM or Ctrl-C. Scenario format: nodesim/README.md.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Scenario file (YAML).
     #[arg(long)]
