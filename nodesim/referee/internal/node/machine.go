@@ -25,7 +25,10 @@ type Zone struct {
 	ID int `json:"id"`
 	// Memory in bytes, as in the zone's meminfo MemTotal (hugepages included).
 	Memory uint64 `json:"memory"`
-	// Hugepages: page size (a quantity: "2Mi", "1Gi") → number of pages.
+	// Hugepages: page size (a quantity: "2Mi", "1Gi") → number of pages. A size
+	// given for any zone is listed for every zone (with 0 pages where absent), as
+	// sysfs lists every page size the machine supports under every node; the
+	// memory manager relies on that.
 	Hugepages map[string]uint64 `json:"hugepages,omitempty"`
 	// Cores: physical cores, each with its hardware threads (SMT siblings).
 	Cores []Core `json:"cores,omitempty"`
@@ -58,6 +61,18 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 	zones := append([]Zone(nil), m.Zones...)
 	sort.Slice(zones, func(i, j int) bool { return zones[i].ID < zones[j].ID })
 
+	sizeSet := map[string]bool{}
+	for _, z := range zones {
+		for size := range z.Hugepages {
+			sizeSet[size] = true
+		}
+	}
+	var sizes []string
+	for size := range sizeSet {
+		sizes = append(sizes, size)
+	}
+	sort.Strings(sizes)
+
 	info := &cadvisorapi.MachineInfo{}
 	seenCPU := map[int]bool{}
 	sockets := map[int]bool{}
@@ -67,11 +82,6 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 			return nil, nil, fmt.Errorf("zone ids must be distinct and non-negative, got %d", z.ID)
 		}
 		node := cadvisorapi.Node{Id: z.ID, Memory: z.Memory, Distances: z.Distances}
-		var sizes []string
-		for size := range z.Hugepages {
-			sizes = append(sizes, size)
-		}
-		sort.Strings(sizes)
 		for _, size := range sizes {
 			q, err := resource.ParseQuantity(size)
 			if err != nil || q.Value() <= 0 || q.Value()%1024 != 0 {
@@ -92,7 +102,8 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 				seenCPU[cpu] = true
 			}
 			sockets[c.Socket] = true
-			// cadvisor names a core by the lowest thread id of its siblings.
+			// The CPU manager derives core ids from the thread ids; Id is only
+			// informative here.
 			id := c.CPUs[0]
 			for _, cpu := range c.CPUs {
 				id = min(id, cpu)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync"
 
@@ -220,7 +221,7 @@ func (n *Node) Admit(pod *v1.Pod) (res *AdmitResult, err error) {
 		if r := recover(); r != nil {
 			n.pods.remove(pod.UID)
 			n.collectGarbage()
-			err = fmt.Errorf("kubelet code panicked admitting pod %s/%s: %v", pod.Namespace, pod.Name, r)
+			err = fmt.Errorf("kubelet code panicked admitting pod %s/%s: %v\n%s", pod.Namespace, pod.Name, r, debug.Stack())
 		}
 	}()
 	verdict := n.tm.Admit(&lifecycle.PodAdmitAttributes{Pod: pod, OtherPods: n.pods.othersThan(pod.UID)})
