@@ -71,6 +71,34 @@ func allocateResponse(r *pluginapi.AllocateRequest) *pluginapi.AllocateResponse 
 	return resp
 }
 
+// preferredAllocation is the plugins' GetPreferredAllocation: the devices that
+// must be included, then the lowest ids (string order) of the available ones.
+// Without a preference the device manager picks among equally aligned devices
+// in map order, that is at random; a preference makes runs reproducible.
+func preferredAllocation(r *pluginapi.PreferredAllocationRequest) *pluginapi.PreferredAllocationResponse {
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, req := range r.ContainerRequests {
+		chosen := append([]string(nil), req.MustIncludeDeviceIDs...)
+		taken := map[string]bool{}
+		for _, id := range chosen {
+			taken[id] = true
+		}
+		available := append([]string(nil), req.AvailableDeviceIDs...)
+		sort.Strings(available)
+		for _, id := range available {
+			if len(chosen) >= int(req.AllocationSize) {
+				break
+			}
+			if !taken[id] {
+				chosen = append(chosen, id)
+				taken[id] = true
+			}
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: chosen})
+	}
+	return resp
+}
+
 // startDevicePlugins connects a plugin per resource of the machine to the device
 // manager and waits until the manager lists every device as allocatable. It
 // returns a function that stops the plugins.
@@ -98,9 +126,12 @@ func startDevicePlugins(mode DevicePlugins, dm *devicemanager.ManagerImpl, regis
 			dm.PluginListAndWatchReceiver(name, &pluginapi.ListAndWatchResponse{Devices: devs})
 		case StubPlugins:
 			socket := filepath.Join(filepath.Dir(registrationSocket), fmt.Sprintf("plugin-%d.sock", i))
-			stub := plugin.NewDevicePluginStub(devs, socket, name, false, false)
+			stub := plugin.NewDevicePluginStub(devs, socket, name, false, true)
 			stub.SetAllocFunc(func(r *pluginapi.AllocateRequest, _ map[string]*pluginapi.Device) (*pluginapi.AllocateResponse, error) {
 				return allocateResponse(r), nil
+			})
+			stub.SetGetPreferredAllocFunc(func(r *pluginapi.PreferredAllocationRequest, _ map[string]*pluginapi.Device) (*pluginapi.PreferredAllocationResponse, error) {
+				return preferredAllocation(r), nil
 			})
 			if err := stub.Start(); err != nil {
 				stopAll()
@@ -151,15 +182,15 @@ func (p *inProcessPlugin) SocketPath() string                { return "" }
 type inProcessClient struct{}
 
 func (inProcessClient) GetDevicePluginOptions(context.Context, *pluginapi.Empty, ...grpc.CallOption) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
 }
 
 func (inProcessClient) ListAndWatch(context.Context, *pluginapi.Empty, ...grpc.CallOption) (grpc.ServerStreamingClient[pluginapi.ListAndWatchResponse], error) {
 	return nil, fmt.Errorf("in-process device plugins push their devices once, at connection")
 }
 
-func (inProcessClient) GetPreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest, ...grpc.CallOption) (*pluginapi.PreferredAllocationResponse, error) {
-	return &pluginapi.PreferredAllocationResponse{}, nil
+func (inProcessClient) GetPreferredAllocation(_ context.Context, r *pluginapi.PreferredAllocationRequest, _ ...grpc.CallOption) (*pluginapi.PreferredAllocationResponse, error) {
+	return preferredAllocation(r), nil
 }
 
 func (inProcessClient) Allocate(_ context.Context, r *pluginapi.AllocateRequest, _ ...grpc.CallOption) (*pluginapi.AllocateResponse, error) {
