@@ -223,7 +223,7 @@ func (s *Server) addNode(w *worker, req *Request) (any, error) {
 		return nil, fmt.Errorf("addNode %s: %w", req.Node, err)
 	}
 	w.node = n
-	s.log.Info("node added", "node", req.Node, "stateDir", w.stateDir)
+	s.log.Debug("node added", "node", req.Node, "stateDir", w.stateDir)
 	res := AddNodeResult{Node: req.Node, Resources: n.Resources()}
 	if req.PodResourcesDir != "" {
 		res.PodResourcesSocket = filepath.Join(req.PodResourcesDir, "kubelet.sock")
