@@ -1,7 +1,11 @@
 package node
 
 import (
+	"runtime"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 )
 
@@ -14,15 +18,18 @@ type Resources struct {
 	Reserved v1.ResourceList `json:"reserved"`
 }
 
-// Resources computes capacity and allocatable with the rules of the kubelet's
-// node status setter (pkg/kubelet/nodestatus.MachineInfo, whose package pulls in
-// the whole container manager): capacity from the machine plus the device
-// plugins' devices; allocatable = capacity − reservation, never negative, with
-// the devices the device manager counts as healthy, and with memory further
-// reduced by every hugepage size's capacity. The pods count is left to the caller
-// (it is the kubelet's maxPods).
-func (n *Node) Resources() Resources {
+// Resources is what the node publishes: see computeResources.
+func (n *Node) Resources() Resources { return n.resources }
+
+// computeResources derives capacity and allocatable with the rules of the
+// kubelet's node status setter (pkg/kubelet/nodestatus.MachineInfo, whose package
+// pulls in the whole container manager): capacity from the machine, the kubelet's
+// maxPods and the device plugins' devices; allocatable = capacity − reservation,
+// never negative, with the devices the device manager counts as healthy, and
+// with memory further reduced by every hugepage size's capacity.
+func (n *Node) computeResources() Resources {
 	_, capacity, _ := n.machine.machineInfo()
+	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(n.settings.config.MaxPods), resource.DecimalSI)
 	devCapacity, devAllocatable, _ := n.dev.GetCapacity()
 	for name, q := range devCapacity {
 		capacity[name] = q
@@ -53,4 +60,22 @@ func (n *Node) Resources() Resources {
 	}
 	allocatable[v1.ResourceMemory] = memory
 	return Resources{Capacity: capacity, Allocatable: allocatable, Reserved: reserved}
+}
+
+// nodeObject is the Node the kubelet's predicate admission handler checks pods
+// against: the kubelet's own labels (hostname, os, arch) plus the configured
+// ones, the configured taints, and the node's capacity and allocatable.
+func (n *Node) nodeObject(labels map[string]string, taints []v1.Taint) *v1.Node {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{
+		v1.LabelHostname:   n.name,
+		v1.LabelOSStable:   runtime.GOOS,
+		v1.LabelArchStable: runtime.GOARCH,
+	}}}
+	for k, v := range labels {
+		node.Labels[k] = v
+	}
+	node.Spec.Taints = taints
+	node.Status.Capacity = n.resources.Capacity
+	node.Status.Allocatable = n.resources.Allocatable
+	return node
 }

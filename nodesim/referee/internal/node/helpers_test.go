@@ -160,3 +160,5 @@ func freeCPUCount(st *State) int {
 	}
 	return n
 }
+
+func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }

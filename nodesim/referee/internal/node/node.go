@@ -53,6 +53,11 @@ type Options struct {
 	// tmpfs keeps the managers' fsyncs cheap.
 	StateDir      string
 	DevicePlugins DevicePlugins
+	// Labels and Taints of the node's Node object, which the kubelet's predicate
+	// admission handler checks pods against (node selector and affinity,
+	// NoExecute taints). The kubelet's own labels (hostname, os, arch) are added.
+	Labels map[string]string
+	Taints []v1.Taint
 }
 
 // Node is one simulated kubelet.
@@ -67,6 +72,13 @@ type Node struct {
 	cpu cpumanager.Manager
 	mem memorymanager.Manager
 	dev *devicemanager.ManagerImpl
+
+	// predicate is the kubelet's predicate admission handler (node resources,
+	// node name, selector and affinity, host ports, NoExecute taints), which
+	// runs after the Topology Manager's.
+	predicate lifecycle.PodAdmitHandler
+	resources Resources
+	object    *v1.Node
 
 	pods        *podSet
 	podres      *grpc.Server
@@ -164,6 +176,13 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// pkg/kubelet: the predicate handler with the critical-pod handler replaced
+	// by the pass-through stub (no pod is evicted to make room), and the
+	// container manager's plugin resource update (the device manager's).
+	n.resources = n.computeResources()
+	n.object = n.nodeObject(o.Labels, o.Taints)
+	n.predicate = lifecycle.NewPredicateAdmitHandler(func() (*v1.Node, error) { return n.object, nil },
+		lifecycle.NewAdmissionFailureHandlerStub(), n.dev.UpdatePluginResources)
 	if o.PodResourcesDir != "" {
 		n.podres, err = n.servePodResources(ctx, filepath.Join(o.PodResourcesDir, "kubelet.sock"))
 		if err != nil {
@@ -224,7 +243,13 @@ func (n *Node) Admit(pod *v1.Pod) (res *AdmitResult, err error) {
 			err = fmt.Errorf("kubelet code panicked admitting pod %s/%s: %v\n%s", pod.Namespace, pod.Name, r, debug.Stack())
 		}
 	}()
-	verdict := n.tm.Admit(&lifecycle.PodAdmitAttributes{Pod: pod, OtherPods: n.pods.othersThan(pod.UID)})
+	// The kubelet's admit handlers in its order; of those that can refuse a pod
+	// here, the Topology Manager (which allocates) comes before the predicates.
+	attrs := &lifecycle.PodAdmitAttributes{Pod: pod, OtherPods: n.pods.othersThan(pod.UID)}
+	verdict := n.tm.Admit(attrs)
+	if verdict.Admit {
+		verdict = n.predicate.Admit(attrs)
+	}
 	res = &AdmitResult{Admit: verdict.Admit, Reason: verdict.Reason, Message: verdict.Message}
 	if !verdict.Admit {
 		// kubelet.rejectPod marks the pod Failed, so it leaves the active pods;

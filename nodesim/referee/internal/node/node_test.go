@@ -138,3 +138,41 @@ func issueExample(t *testing.T, hugepages []uint64) (*AdmitResult, *Node) {
 	}
 	return res, n
 }
+
+// After the Topology Manager, the kubelet's predicate handler checks the pod
+// against the node: a Burstable pod gets no exclusive CPUs, so only the node's
+// allocatable CPU refuses it; a node selector must match the node's labels.
+func TestPredicateAdmissionAfterTheTopologyManager(t *testing.T) {
+	m := machineSpec{zones: 2, coresPerZone: 2, threads: 2, memory: 8 * gib}.build()
+	n := newNode(t, Options{Machine: m, Labels: map[string]string{"pool": "numa"}, Kubelet: kubeletJSON(t, map[string]any{
+		"topologyManagerPolicy": "single-numa-node",
+		"cpuManagerPolicy":      "static",
+		"reservedSystemCPUs":    "0",
+	})})
+	if got := n.Resources().Allocatable["cpu"]; got.String() != "7" {
+		t.Fatalf("allocatable cpu %s, want 7 (8 CPUs, 1 reserved)", got.String())
+	}
+
+	burstable := pod("burstable", nil, v1.Container{Name: "app", Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{"cpu": resourceQuantity("6")},
+	}})
+	mustAdmit(t, n, burstable)
+	res, err := n.Admit(pod("more", nil, v1.Container{Name: "app", Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{"cpu": resourceQuantity("2")},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Admit || res.Reason != "OutOfcpu" {
+		t.Fatalf("got %+v, want OutOfcpu", res)
+	}
+
+	elsewhere := pod("elsewhere", nil, container("app", map[string]string{"cpu": "100m"}))
+	elsewhere.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+	if res, _ := n.Admit(elsewhere); res == nil || res.Admit || res.Reason != "NodeAffinity" {
+		t.Fatalf("got %+v, want a NodeAffinity rejection", res)
+	}
+	here := pod("here", nil, container("app", map[string]string{"cpu": "100m"}))
+	here.Spec.NodeSelector = map[string]string{"pool": "numa"}
+	mustAdmit(t, n, here)
+}

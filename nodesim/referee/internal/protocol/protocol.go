@@ -33,6 +33,8 @@ type Request struct {
 	Kubelet         json.RawMessage    `json:"kubelet,omitempty"`
 	PodResourcesDir string             `json:"podResourcesDir,omitempty"`
 	DevicePlugins   node.DevicePlugins `json:"devicePlugins,omitempty"`
+	Labels          map[string]string  `json:"labels,omitempty"`
+	Taints          []v1.Taint         `json:"taints,omitempty"`
 
 	// admit
 	Pod *v1.Pod `json:"pod,omitempty"`
@@ -216,6 +218,8 @@ func (s *Server) addNode(w *worker, req *Request) (any, error) {
 		PodResourcesDir: req.PodResourcesDir,
 		StateDir:        w.stateDir,
 		DevicePlugins:   req.DevicePlugins,
+		Labels:          req.Labels,
+		Taints:          req.Taints,
 	})
 	if err != nil {
 		s.forget(req.Node, w)
