@@ -240,7 +240,8 @@ func (n *Node) Admit(pod *v1.Pod) (res *AdmitResult, err error) {
 		if r := recover(); r != nil {
 			n.pods.remove(pod.UID)
 			n.collectGarbage()
-			err = fmt.Errorf("kubelet code panicked admitting pod %s/%s: %v\n%s", pod.Namespace, pod.Name, r, debug.Stack())
+			fmt.Fprintf(os.Stderr, "kubelet code panicked admitting pod %s/%s on node %s: %v\n%s", pod.Namespace, pod.Name, n.name, r, debug.Stack())
+			err = fmt.Errorf("kubelet code panicked admitting pod %s/%s: %v", pod.Namespace, pod.Name, r)
 		}
 	}()
 	// The kubelet's admit handlers in its order; of those that can refuse a pod

@@ -176,3 +176,29 @@ func TestPredicateAdmissionAfterTheTopologyManager(t *testing.T) {
 	here.Spec.NodeSelector = map[string]string{"pool": "numa"}
 	mustAdmit(t, n, here)
 }
+
+// With sparse NUMA ids and prefer-closest-numa-nodes, v1.34's Topology Manager
+// indexes each zone's distance row (one entry per online zone, as sysfs and
+// cadvisor give it) by zone id and panics on every pod with hints. The referee
+// must answer with an error, leave no state behind and keep serving.
+func TestKubeletPanicBecomesAnError(t *testing.T) {
+	m := machineSpec{zones: 3, coresPerZone: 2, threads: 2, memory: 8 * gib}.build()
+	m.Zones[1].ID, m.Zones[2].ID = 2, 3
+	n := newNode(t, Options{Machine: m, Kubelet: kubeletJSON(t, map[string]any{
+		"topologyManagerPolicy":        "best-effort",
+		"topologyManagerPolicyOptions": map[string]string{"prefer-closest-numa-nodes": "true"},
+		"cpuManagerPolicy":             "static",
+		"reservedSystemCPUs":           "0",
+	})})
+	before := n.State()
+	if _, err := n.Admit(pod("wide", nil, container("app", map[string]string{"cpu": "6", "memory": "1Gi"}))); err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("got %v, want the kubelet's panic as an error", err)
+	}
+	if after := n.State(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("the failed admission changed the state:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// Even a one-zone pod goes through the distance comparison.
+	if _, err := n.Admit(pod("narrow", nil, container("app", map[string]string{"cpu": "2", "memory": "1Gi"}))); err == nil {
+		t.Fatal("a one-zone pod was admitted; has the kubelet stopped indexing distances by zone id? Update the README.")
+	}
+}
