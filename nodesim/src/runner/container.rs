@@ -224,11 +224,13 @@ async fn prepare(
         .binary(&image)
         .map(|(n, b)| (n.to_owned(), b.to_path_buf()))
         .map_err(|m| PodConfigError::new("ErrImagePull", m))?;
-    let (ip, node) = {
+    let (ip, node, netns) = {
         let view = shared.view.lock().unwrap_or_else(PoisonError::into_inner);
-        (view.ip, view.node.clone())
+        (view.ip, view.node.clone(), view.netns.clone())
     };
-    let network = ctx.nodes.get(&node).ok_or_else(|| {
+    let netns =
+        netns.ok_or_else(|| PodConfigError::new("RunContainerError", "the pod has no network"))?;
+    let node_ctx = ctx.nodes.get(&node).ok_or_else(|| {
         PodConfigError::new(
             "RunContainerError",
             format!("node {node} is not the runner's"),
@@ -271,8 +273,8 @@ async fn prepare(
         .or(pod_security.run_as_group)
         .unwrap_or(65532);
     let launch = Launch {
-        netns: network.network.netns_path(),
-        sandbox: super::pod::sandbox_dir(&network.dir, pod),
+        netns,
+        sandbox: super::pod::sandbox_dir(&node_ctx.dir, pod),
         binary,
         entrypoint,
         mounts: shared.mounts.borrow().clone(),

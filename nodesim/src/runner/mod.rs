@@ -7,7 +7,7 @@
 //! its volumes in a sandbox ([`volumes`], [`sandbox`]: ConfigMaps, the pod's own
 //! ServiceAccount token by TokenRequest, hostPaths into the node's files) and a
 //! supervisor per container ([`container`]) that starts the binary cargo built in the
-//! node's network namespace and a private mount namespace rooted in the sandbox, with the
+//! pod's own network namespace and a private mount namespace rooted in the sandbox, with the
 //! container's command, args, env ([`env`]) and user; follows its readiness and liveness
 //! probes ([`probe`]); restarts it with the kubelet's back-off; and on deletion stops it
 //! gracefully and removes the pod. The pod status follows the process ([`status`]).
@@ -44,13 +44,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use images::{Images, is_runner_pod};
-use network::NodeNetwork;
 use status::{ContainerView, PodView, State};
 
 /// Why the runner could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    /// Setting up a node's network.
+    /// Setting up a pod's network.
     #[error("node network: {0}")]
     Network(String),
     /// Recording a pid for the watchdog.
@@ -109,7 +108,7 @@ pub fn track_pid(file: &Path, pid: u32) -> std::io::Result<()> {
 /// How to run pods.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
-    /// The API server (pods reach it through their node's forwarder).
+    /// The API server (pods reach it through their own forwarder).
     pub api_server: SocketAddr,
     /// Binaries by image name.
     pub images: Images,
@@ -123,8 +122,6 @@ pub struct RunnerConfig {
 pub struct NodeCtx {
     /// Its files.
     pub dir: PathBuf,
-    /// Its network.
-    pub network: NodeNetwork,
 }
 
 /// What every worker shares.
@@ -137,6 +134,12 @@ pub struct Ctx {
     pub pids_file: Option<PathBuf>,
     /// Nodes by name.
     pub nodes: BTreeMap<String, NodeCtx>,
+    /// The API server, for the pods' forwarders.
+    pub api_server: SocketAddr,
+    /// The runner's `10.<subnet>.0.0/16`.
+    pub subnet: u8,
+    /// Pod networks handed out so far.
+    pub next_network: std::sync::atomic::AtomicUsize,
 }
 
 struct PodHandle {
@@ -183,27 +186,22 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Sets up the nodes' networks and starts running pods.
+    /// Picks the runner's subnet and starts running pods.
     pub async fn start(client: Client, config: RunnerConfig) -> Result<Self, RunnerError> {
         let subnet = network::pick_subnet().await?;
-        let mut nodes = BTreeMap::new();
-        for (i, (name, dir)) in config.nodes.iter().enumerate() {
-            let network =
-                NodeNetwork::create(i, subnet, config.api_server, config.pids_file.as_deref())
-                    .await?;
-            nodes.insert(
-                name.clone(),
-                NodeCtx {
-                    dir: dir.clone(),
-                    network,
-                },
-            );
-        }
+        let nodes = config
+            .nodes
+            .iter()
+            .map(|(name, dir)| (name.clone(), NodeCtx { dir: dir.clone() }))
+            .collect();
         let ctx = Arc::new(Ctx {
             client,
             images: config.images,
             pids_file: config.pids_file,
             nodes,
+            api_server: config.api_server,
+            subnet,
+            next_network: Default::default(),
         });
         let pods: Pods = Arc::default();
         let watch = tokio::spawn(watch_pods(ctx.clone(), pods.clone()));
@@ -453,7 +451,9 @@ fn upsert(ctx: &Arc<Ctx>, pods: &Pods, pod: Pod) {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
         name: pod.metadata.name.clone().unwrap_or_default(),
         node: node.clone(),
-        ip: node_ctx.network.address,
+        ip: std::net::Ipv4Addr::UNSPECIFIED,
+        gateway: std::net::Ipv4Addr::UNSPECIFIED,
+        netns: None,
         containers,
         start_time: Time(k8s_openapi::jiff::Timestamp::now()),
         phase: None,

@@ -1,15 +1,16 @@
-//! A network identity per simulated node: a network namespace with one veth pair to the
-//! host, and a forwarder that lets the node's pods reach the API server.
+//! A network identity per pod: a network namespace with one veth pair to the host, and
+//! a forwarder that lets the pod reach the API server. (As without `hostNetwork` on a
+//! real node: two pods, even on one node, can bind the same port.)
 //!
 //! The namespace is held by a `sleep` process started with `unshare --net`, not by a
 //! name under `/run/netns`: when that process dies (dropped, or killed by the test
 //! cluster's watchdog when the test process is gone) the kernel frees the namespace and
 //! its veth pair, so nothing outlives the run. Its pid is recorded for the watchdog.
 //!
-//! Addresses: each runner takes a free `10.a.b.0/24` on the host; node `k` gets the /30
-//! `10.a.b.4k/30`, the host side `.4k+1` (the node's gateway) and the namespace side
-//! `.4k+2` (the node's IP, the IP of every pod on it). The namespace has no default
-//! route: its pods reach the host side and nothing else.
+//! Addresses: each runner takes a free `10.a.0.0/16` on the host; its `k`-th pod gets
+//! the /30 at offset `4k`: the host side `+1` (the pod's gateway) and the namespace side
+//! `+2` (the pod's IP). The namespace has no default route: the pod reaches its gateway
+//! and nothing else.
 //!
 //! The API server listens on 127.0.0.1 only, which no other namespace can reach, and
 //! there is no kube-proxy (nor iptables) to DNAT a Service IP. So a TCP forwarder in the
@@ -34,12 +35,12 @@ use super::RunnerError;
 pub const SERVICE_HOST: &str = "kubernetes.default.svc";
 /// The port pods reach the API server on (as the `kubernetes` Service's port).
 pub const API_SERVICE_PORT: u16 = 443;
-/// Nodes per runner (/30s in a /24).
-pub const MAX_NODES: usize = 63;
+/// Pods per runner (/30s in a /16).
+pub const MAX_PODS: usize = 16383;
 
-/// One node's namespace, veth pair and API forwarder.
+/// One pod's namespace, veth pair and API forwarder.
 #[derive(Debug)]
-pub struct NodeNetwork {
+pub struct PodNetwork {
     holder: Child,
     holder_pid: u32,
     /// Host side of the veth pair: the pods' way to the API server.
@@ -49,42 +50,40 @@ pub struct NodeNetwork {
     forwarder: JoinHandle<()>,
 }
 
-/// A free `10.a.b.0/24` for this runner: one not in use on the host.
-pub async fn pick_subnet() -> Result<[u8; 2], RunnerError> {
+/// A free `10.a.0.0/16` for this runner: one not in use on the host.
+pub async fn pick_subnet() -> Result<u8, RunnerError> {
     static RUNNERS: AtomicU32 = AtomicU32::new(0);
     let used = run("ip", &["-4", "-o", "addr"]).await? + &run("ip", &["-4", "route"]).await?;
     let seed = std::process::id() ^ (RUNNERS.fetch_add(1, Ordering::Relaxed) << 16);
-    for i in 0..4096u32 {
-        let v = seed
-            .wrapping_mul(2_654_435_761)
-            .wrapping_add(i.wrapping_mul(40_503));
-        let a = 200 + (v % 50) as u8;
-        let b = ((v >> 8) % 256) as u8;
-        if !used.contains(&format!("10.{a}.{b}.")) {
-            return Ok([a, b]);
+    for i in 0..50u32 {
+        let a = 200 + (seed.wrapping_mul(2_654_435_761).wrapping_add(i) % 50) as u8;
+        if !used.contains(&format!("10.{a}.")) {
+            return Ok(a);
         }
     }
     Err(RunnerError::Network(
-        "no free 10.x.y.0/24 on this host".into(),
+        "no free 10.x.0.0/16 on this host".into(),
     ))
 }
 
-impl NodeNetwork {
-    /// Creates node `index`'s namespace in `subnet` and starts its API forwarder.
+impl PodNetwork {
+    /// Creates the `index`-th pod's namespace in `10.<subnet>.0.0/16` and starts its API
+    /// forwarder.
     pub async fn create(
         index: usize,
-        subnet: [u8; 2],
+        subnet: u8,
         api_server: SocketAddr,
         pids_file: Option<&Path>,
     ) -> Result<Self, RunnerError> {
-        if index >= MAX_NODES {
+        if index >= MAX_PODS {
             return Err(RunnerError::Network(format!(
-                "at most {MAX_NODES} nodes per runner"
+                "at most {MAX_PODS} pods per runner"
             )));
         }
-        let base = 4 * index as u8;
-        let gateway = Ipv4Addr::new(10, subnet[0], subnet[1], base + 1);
-        let address = Ipv4Addr::new(10, subnet[0], subnet[1], base + 2);
+        let base = 4 * index as u32;
+        let (hi, lo) = ((base >> 8) as u8, (base & 0xff) as u8);
+        let gateway = Ipv4Addr::new(10, subnet, hi, lo + 1);
+        let address = Ipv4Addr::new(10, subnet, hi, lo + 2);
         let holder = Command::new("unshare")
             .args(["--net", "--", "sleep", "infinity"])
             .stdin(Stdio::null())
@@ -101,8 +100,8 @@ impl NodeNetwork {
         }
         wait_unshared(holder_pid).await?;
         let host_if = format!(
-            "t{:x}n{index}",
-            (std::process::id() << 4 ^ subnet[1] as u32) & 0xff_ffff
+            "t{:x}p{index}",
+            (std::process::id() << 4 ^ subnet as u32) & 0xf_ffff
         );
         let ns = format!("--net=/proc/{holder_pid}/ns/net");
         let pid = holder_pid.to_string();
@@ -157,7 +156,7 @@ impl NodeNetwork {
     }
 }
 
-impl Drop for NodeNetwork {
+impl Drop for PodNetwork {
     fn drop(&mut self) {
         self.forwarder.abort();
         let _ = self.holder.start_kill();

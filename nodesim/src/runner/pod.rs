@@ -13,6 +13,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use tokio::sync::{Notify, watch};
 
 use super::container::{self, Shared};
+use super::network::PodNetwork;
 use super::sandbox::{HostPaths, Mount, write_etc};
 use super::status::{PodView, State};
 use super::volumes::PodVolumes;
@@ -81,18 +82,33 @@ pub async fn run(
     let mut mount_txs = Vec::new();
     let mut supervisors = tokio::task::JoinSet::new();
 
-    let prepared = std::fs::create_dir_all(&dir)
-        .and_then(|()| {
-            write_etc(
-                &dir,
-                &name,
-                &node_ctx.network.address.to_string(),
-                &node_ctx.network.gateway.to_string(),
-            )
-        })
-        .map_err(|e| {
-            PodConfigError::new("RunContainerError", format!("creating the sandbox: {e}"))
-        });
+    let index = ctx
+        .next_network
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let network = PodNetwork::create(index, ctx.subnet, ctx.api_server, ctx.pids_file.as_deref())
+        .await
+        .map_err(|e| PodConfigError::new("RunContainerError", e.to_string()));
+    let prepared = network.and_then(|network| {
+        {
+            let mut v = view.lock().unwrap_or_else(PoisonError::into_inner);
+            v.ip = network.address;
+            v.gateway = network.gateway;
+            v.netns = Some(network.netns_path());
+        }
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| {
+                write_etc(
+                    &dir,
+                    &name,
+                    &network.address.to_string(),
+                    &network.gateway.to_string(),
+                )
+            })
+            .map(|()| network)
+            .map_err(|e| {
+                PodConfigError::new("RunContainerError", format!("creating the sandbox: {e}"))
+            })
+    });
     let mut started = false;
     let mut tick = tokio::time::interval(SYNC_PERIOD);
     let mut deleting = false;
@@ -169,6 +185,9 @@ pub async fn run(
         let _ = api.delete(&name, &params).await;
     }
     drop(mount_txs);
+    if let Ok(network) = prepared {
+        network.destroy().await;
+    }
 }
 
 fn set_waiting(view: &Mutex<PodView>, reason: &str, message: &str) {

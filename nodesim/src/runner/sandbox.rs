@@ -3,7 +3,7 @@
 //! `<node-dir>/pods/<namespace>_<name>_<uid>/` holds `volumes/<volume>/` (see
 //! [`super::volumes`]), `etc/` (the pod's `hosts`, `resolv.conf`, `nsswitch.conf`,
 //! `passwd`, `group`, `hostname`) and `<container>.log`. A container starts through
-//! `nsenter --net=<node namespace> unshare --mount` and a generated `sh` script that,
+//! `nsenter --net=<pod namespace> unshare --mount` and a generated `sh` script that,
 //! inside the new mount namespace only: mounts a tmpfs as the pod's root, binds the
 //! host's `/usr` (minus `/usr/local`), `/bin`, `/lib*`, `/dev`, `/sys`, a fresh `/proc`
 //! and the pod's `etc/`, binds the binary at the image's entrypoint
@@ -111,7 +111,7 @@ pub struct Mount {
 /// How to start one container process.
 #[derive(Debug, Clone)]
 pub struct Launch {
-    /// The node's network namespace (`/proc/<pid>/ns/net`).
+    /// The pod's network namespace (`/proc/<pid>/ns/net`).
     pub netns: PathBuf,
     /// The pod's sandbox directory.
     pub sandbox: PathBuf,
@@ -246,7 +246,7 @@ const ETC_FILES: [&str; 6] = [
     "hostname",
 ];
 
-/// Writes the pod's `etc/`: `hosts` (the node's gateway as `kubernetes.default.svc`),
+/// Writes the pod's `etc/`: `hosts` (the pod's gateway as `kubernetes.default.svc`),
 /// `nsswitch.conf` (files only), an empty `resolv.conf`, `passwd`/`group` with root and
 /// the images' `nonroot` (65532), `hostname`.
 pub fn write_etc(

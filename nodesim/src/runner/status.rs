@@ -67,8 +67,12 @@ pub struct PodView {
     pub name: String,
     /// Node.
     pub node: String,
-    /// The pod's (and its node's) IP.
+    /// The pod's IP (unspecified until its network is up).
     pub ip: Ipv4Addr,
+    /// Its gateway (the host side of its veth pair), reported as the host IP.
+    pub gateway: Ipv4Addr,
+    /// Its network namespace.
+    pub netns: Option<std::path::PathBuf>,
     /// Containers in spec order.
     pub containers: Vec<ContainerView>,
     /// When the runner took it.
@@ -117,11 +121,15 @@ impl PodView {
                 })
             })
             .collect();
-        let ip = self.ip.to_string();
+        let (ip, host) = if self.ip.is_unspecified() {
+            (None, None)
+        } else {
+            (Some(self.ip.to_string()), Some(self.gateway.to_string()))
+        };
         json!({"status": {
             "phase": phase,
-            "hostIP": ip, "hostIPs": [{"ip": ip}],
-            "podIP": ip, "podIPs": [{"ip": ip}],
+            "hostIP": host, "hostIPs": host.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>(),
+            "podIP": ip, "podIPs": ip.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>(),
             "startTime": self.start_time,
             "conditions": [
                 cond("PodReadyToStartContainers", true),
