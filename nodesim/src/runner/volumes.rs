@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount, Volume,
+    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount,
+    ServiceAccountTokenProjection, Volume,
 };
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -88,101 +89,30 @@ impl PodVolumes {
         volume: &Volume,
     ) -> Result<Files, PodConfigError> {
         let name = &volume.name;
+        let (sources, mode) = sources(volume)?;
         let mut files = Files::new();
-        if let Some(cm) = &volume.config_map {
-            let mode = cm.default_mode.unwrap_or(0o644) as u32;
-            let optional = cm.optional.unwrap_or(false);
-            config_map_files(
-                client,
-                ns,
-                &cm.name,
-                cm.items.as_deref(),
-                mode,
-                optional,
-                &mut files,
-            )
-            .await
-            .map_err(|m| PodConfigError::mount(name, m))?;
-        } else if let Some(s) = &volume.secret {
-            let mode = s.default_mode.unwrap_or(0o644) as u32;
-            let secret = s.secret_name.clone().unwrap_or_default();
-            secret_files(
-                client,
-                ns,
-                &secret,
-                s.items.as_deref(),
-                mode,
-                s.optional.unwrap_or(false),
-                &mut files,
-            )
-            .await
-            .map_err(|m| PodConfigError::mount(name, m))?;
-        } else if let Some(d) = &volume.downward_api {
-            let mode = d.default_mode.unwrap_or(0o644) as u32;
-            downward_files(
-                pod,
-                d.items.as_deref().unwrap_or_default(),
-                mode,
-                &mut files,
-            )
-            .map_err(|m| PodConfigError::mount(name, m))?;
-        } else if let Some(p) = &volume.projected {
-            let mode = p.default_mode.unwrap_or(0o644) as u32;
-            for source in p.sources.iter().flatten() {
-                if let Some(t) = &source.service_account_token {
-                    let token = self
-                        .token(client, pod, ns, t.audience.clone(), t.expiration_seconds)
-                        .await
-                        .map_err(|m| PodConfigError::mount(name, m))?;
-                    files.insert(t.path.clone(), (token.into_bytes(), mode));
-                } else if let Some(cm) = &source.config_map {
-                    config_map_files(
-                        client,
-                        ns,
-                        &cm.name,
-                        cm.items.as_deref(),
-                        mode,
-                        cm.optional.unwrap_or(false),
-                        &mut files,
+        for source in sources {
+            let written = match source {
+                Source::Token(t) => self
+                    .token(client, pod, ns, t.audience.clone(), t.expiration_seconds)
+                    .await
+                    .map(|token| {
+                        files.insert(t.path.clone(), (token.into_bytes(), mode));
+                    }),
+                Source::Object {
+                    name: object,
+                    secret,
+                    items,
+                    optional,
+                } => {
+                    object_files(
+                        client, ns, object, secret, items, mode, optional, &mut files,
                     )
                     .await
-                    .map_err(|m| PodConfigError::mount(name, m))?;
-                } else if let Some(s) = &source.secret {
-                    secret_files(
-                        client,
-                        ns,
-                        &s.name,
-                        s.items.as_deref(),
-                        mode,
-                        s.optional.unwrap_or(false),
-                        &mut files,
-                    )
-                    .await
-                    .map_err(|m| PodConfigError::mount(name, m))?;
-                } else if let Some(d) = &source.downward_api {
-                    downward_files(
-                        pod,
-                        d.items.as_deref().unwrap_or_default(),
-                        mode,
-                        &mut files,
-                    )
-                    .map_err(|m| PodConfigError::mount(name, m))?;
-                } else {
-                    return Err(PodConfigError::unsupported(
-                        name,
-                        "a projected source other than serviceAccountToken, configMap, secret or downwardAPI",
-                    ));
                 }
-            }
-        } else {
-            let kind = serde_json::to_value(volume)
-                .ok()
-                .and_then(|v| {
-                    v.as_object()
-                        .and_then(|o| o.keys().find(|k| *k != "name").cloned())
-                })
-                .unwrap_or_else(|| "unknown".into());
-            return Err(PodConfigError::unsupported(name, &kind));
+                Source::Downward(items) => downward_files(pod, items, mode, &mut files),
+            };
+            written.map_err(|m| PodConfigError::mount(name, m))?;
         }
         Ok(files)
     }
@@ -255,68 +185,133 @@ fn select(
     Ok(())
 }
 
-async fn config_map_files(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    items: Option<&[KeyToPath]>,
-    mode: u32,
-    optional: bool,
-    files: &mut Files,
-) -> Result<(), String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let what = format!("configmap {ns}/{name}");
-    let cm = match api
-        .get_opt(name)
-        .await
-        .map_err(|e| format!("reading {what}: {e}"))?
-    {
-        Some(cm) => cm,
-        None if optional => return Ok(()),
-        None => return Err(format!("{what} not found")),
-    };
-    let mut data: BTreeMap<String, Vec<u8>> = cm
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.into_bytes()))
-        .collect();
-    data.extend(
-        cm.binary_data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0)),
-    );
-    select(data, items, mode, &what, files)
+/// One source of a volume's files.
+enum Source<'a> {
+    Token(&'a ServiceAccountTokenProjection),
+    Object {
+        name: &'a str,
+        secret: bool,
+        items: Option<&'a [KeyToPath]>,
+        optional: bool,
+    },
+    Downward(&'a [DownwardAPIVolumeFile]),
 }
 
-async fn secret_files(
+/// The file sources of a ConfigMap, Secret, downward API or projected volume and its
+/// default mode; any other type is unsupported.
+fn sources(volume: &Volume) -> Result<(Vec<Source<'_>>, u32), PodConfigError> {
+    let mode = |m: Option<i32>| m.map_or(0o644, |m| m as u32);
+    if let Some(cm) = &volume.config_map {
+        return Ok((
+            vec![object(&cm.name, false, &cm.items, cm.optional)],
+            mode(cm.default_mode),
+        ));
+    }
+    if let Some(s) = &volume.secret {
+        let name = s.secret_name.as_deref().unwrap_or_default();
+        return Ok((
+            vec![object(name, true, &s.items, s.optional)],
+            mode(s.default_mode),
+        ));
+    }
+    if let Some(d) = &volume.downward_api {
+        let items = d.items.as_deref().unwrap_or_default();
+        return Ok((vec![Source::Downward(items)], mode(d.default_mode)));
+    }
+    let Some(p) = &volume.projected else {
+        let kind = serde_json::to_value(volume)
+            .ok()
+            .and_then(|v| {
+                v.as_object()
+                    .and_then(|o| o.keys().find(|k| *k != "name").cloned())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        return Err(PodConfigError::unsupported(&volume.name, &kind));
+    };
+    let mut out = Vec::new();
+    for source in p.sources.iter().flatten() {
+        out.push(if let Some(t) = &source.service_account_token {
+            Source::Token(t)
+        } else if let Some(cm) = &source.config_map {
+            object(&cm.name, false, &cm.items, cm.optional)
+        } else if let Some(s) = &source.secret {
+            object(&s.name, true, &s.items, s.optional)
+        } else if let Some(d) = &source.downward_api {
+            Source::Downward(d.items.as_deref().unwrap_or_default())
+        } else {
+            return Err(PodConfigError::unsupported(
+                &volume.name,
+                "a projected source other than serviceAccountToken, configMap, secret or downwardAPI",
+            ));
+        });
+    }
+    Ok((out, mode(p.default_mode)))
+}
+
+fn object<'a>(
+    name: &'a str,
+    secret: bool,
+    items: &'a Option<Vec<KeyToPath>>,
+    optional: Option<bool>,
+) -> Source<'a> {
+    Source::Object {
+        name,
+        secret,
+        items: items.as_deref(),
+        optional: optional.unwrap_or(false),
+    }
+}
+
+/// A ConfigMap's or Secret's keys and contents; `None` if it does not exist.
+async fn object_data(
     client: &Client,
     ns: &str,
     name: &str,
+    secret: bool,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+    let read = |e: kube::Error| format!("reading {} {ns}/{name}: {e}", kind(secret));
+    if secret {
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let found = api.get_opt(name).await.map_err(read)?;
+        Ok(found.map(|s| {
+            let data = s.data.unwrap_or_default();
+            data.into_iter().map(|(k, v)| (k, v.0)).collect()
+        }))
+    } else {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let found = api.get_opt(name).await.map_err(read)?;
+        Ok(found.map(|cm| {
+            let text = cm.data.unwrap_or_default().into_iter();
+            let binary = cm.binary_data.unwrap_or_default().into_iter();
+            text.map(|(k, v)| (k, v.into_bytes()))
+                .chain(binary.map(|(k, v)| (k, v.0)))
+                .collect()
+        }))
+    }
+}
+
+fn kind(secret: bool) -> &'static str {
+    if secret { "secret" } else { "configmap" }
+}
+
+/// The files of a ConfigMap (`secret: false`) or Secret volume source.
+#[allow(clippy::too_many_arguments)]
+async fn object_files(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    secret: bool,
     items: Option<&[KeyToPath]>,
     mode: u32,
     optional: bool,
     files: &mut Files,
 ) -> Result<(), String> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let what = format!("secret {ns}/{name}");
-    let secret = match api
-        .get_opt(name)
-        .await
-        .map_err(|e| format!("reading {what}: {e}"))?
-    {
-        Some(s) => s,
-        None if optional => return Ok(()),
-        None => return Err(format!("{what} not found")),
-    };
-    let data = secret
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    select(data, items, mode, &what, files)
+    let what = format!("{} {ns}/{name}", kind(secret));
+    match object_data(client, ns, name, secret).await? {
+        Some(data) => select(data, items, mode, &what, files),
+        None if optional => Ok(()),
+        None => Err(format!("{what} not found")),
+    }
 }
 
 fn downward_files(
