@@ -33,12 +33,14 @@ TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
+	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
 demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report (DEMO_ARGS)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
+	$(CARGO) build --quiet -p tas-operator -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
 
 # Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS

@@ -1,20 +1,20 @@
 //! The whole TAS stack on a real control plane with simulated NUMA nodes: what the
 //! full-stack test and `make demo` run.
 //!
-//! The operator runs in-process and installs everything from one TopologyAwareScheduling
-//! object. Its operands cannot run as pods here (no container runtime), so the stack
-//! runs them in-process **with the settings the operator rendered**: one updater per
-//! simulated node, parsed from its DaemonSet pod's exact command line (host paths
-//! mapped into the node's simulated root through the DaemonSet's own hostPath volumes),
-//! and the scheduler from its Deployment's arguments and ConfigMap. kwok plays the
-//! operand pods (so the operator sees them Ready); the node simulator plays the kubelet
-//! for the workload.
+//! Nothing runs in-process: `kubectl apply -k config/default` installs the operator, the
+//! node simulator's pod runner starts the operator's pods as processes from that
+//! Deployment, and the operator's own operands (an updater per simulated node from the
+//! DaemonSet it renders, the scheduler from its Deployment) the same way, each under its
+//! own ServiceAccount token (see [`processes`]). kwok keeps the nodes; the node
+//! simulator plays the kubelet for the workload.
 
-mod operands;
+mod processes;
 mod report;
 mod workload;
 
-pub use operands::{Operands, UpdaterHandle};
+pub use processes::{
+    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, wait_ready_pods,
+};
 pub use report::{Placement, Report, WorkloadOutcome};
 pub use workload::{run_workload, wait_settled};
 
@@ -24,16 +24,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tas_api::tas::TopologyAwareScheduling;
 use tas_nodesim::{Scenario, Simulator};
-use tas_operator::desired::BuildContext;
-use tas_operator::telemetry::{Otlp, OtlpSettings};
-use tas_operator::{Config, InProcess, Options};
 
 /// The label every scenario node carries (node group selector of the stack's CR).
 pub const NODE_LABEL: &str = "e2e.tas.dev/nodesim";
-/// Images named in the CR: never pulled (kwok runs the pods), only compared.
-pub const UPDATER_IMAGE: &str = "registry.invalid/tas-updater:e2e";
-/// See [`UPDATER_IMAGE`].
-pub const SCHEDULER_IMAGE: &str = "registry.invalid/tas-scheduler:e2e";
 
 /// Errors of the stack (test-harness grade: a message saying what did not happen).
 #[derive(Debug, thiserror::Error)]
@@ -45,21 +38,6 @@ impl StackError {
     pub fn ctx<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> StackError + '_ {
         move |e| StackError(format!("{what}: {e}"))
     }
-}
-
-/// Starts the operator in-process, through the library's entry point the binary
-/// uses, with the e2e images as its defaults.
-pub fn start_operator(client: Client) -> InProcess {
-    let otlp = Otlp::new(OtlpSettings::from_env(None));
-    let config = Config {
-        build: BuildContext {
-            updater_image_default: Some(UPDATER_IMAGE.into()),
-            scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
-        },
-        debounce: Duration::from_millis(200),
-        ..Config::default()
-    };
-    InProcess::spawn(client, Options::new(config, otlp))
 }
 
 /// The label the minimal sample CR selects its node group by.

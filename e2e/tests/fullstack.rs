@@ -1,12 +1,15 @@
 //! The whole mission on a real control plane: install TAS with `kubectl apply -k
-//! config/default`, apply one TopologyAwareScheduling object, let the operator bring up
-//! the stack (its operands run in-process with exactly the settings it rendered), place
-//! the default scenario's NUMA-sensitive workload, and check that the simulated kubelets
-//! admit every pod TAS placed — while kube-scheduler, on the same cluster and workload,
-//! produces TopologyAffinityErrors. Faults along the way: a scheduler restart in the
-//! middle of the workload, an updater restart, a deleted and a corrupt
-//! NodeResourceTopology, and a kube-apiserver restart.
+//! config/default`, let the pod runner start the operator from that Deployment, apply
+//! one TopologyAwareScheduling object, let the operator bring up the stack (every
+//! operand a process started from the pod spec it rendered, under its own
+//! ServiceAccount token), place the default scenario's NUMA-sensitive workload, and
+//! check that the simulated kubelets admit every pod TAS placed — while kube-scheduler,
+//! on the same cluster and workload, produces TopologyAffinityErrors. Faults along the
+//! way: the scheduler processes killed in the middle of the workload, an updater killed,
+//! a deleted NRT, a corrupt NRT while its updater is frozen, a kube-apiserver restart;
+//! then an edit of the CR rolls the updaters onto new processes with the new flags.
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -16,9 +19,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::stack::{
-    self, Operands, Report, apply_cr, run_workload, start_simulator, wait_available, wait_settled,
+    self, Report, apply_cr, cmdline, process_identity, run_workload, start_runner, start_simulator,
+    wait_available, wait_ready_pods, wait_settled,
 };
 use tas_nodesim::Scenario;
+use tas_nodesim::runner::Signal;
 use tas_testcluster::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
 
 const NAMESPACE: &str = "tas-system";
@@ -73,31 +78,76 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let sim = start_simulator(&client, &scenario, work.path())
         .await
         .expect("simulated nodes");
-    let operator = stack::start_operator(client.clone());
+    let runner = start_runner(&cluster, &client, &sim)
+        .await
+        .expect("pod runner");
+    let pod_logs = runner.log_guard();
+    // The operator itself, from config/default's Deployment (two replicas).
+    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+        .await
+        .expect("the operator's pods run");
     let applied = std::time::Instant::now();
     apply_cr(&client, &stack::sample_cr().expect("sample CR"))
         .await
         .expect("CR applied");
-    let mut operands = Operands::start(&client, &sim, NAMESPACE, work.path())
+    let nodes = scenario.nodes().len();
+    let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", nodes, TIMEOUT)
         .await
-        .expect("operands from the operator's DaemonSet and Deployment");
-    assert_eq!(
-        operands.updaters.len(),
-        scenario.nodes().len(),
-        "an updater per node"
-    );
-    for u in operands.updaters.values() {
-        assert!(
-            u.args.iter().any(|a| a.starts_with("--refresh-period=10s")),
-            "{:?}",
-            u.args
-        );
-    }
-    assert_eq!(operands.scheduler_settings.scheduler_name, SCHEDULER);
-    wait_available(&client, scenario.nodes().len(), TIMEOUT)
+        .expect("an updater process per node");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let replicas = wait_for("the scheduler Deployment", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            deployments
+                .get_opt("tas-scheduler")
+                .await?
+                .and_then(|d| d.spec?.replicas),
+        )
+    })
+    .await
+    .expect("scheduler Deployment");
+    let schedulers = wait_ready_pods(
+        &client,
+        &runner,
+        NAMESPACE,
+        "tas-scheduler",
+        replicas as usize,
+        TIMEOUT,
+    )
+    .await
+    .expect("the scheduler replicas run");
+    wait_available(&client, nodes, TIMEOUT)
         .await
         .expect("Available with fresh NRTs");
     let available_after = applied.elapsed();
+    // Each process runs exactly the rendered command line, under its own identity.
+    for (pods, account) in [
+        (&operators, "tas-operator"),
+        (&updaters, "tas-updater"),
+        (&schedulers, "tas-scheduler"),
+    ] {
+        for pod in pods.iter() {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let pid = runner.pid(NAMESPACE, &name).expect("a process");
+            let spec_args = pod.spec.as_ref().unwrap().containers[0]
+                .args
+                .clone()
+                .unwrap_or_default();
+            let argv = cmdline(pid);
+            assert!(
+                argv.ends_with(&spec_args),
+                "{name}: {argv:?} runs the rendered args {spec_args:?}"
+            );
+            let user = process_identity(&client, pid)
+                .await
+                .expect("token reviewed");
+            assert!(
+                user.starts_with(&format!("system:serviceaccount:{NAMESPACE}:"))
+                    && user.contains(account),
+                "{name} runs as {user}"
+            );
+        }
+    }
+    assert!(!schedulers.is_empty(), "the scheduler runs");
 
     // The workload under TAS, with the scheduler restarted half-way.
     let ns = unique_namespace(&client, "tas-workload").await.unwrap();
@@ -106,7 +156,18 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for (i, pod) in pods.iter().enumerate() {
         if i == half {
-            operands.start_scheduler();
+            // A crash of every scheduler replica: the runner restarts them (restartPolicy
+            // Always) with no state but what they rebuild from the API server.
+            for s in &schedulers {
+                runner
+                    .signal(
+                        NAMESPACE,
+                        &s.metadata.name.clone().unwrap_or_default(),
+                        Signal::Kill,
+                    )
+                    .await
+                    .expect("scheduler killed");
+            }
         }
         api.create(&PostParams::default(), pod)
             .await
@@ -140,10 +201,17 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     // Faults: an updater restart, a deleted NRT, a corrupt NRT, a kube-apiserver restart.
     let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
     let victim = scenario.nodes()[0].name.clone();
-    operands
-        .start_updater(&sim, &victim)
+    let updater_on = |node: &str| {
+        updaters
+            .iter()
+            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .and_then(|p| p.metadata.name.clone())
+            .expect("an updater pod per node")
+    };
+    runner
+        .signal(NAMESPACE, &updater_on(&victim), Signal::Kill)
         .await
-        .expect("updater restarted");
+        .expect("updater killed");
     let before = nrts.get(&victim).await.unwrap();
     nrts.delete(&victim, &DeleteParams::default())
         .await
@@ -159,7 +227,10 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     .expect("NRT recreated");
 
     let corrupt = scenario.nodes()[1].name.clone();
-    operands.stop_updater(&corrupt);
+    runner
+        .signal(NAMESPACE, &updater_on(&corrupt), Signal::Freeze)
+        .await
+        .expect("updater frozen");
     // Valid for the API server's schema, unusable for a scheduler: a zone name without
     // a NUMA id.
     let garbage = json!({"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
@@ -190,10 +261,10 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     })
     .await
     .expect("the scheduler reports the corrupt object");
-    operands
-        .start_updater(&sim, &corrupt)
+    runner
+        .signal(NAMESPACE, &updater_on(&corrupt), Signal::Resume)
         .await
-        .expect("updater back");
+        .expect("updater resumed");
     wait_for("the corrupt NRT repaired", TIMEOUT, || async {
         Ok::<_, kube::Error>(
             nrts.get(&corrupt)
@@ -305,8 +376,44 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
             default_scheduler: Some(&default),
         }
     );
-    operator
-        .stop(Duration::from_secs(30))
-        .await
-        .expect("the operator stops cleanly");
+    // Editing the CR rolls the updaters: new pods, new processes, the new period.
+    let tas: Api<tas_api::tas::TopologyAwareScheduling> = Api::all(client.clone());
+    tas.patch(
+        "default",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"updater": {"refresh": {"period": "7s"}}}})),
+    )
+    .await
+    .expect("CR edited");
+    wait_for(
+        "every updater process to run with the new period",
+        Duration::from_secs(300),
+        || async {
+            let pods = wait_ready_pods(
+                &client,
+                &runner,
+                NAMESPACE,
+                "tas-updater",
+                nodes,
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_or_default();
+            let rolled = !pods.is_empty()
+                && pods.iter().all(|p| {
+                    runner
+                        .pid(NAMESPACE, p.metadata.name.as_deref().unwrap_or_default())
+                        .is_some_and(|pid| cmdline(pid).iter().any(|a| a.ends_with("7s")))
+                });
+            Ok::<_, kube::Error>(rolled.then_some(()))
+        },
+    )
+    .await
+    .expect("updaters rolled onto the new flags");
+    println!("operand processes:");
+    for p in runner.processes() {
+        println!("  {}/{} on {}: pid {}", p.namespace, p.pod, p.node, p.pid);
+    }
+    drop(pod_logs);
+    runner.shutdown().await;
 }

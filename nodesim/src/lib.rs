@@ -28,6 +28,7 @@ pub mod mask;
 pub mod memory_manager;
 pub mod node;
 pub mod request;
+pub mod runner;
 pub mod scenario;
 pub mod simulator;
 pub mod status;

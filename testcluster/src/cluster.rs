@@ -136,6 +136,24 @@ impl TestCluster {
         &self.layout.base
     }
 
+    /// The file the [watchdog](crate::watchdog) reads the pids to stop from when the test
+    /// process exits. A helper that starts processes of its own (the node simulator's pod
+    /// runner) appends their pids, one per line, so that they do not outlive the run.
+    pub fn watchdog_pids_file(&self) -> PathBuf {
+        self.layout.base.join("pids")
+    }
+
+    /// kube-apiserver's address (`127.0.0.1:<port>`), e.g. for a forwarder that lets
+    /// processes in other network namespaces reach it.
+    pub fn api_server_addr(&self) -> Result<std::net::SocketAddr, Error> {
+        let authority = self.server.trim_start_matches("https://");
+        authority.parse().map_err(|_| Error::Startup {
+            component: "kube-apiserver",
+            reason: format!("its URL {} has no IP:port", self.server),
+            log_tail: String::new(),
+        })
+    }
+
     /// The directory the Kubernetes binaries are run from.
     pub fn binaries_dir(&self) -> &Path {
         self.tools.dir()

@@ -2,8 +2,9 @@
 //!
 //! Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok; installs
 //! TAS from `config/default`; creates the scenario's simulated nodes; applies one
-//! TopologyAwareScheduling object; runs the operator and, with the settings it rendered,
-//! the node agents and the scheduler; places the scenario's workload with TAS, then the
+//! TopologyAwareScheduling object; the node simulator's pod runner starts the operator
+//! (from config/default's Deployment) and the node agents and the scheduler (from the
+//! DaemonSet and Deployment the operator rendered) as processes, and the demo lists them; places the scenario's workload with TAS, then the
 //! same workload with the default scheduler; prints where every pod went and how many
 //! pods the (simulated) kubelets rejected. The cluster stays up until Ctrl-C.
 
@@ -11,7 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tas_e2e::stack::{self, Operands, Report};
+use tas_e2e::stack::{self, Report};
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 
@@ -59,11 +60,12 @@ async fn main() -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
     eprintln!("creating {} simulated NUMA nodes", scenario.nodes().len());
     let sim = stack::start_simulator(&client, &scenario, work.path()).await?;
-    let operator = stack::start_operator(client.clone());
+    eprintln!("starting the pod runner: TAS's pods run as processes on the simulated nodes");
+    let runner = stack::start_runner(&cluster, &client, &sim).await?;
+    stack::wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT).await?;
     eprintln!("applying config/samples/tas_v1alpha1_topologyawarescheduling.yaml");
     let applied = Instant::now();
     stack::apply_cr(&client, &stack::sample_cr()?).await?;
-    let _operands = Operands::start(&client, &sim, NAMESPACE, work.path()).await?;
     stack::wait_available(&client, scenario.nodes().len(), TIMEOUT).await?;
     let available_after = applied.elapsed();
     eprintln!(
@@ -93,8 +95,18 @@ async fn main() -> anyhow::Result<()> {
             default_scheduler: Some(&default),
         }
     );
+    println!("\nTAS's processes (started by the pod runner from the pod specs):");
+    println!("  {:<40} {:<12} {:>8}", "POD", "NODE", "PID");
+    for p in runner.processes() {
+        println!(
+            "  {:<40} {:<12} {:>8}",
+            format!("{}/{}", p.namespace, p.pod),
+            p.node,
+            p.pid
+        );
+    }
     if args.no_wait {
-        operator.stop(Duration::from_secs(30)).await?;
+        runner.shutdown().await;
         return Ok(());
     }
     // The kubectl the demo used (from the tools cache), which need not be on PATH.
@@ -105,6 +117,6 @@ async fn main() -> anyhow::Result<()> {
         kubectl = kubectl.display(),
     );
     tokio::signal::ctrl_c().await?;
-    operator.stop(Duration::from_secs(30)).await?;
+    runner.shutdown().await;
     Ok(())
 }
