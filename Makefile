@@ -47,12 +47,15 @@ demo: ## The whole stack on a local control plane with simulated NUMA nodes; pri
 # vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on a local
 # control plane; ~20 minutes with the defaults). BENCH_ARGS go to tas-bench, e.g.
 # BENCH_ARGS="--quick" or "--nodes 500 --pods 2000".
+# The criterion settings of every micro-benchmark (one place for all three crates).
+CRITERION_ARGS ?= --sample-size 20 --warm-up-time 1 --measurement-time 3
+
 bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	@bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok schedplugins" testcluster/tools/build.sh | tail -n 1); \
 	test -n "$$bin" || { echo "make bench: building the cluster tools failed" >&2; exit 1; }; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
 	$(CARGO) build --release -p tas-scheduler -p tas-bench && \
-	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater && \
+	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --benches -- $(CRITERION_ARGS) && \
 	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md
 

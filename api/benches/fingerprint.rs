@@ -5,7 +5,6 @@
 //! digest); `sum` is the part left when the per-pod hashes are kept between calls.
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::rngs::StdRng;
@@ -89,12 +88,6 @@ fn bench_fingerprint(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
-    targets = bench_fingerprint
-}
+// Sample size and timings come from the command line (`make bench` sets them).
+criterion_group!(benches, bench_fingerprint);
 criterion_main!(benches);

@@ -9,7 +9,6 @@ use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_operator::{Config, Options};
 use tas_runtime::cli::CommonArgs;
 use tas_runtime::lease::LeaseConfig;
-use tas_runtime::telemetry::LogFormat;
 
 /// Node agent image used when the CR names none.
 const DEFAULT_UPDATER_IMAGE: &str = "ghcr.io/tas-dev/tas-updater:v0.1.0";
@@ -107,8 +106,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let instance = args.common.identity();
     let otlp = Otlp::new(OtlpSettings::from_env(Some(instance.clone())));
-    let json = args.common.log_format == LogFormat::Json;
-    tas_operator::telemetry::init(&args.common.log_level, json, &otlp)?;
+    tas_operator::telemetry::init(&args.common.log_level, args.common.log_format, &otlp)?;
     // The environment's endpoint until the object names one.
     otlp.use_endpoint(None);
     let outcome = operate(args, instance, otlp.clone()).await;

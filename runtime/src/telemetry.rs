@@ -2,8 +2,10 @@
 //! written to stderr (as the Kubernetes components do) and filtered by an
 //! `EnvFilter` directive such as `info` or `info,kube=warn,tas_scheduler=debug`.
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The filter used when the requested one does not parse.
 pub const FALLBACK_LEVEL: &str = "info";
@@ -29,14 +31,31 @@ pub enum TelemetryError {
 /// Installs the global subscriber. `level` is an `EnvFilter` directive; a bad one
 /// falls back to [`FALLBACK_LEVEL`] with a warning rather than failing start-up.
 pub fn init_logging(level: &str, format: LogFormat) -> Result<(), TelemetryError> {
+    let (logs, bad_filter) = log_layer(level, format);
+    Registry::default().with(logs).try_init()?;
+    warn_bad_filter(level, bad_filter);
+    Ok(())
+}
+
+/// The log layer every TAS binary writes through (stderr, `format`, filtered by
+/// `level`), for a subscriber that stacks more layers on it (the operator's
+/// OpenTelemetry layer). With a bad `level`, the fallback filter and the parse error,
+/// to pass to [`warn_bad_filter`] once the subscriber is installed.
+pub fn log_layer<S>(level: &str, format: LogFormat) -> (BoxedLayer<S>, Option<String>)
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
     let (filter, bad_filter) = parse_filter(level);
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().finish().try_init()?,
-        LogFormat::Text => builder.finish().try_init()?,
-    }
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let layer = match format {
+        LogFormat::Json => logs.json().with_filter(filter).boxed(),
+        LogFormat::Text => logs.with_filter(filter).boxed(),
+    };
+    (layer, bad_filter)
+}
+
+/// Logs that the requested filter did not parse, if it did not.
+pub fn warn_bad_filter(level: &str, bad_filter: Option<String>) {
     if let Some(error) = bad_filter {
         tracing::warn!(
             requested = level,
@@ -44,8 +63,10 @@ pub fn init_logging(level: &str, format: LogFormat) -> Result<(), TelemetryError
             "invalid log filter; logging at {FALLBACK_LEVEL}"
         );
     }
-    Ok(())
 }
+
+/// A boxed layer of subscriber `S`.
+pub type BoxedLayer<S> = Box<dyn Layer<S> + Send + Sync + 'static>;
 
 /// The filter for `level`, or the fallback and the parse error.
 fn parse_filter(level: &str) -> (EnvFilter, Option<String>) {

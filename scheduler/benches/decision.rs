@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -345,12 +344,6 @@ fn bench_fit_and_score(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
-    targets = bench_decision, bench_fit_and_score
-}
+// Sample size and timings come from the command line (`make bench` sets them).
+criterion_group!(benches, bench_decision, bench_fit_and_score);
 criterion_main!(benches);
