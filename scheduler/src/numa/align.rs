@@ -121,6 +121,32 @@ fn fits(free: &[i64], nres: usize, mask: u64, reqs: impl IntoIterator<Item = Req
         .all(|r| sum(free, nres, mask, r.res) >= r.need)
 }
 
+/// Whether `mask` can hold `reqs`: enough free of each, and, when the memory manager
+/// would spread memory over several zones, none of them already holds memory. The
+/// memory manager never mixes single-zone and multi-zone allocations on a zone and
+/// keeps multi-zone groups apart; the NRT does not say which zones form a group, so
+/// only untouched zones are known to be usable for a new one.
+fn mask_fits(node: &NodeTopology, free: &[i64], mask: u64, reqs: &[Req]) -> bool {
+    let nres = node.resource_count();
+    fits(free, nres, mask, reqs.iter().copied())
+        && (mask.count_ones() == 1
+            || !reqs.iter().any(|r| r.group == MEMORY_GROUP)
+            || bits(mask).all(|z| node.memory_untouched(free, z as usize)))
+}
+
+/// The mask of `width` zones the Topology Manager would take among those that hold
+/// `reqs`: the numerically lowest, or with `prefer-closest-numa-nodes` the one with the
+/// smallest average distance (then the lowest).
+fn choose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Option<u64> {
+    let n = node.zone_count() as u32;
+    let mut candidates = masks_of_width(n, width).filter(|&m| mask_fits(node, free, m, reqs));
+    if !node.prefer_closest() {
+        return candidates.next();
+    }
+    let distance = |a: u32, b: u32| node.zone_distance(a as usize, b as usize);
+    candidates.min_by_key(|&m| (super::hint::distance_sum(m, &distance), m))
+}
+
 fn members(reqs: &[Req], group: u32) -> impl Iterator<Item = Req> + Clone + '_ {
     reqs.iter().copied().filter(move |r| r.group == group)
 }
@@ -216,7 +242,7 @@ pub(crate) fn align(
     if count_masks(n, width) > MAX_MASKS {
         return Err(Cause::TooManyZones);
     }
-    if width == 1 {
+    if width == 1 && !node.prefer_closest() {
         // The common case, without the mask machinery.
         let found = (0..n as usize).find(|&z| {
             reqs.iter()
@@ -225,9 +251,7 @@ pub(crate) fn align(
         if let Some(z) = found {
             return Ok(Some(1 << z));
         }
-    } else if let Some(mask) =
-        masks_of_width(n, width).find(|&m| fits(free, nres, m, reqs.iter().copied()))
-    {
+    } else if let Some(mask) = choose(node, free, reqs, width) {
         return Ok(Some(mask));
     }
     Err(diagnose(node, free, reqs, width))
@@ -299,20 +323,27 @@ pub(crate) fn best_effort(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> (O
         return (mask, true);
     }
     let n = node.zone_count() as u32;
-    let nres = node.resource_count();
+    match narrowest(node, free, reqs) {
+        Some(mask) => (Some(mask), false),
+        None => (Some(all_zones(n)), false),
+    }
+}
+
+/// The narrowest (then lowest, or closest) mask that holds `reqs`, within
+/// [`MAX_MASKS`] masks; `None` when there is none.
+pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> Option<u64> {
+    let n = node.zone_count() as u32;
     let mut budget = MAX_MASKS;
     for k in 1..=n {
         budget = budget.saturating_sub(count_masks(n, k));
         if budget == 0 {
             break;
         }
-        if let Some(mask) =
-            masks_of_width(n, k).find(|&m| fits(free, nres, m, reqs.iter().copied()))
-        {
-            return (Some(mask), false);
+        if let Some(mask) = choose(node, free, reqs, k) {
+            return Some(mask);
         }
     }
-    (Some(all_zones(n)), false)
+    None
 }
 
 /// The mask of every zone.

@@ -71,6 +71,13 @@ pub fn fit(
     node_level: &dyn Fn(&str) -> bool,
 ) -> Result<Placement, Unfit> {
     let policy = node.policy();
+    if matches!(
+        policy,
+        TopologyManagerPolicy::None | TopologyManagerPolicy::BestEffort
+    ) {
+        // The memory manager refuses by itself under the lenient policies.
+        super::memory::check(node, pod)?;
+    }
     let goal = match policy {
         TopologyManagerPolicy::None => return Ok(Placement::unconstrained()),
         TopologyManagerPolicy::BestEffort => None,
@@ -164,10 +171,12 @@ pub fn fit(
     })
 }
 
-/// Gathers the resources of `request` that a hint provider aligns. `Err(pos)`: the
-/// entry at `pos` needs alignment, no zone reports it and it is not node-level (only
-/// when `strict`; otherwise such resources are skipped).
-fn collect(
+/// Gathers the resources of `request` that a hint provider aligns: whole CPUs when the
+/// CPU manager is `static`, memory and hugepages when the memory manager is `Static`
+/// (Guaranteed pods only, both), devices always. `Err(pos)`: the entry at `pos` needs
+/// alignment, no zone reports it and it is not node-level (only when `strict`;
+/// otherwise such resources are skipped).
+pub(super) fn collect(
     node: &NodeTopology,
     request: &Resources,
     guaranteed: bool,
@@ -179,8 +188,12 @@ fn collect(
     let mut next_device_group = FIRST_DEVICE_GROUP;
     for (pos, entry) in request.entries().iter().enumerate() {
         let group = match entry.kind {
-            ResourceKind::Cpu if guaranteed && exclusive_cpu => CPU_GROUP,
-            ResourceKind::Memory | ResourceKind::Hugepages if guaranteed => MEMORY_GROUP,
+            ResourceKind::Cpu if guaranteed && exclusive_cpu && node.static_cpus() => CPU_GROUP,
+            ResourceKind::Memory | ResourceKind::Hugepages
+                if guaranteed && node.static_memory() =>
+            {
+                MEMORY_GROUP
+            }
             ResourceKind::Device => {
                 next_device_group += 1;
                 next_device_group - 1
@@ -205,7 +218,7 @@ fn collect(
     Ok(())
 }
 
-fn not_reported(request: &Resources, pos: u32) -> UnfitReason {
+pub(super) fn not_reported(request: &Resources, pos: u32) -> UnfitReason {
     UnfitReason::NotReported {
         resource: request.entries()[pos as usize].name.clone(),
     }
