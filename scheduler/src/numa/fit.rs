@@ -33,7 +33,7 @@ use super::align::{
     best_effort,
 };
 use super::mask::NumaSet;
-use super::request::{ContainerKind, PodRequest};
+use super::request::{ContainerKind, ContainerRequest, PodRequest};
 use super::resources::{Amount, ResourceKind, Resources};
 use super::topology::NodeTopology;
 use super::unfit::{Unfit, UnfitReason, UnfitTarget};
@@ -128,14 +128,7 @@ pub fn fit(
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
     for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| Unfit {
-            policy,
-            target: UnfitTarget::Container {
-                name: c.name.clone(),
-                kind: c.kind,
-            },
-            reason,
-        };
+        let fail = |reason| container_unfit(policy, c, reason);
         reqs.clear();
         collect(
             node,
@@ -216,6 +209,22 @@ pub(super) fn collect(
         }
     }
     Ok(())
+}
+
+/// The kubelet refuses container `c`.
+pub(super) fn container_unfit(
+    policy: TopologyManagerPolicy,
+    c: &ContainerRequest,
+    reason: UnfitReason,
+) -> Unfit {
+    Unfit {
+        policy,
+        target: UnfitTarget::Container {
+            name: c.name.clone(),
+            kind: c.kind,
+        },
+        reason,
+    }
 }
 
 pub(super) fn not_reported(request: &Resources, pos: u32) -> UnfitReason {

@@ -15,11 +15,11 @@
 use std::borrow::Cow;
 
 use super::align::{MEMORY_GROUP, Reqs, allocate, narrowest};
-use super::fit::{collect, not_reported};
+use super::fit::{collect, container_unfit, not_reported};
 use super::request::{ContainerKind, PodRequest};
 use super::resources::Amount;
 use super::topology::NodeTopology;
-use super::unfit::{Unfit, UnfitReason, UnfitTarget};
+use super::unfit::{Unfit, UnfitReason};
 
 /// `Err` when the memory manager would refuse `pod` on `node`; see the module docs.
 pub(crate) fn check(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> {
@@ -31,14 +31,7 @@ pub(crate) fn check(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> 
     let mut reqs = Reqs::default();
     let containers = pod.containers();
     for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| Unfit {
-            policy: node.policy(),
-            target: UnfitTarget::Container {
-                name: c.name.clone(),
-                kind: c.kind,
-            },
-            reason,
-        };
+        let fail = |reason| container_unfit(node.policy(), c, reason);
         reqs.clear();
         collect(
             node,
