@@ -134,12 +134,13 @@ fn mask_fits(node: &NodeTopology, free: &[i64], mask: u64, reqs: &[Req]) -> bool
             || bits(mask).all(|z| node.memory_untouched(free, z as usize)))
 }
 
-/// The mask of `width` zones the Topology Manager would take among those that hold
-/// `reqs`: the numerically lowest, or with `prefer-closest-numa-nodes` the one with the
-/// smallest average distance (then the lowest).
-fn choose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Option<u64> {
+/// The mask of `width` zones the Topology Manager would take among those that contain
+/// `must` and hold `reqs`: the numerically lowest, or with `prefer-closest-numa-nodes`
+/// the one with the smallest average distance (then the lowest).
+fn choose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32, must: u64) -> Option<u64> {
     let n = node.zone_count() as u32;
-    let mut candidates = masks_of_width(n, width).filter(|&m| mask_fits(node, free, m, reqs));
+    let mut candidates =
+        masks_of_width(n, width).filter(|&m| m & must == must && mask_fits(node, free, m, reqs));
     if !node.prefer_closest() {
         return candidates.next();
     }
@@ -200,12 +201,14 @@ fn group_width(
 
 /// Aligns `reqs` against `free` (zone-major, like [`NodeTopology::free`]). `Ok(None)`:
 /// nothing to align (any zone); `Ok(Some(mask))`: the zone-index mask the kubelet
-/// would pick.
+/// would pick. Only masks containing the zone-index mask `must` qualify (the CPU
+/// manager's hints must cover the CPUs a container reuses; 0: no constraint).
 pub(crate) fn align(
     node: &NodeTopology,
     free: &[i64],
     reqs: &[Req],
     goal: Goal,
+    must: u64,
 ) -> Result<Option<u64>, Cause> {
     if reqs.is_empty() {
         return Ok(None);
@@ -245,13 +248,15 @@ pub(crate) fn align(
     if width == 1 && !node.prefer_closest() {
         // The common case, without the mask machinery.
         let found = (0..n as usize).find(|&z| {
-            reqs.iter()
-                .all(|r| free[z * nres + r.res as usize] >= r.need)
+            must & !(1 << z) == 0
+                && reqs
+                    .iter()
+                    .all(|r| free[z * nres + r.res as usize] >= r.need)
         });
         if let Some(z) = found {
             return Ok(Some(1 << z));
         }
-    } else if let Some(mask) = choose(node, free, reqs, width) {
+    } else if let Some(mask) = choose(node, free, reqs, width, must) {
         return Ok(Some(mask));
     }
     Err(diagnose(node, free, reqs, width))
@@ -318,12 +323,17 @@ fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Caus
 /// mask with enough free of everything, else every zone. The flag says whether the
 /// kubelet's merged hint would be preferred. The non-preferred choice approximates the
 /// kubelet's (which depends on hint order); it only steers scoring, never admission.
-pub(crate) fn best_effort(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> (Option<u64>, bool) {
-    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth) {
+pub(crate) fn best_effort(
+    node: &NodeTopology,
+    free: &[i64],
+    reqs: &[Req],
+    must: u64,
+) -> (Option<u64>, bool) {
+    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must) {
         return (mask, true);
     }
     let n = node.zone_count() as u32;
-    match narrowest(node, free, reqs) {
+    match narrowest(node, free, reqs, must) {
         Some(mask) => (Some(mask), false),
         None => (Some(all_zones(n)), false),
     }
@@ -331,7 +341,7 @@ pub(crate) fn best_effort(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> (O
 
 /// The narrowest (then lowest, or closest) mask that holds `reqs`, within
 /// [`MAX_MASKS`] masks; `None` when there is none.
-pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> Option<u64> {
+pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req], must: u64) -> Option<u64> {
     let n = node.zone_count() as u32;
     let mut budget = MAX_MASKS;
     for k in 1..=n {
@@ -339,7 +349,7 @@ pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> Opti
         if budget == 0 {
             break;
         }
-        if let Some(mask) = choose(node, free, reqs, k) {
+        if let Some(mask) = choose(node, free, reqs, k, must) {
             return Some(mask);
         }
     }

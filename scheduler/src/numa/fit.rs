@@ -12,7 +12,9 @@
 //! - `container`: containers in admission order (init containers, sidecars included, in
 //!   spec order, then app containers). Each is aligned against what is still free.
 //!   Regular init containers are not subtracted (their CPUs and memory are reused by
-//!   later containers); sidecars and app containers are. Each goes to the zone set the
+//!   later containers); sidecars and app containers are. While reusable init-container
+//!   CPUs remain, the CPU manager only hints masks containing their zones, so later
+//!   containers with exclusive CPUs must include those zones. Each goes to the zone set the
 //!   kubelet itself would pick: the numerically lowest preferred mask, i.e. the lowest
 //!   NUMA id for single zones. Picking by a scoring strategy instead would predict an
 //!   allocation the kubelet does not make and so mis-judge the containers after it.
@@ -108,11 +110,11 @@ pub fn fit(
         .map_err(|pos| fail(not_reported(request, pos)))?;
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, node.free(), reqs.as_slice(), goal)
+                let mask = align(node, node.free(), reqs.as_slice(), goal, 0)
                     .map_err(|cause| fail(reason(node, request, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, node.free(), reqs.as_slice()),
+            None => best_effort(node, node.free(), reqs.as_slice(), 0),
         };
         return Ok(Placement {
             zones: mask.map(|m| node.numa_set(m)),
@@ -127,6 +129,12 @@ pub fn fit(
     let mut placed = Vec::with_capacity(containers.len());
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
+    // CPUs of regular init containers that later containers reuse first, and the zones
+    // holding them: while any are left, the CPU manager only hints masks containing
+    // those zones (generateCPUTopologyHints). Init containers are never subtracted from
+    // `free`, so `free` already counts the reusable CPUs as free on their zones.
+    let mut reusable_cpus = 0i64;
+    let mut reuse_zones = 0u64;
     for (i, c) in containers.iter().enumerate() {
         let fail = |reason| container_unfit(policy, c, reason);
         reqs.clear();
@@ -140,14 +148,32 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
+        let cpus: i64 = reqs
+            .as_slice()
+            .iter()
+            .filter(|r| r.group == CPU_GROUP)
+            .map(|r| r.need)
+            .sum();
+        let must = if cpus > 0 { reuse_zones } else { 0 };
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, &free, reqs.as_slice(), goal)
+                let mask = align(node, &free, reqs.as_slice(), goal, must)
                     .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, &free, reqs.as_slice()),
+            None => best_effort(node, &free, reqs.as_slice(), must),
         };
+        if let (Some(mask), true) = (mask, cpus > 0) {
+            if c.kind == ContainerKind::Init {
+                reusable_cpus = reusable_cpus.max(cpus);
+                reuse_zones |= mask;
+            } else {
+                reusable_cpus = (reusable_cpus - cpus).max(0);
+                if reusable_cpus == 0 {
+                    reuse_zones = 0;
+                }
+            }
+        }
         all_aligned &= aligned;
         if let Some(mask) = mask {
             union = Some(union.unwrap_or(0) | mask);

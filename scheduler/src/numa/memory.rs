@@ -54,7 +54,7 @@ pub(crate) fn check(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> 
         if memory.as_slice().is_empty() {
             continue;
         }
-        let Some(mask) = narrowest(node, &free, memory.as_slice()) else {
+        let Some(mask) = narrowest(node, &free, memory.as_slice(), 0) else {
             let r = memory.as_slice()[0];
             let entry = &c.resources.entries()[r.pos as usize];
             let width = node.zone_count() as u32;

@@ -172,3 +172,35 @@ fn managers_off_relax_their_constraints() {
         assert_eq!(try_fit(&neither, &cpu_heavy), Ok(None));
     }
 }
+
+/// The second example: single-numa-node, container scope, six zones; init
+/// {cpu 2, memory 4608Mi} then app {cpu 4, memory 5376Mi}. The init container's CPUs on
+/// zone 0 are reusable by the app, so the CPU manager hints only masks containing zone
+/// 0; zone 0 cannot hold the app, so the kubelet refuses (TAS used to put the app on 2).
+#[test]
+fn init_container_cpus_pin_later_containers_to_their_zone() {
+    let mut zones = vec![
+        free_zone(0, &[("cpu", "4"), ("memory", "5Gi")]),
+        free_zone(1, &[("cpu", "2"), ("memory", "8Gi")]),
+    ];
+    zones.extend((2..6).map(|id| free_zone(id, &[("cpu", "8"), ("memory", "8Gi")])));
+    let node = node("single-numa-node", "container", &zones);
+    let pod = pod_with(
+        vec![g("init", &[("cpu", "2"), ("memory", "4608Mi")])],
+        vec![g("app", &[("cpu", "4"), ("memory", "5376Mi")])],
+        &[],
+    );
+    let err = try_fit(&node, &pod).unwrap_err();
+    assert!(err.contains("app"), "{err}");
+    // Without exclusive CPUs (CPU manager none) nothing is reused; only memory is
+    // aligned and zone 1 takes it.
+    let relaxed = managers_node("single-numa-node", "container", &zones, &[CPU_NONE]);
+    assert_eq!(try_fit(&relaxed, &pod), Ok(Some(vec![0, 1])));
+    // A sidecar's CPUs are not reusable: the app may go elsewhere.
+    let with_sidecar = pod_with(
+        vec![sidecar(g("side", &[("cpu", "2"), ("memory", "1Gi")]))],
+        vec![g("app", &[("cpu", "4"), ("memory", "5376Mi")])],
+        &[],
+    );
+    assert_eq!(try_fit(&node, &with_sidecar), Ok(Some(vec![0, 2])));
+}
