@@ -70,6 +70,24 @@ impl Reqs {
         }
     }
 
+    /// The requests of one hint-provider group.
+    pub(crate) fn only(&self, group: u32) -> Self {
+        let mut out = Self::default();
+        for r in self.as_slice().iter().filter(|r| r.group == group) {
+            out.push(*r);
+        }
+        out
+    }
+
+    /// The total amount the requests of `group` ask for.
+    pub(crate) fn need_of(&self, group: u32) -> i64 {
+        self.as_slice()
+            .iter()
+            .filter(|r| r.group == group)
+            .map(|r| r.need)
+            .sum()
+    }
+
     pub(crate) fn as_slice(&self) -> &[Req] {
         if self.spill.is_empty() {
             &self.inline[..self.len]

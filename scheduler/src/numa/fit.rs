@@ -148,12 +148,7 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
-        let cpus: i64 = reqs
-            .as_slice()
-            .iter()
-            .filter(|r| r.group == CPU_GROUP)
-            .map(|r| r.need)
-            .sum();
+        let cpus = reqs.need_of(CPU_GROUP);
         let must = if cpus > 0 { reuse_zones } else { 0 };
         let (mask, aligned) = match goal {
             Some(goal) => {

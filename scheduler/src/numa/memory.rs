@@ -43,14 +43,7 @@ pub(crate) fn check(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> 
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
-        let memory: Reqs = reqs
-            .as_slice()
-            .iter()
-            .filter(|r| r.group == MEMORY_GROUP)
-            .fold(Reqs::default(), |mut acc, r| {
-                acc.push(*r);
-                acc
-            });
+        let memory = reqs.only(MEMORY_GROUP);
         if memory.as_slice().is_empty() {
             continue;
         }
