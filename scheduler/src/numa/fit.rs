@@ -1,9 +1,10 @@
 //! [`fit`]: would the node's kubelet Topology Manager admit the pod?
 //!
 //! Per policy:
-//! - `none`: always, no NUMA opinion;
-//! - `best-effort`: always; the placement reports the zones the kubelet would prefer
-//!   and whether that hint is preferred (for scoring);
+//! - `none`: no NUMA opinion; refused only where the memory manager `Static` refuses by
+//!   itself (see the `memory` module);
+//! - `best-effort`: the same refusals; the placement reports the zones the kubelet would
+//!   prefer and whether that hint is preferred (for scoring);
 //! - `restricted`: only when every container (or the pod) gets a preferred merged hint:
 //!   a zone set of the common minimum width with enough free of everything aligned;
 //! - `single-numa-node`: the same with width one.
@@ -20,9 +21,10 @@
 //!   allocation the kubelet does not make and so mis-judge the containers after it.
 //! - `pod`: one alignment of [`PodRequest::numa_request`].
 //!
-//! Which resources are aligned follows the kubelet's hint providers: exclusive CPUs and
-//! memory/hugepages of Guaranteed pods (both shared pools otherwise), device resources
-//! for every QoS class, nothing else. A resource that needs alignment but that no zone
+//! Which resources are aligned follows the kubelet's hint providers: exclusive CPUs
+//! (CPU manager `static`) and memory/hugepages (memory manager `Static`) of Guaranteed
+//! pods (shared pools otherwise, and on nodes whose NRT attributes turn the manager
+//! off), device resources for every QoS class, nothing else. A resource that needs alignment but that no zone
 //! reports is skipped when `node_level` says the node reports it as a whole (e.g. an
 //! extended resource without NUMA affinity); otherwise the pod does not fit.
 
