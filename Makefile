@@ -31,10 +31,15 @@ clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_T
 # The test control plane's binaries: built once, cached outside the work tree by version.
 TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 
+# The kubelet Topology Manager's own merge test tables as JSON (go test -overlay on
+# k8s.io/kubernetes; cached by version like the tools), replayed by the scheduler's tests.
+KUBELET_TABLES = $(shell scheduler/tests/kubelet_tables/dump.sh | tail -n 1)
+
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
+	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" $(CARGO) test --workspace
+	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.

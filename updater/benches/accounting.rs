@@ -401,6 +401,7 @@ fn bench_publish_pass(c: &mut Criterion) {
         name: "worker-256c-0042".to_owned(),
         uid: "6f1c2a9e-3b4d-4e8f-9a7b-1c2d3e4f5a6b".to_owned(),
     };
+    let resource_managers = tas_api::nrt::ResourceManagersConfig::default();
     let topology_manager = TopologyManagerConfig {
         policy: TopologyManagerPolicy::SingleNumaNode,
         scope: TopologyManagerScope::Container,
@@ -447,6 +448,7 @@ fn bench_publish_pass(c: &mut Criterion) {
                 topology: &topology,
                 resources: black_box(&resources),
                 topology_manager,
+                resource_managers: &resource_managers,
                 fingerprint: fingerprint.clone(),
             })
         });
@@ -460,6 +462,7 @@ fn bench_publish_pass(c: &mut Criterion) {
                 topology: &topology,
                 resources: &resources,
                 topology_manager,
+                resource_managers: &resource_managers,
                 fingerprint: all.compute(pods).zip(all.method()),
             })
         });

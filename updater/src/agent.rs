@@ -226,6 +226,7 @@ impl Agent {
             topology: &topology,
             resources: &resources,
             topology_manager: tm,
+            resource_managers: &kubelet.resource_managers_config(),
             fingerprint,
         });
         Ok(self.publisher.publish(&nrt).await?)

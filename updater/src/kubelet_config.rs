@@ -2,8 +2,9 @@
 //!
 //! The kubelet reads a `KubeletConfiguration` (YAML or JSON, camelCase keys) from its
 //! config file. The node agent needs only the resource managers' settings from it: the
-//! Topology Manager policy, scope and options (published as NRT attributes), the CPU and
-//! memory manager policies, and `reservedSystemCPUs` (which
+//! Topology Manager policy, scope and options, the CPU manager policy and options and the
+//! memory manager policy (all published as NRT attributes, see
+//! [`tas_api::nrt::resource_managers`]), and `reservedSystemCPUs` (which
 //! [`accounting`](crate::accounting) removes from the allocatable CPUs when the CPU
 //! manager is `none`). Unknown keys are ignored; absent keys take the kubelet's defaults.
 //! A value the kubelet would reject is an error naming the field and the value: guessing a
@@ -15,13 +16,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::Deserialize;
 use tas_api::nrt::attributes::DEFAULT_MAX_NUMA_NODES;
 use tas_api::nrt::{
-    AttributeError, TopologyManagerConfig, TopologyManagerPolicy, TopologyManagerScope,
+    AttributeError, ResourceManagersConfig, TopologyManagerConfig, TopologyManagerPolicy,
+    TopologyManagerScope,
 };
+pub use tas_api::nrt::{CpuManagerPolicy, MemoryManagerPolicy};
 
 use crate::sysfs::{CpuListError, parse_cpulist};
 
@@ -44,6 +46,8 @@ pub struct KubeletConfig {
     pub topology_manager_max_numa_nodes: u32,
     /// `cpuManagerPolicy` (default `none`).
     pub cpu_manager_policy: CpuManagerPolicy,
+    /// `cpuManagerPolicyOptions`, values as written (scalars turned into strings).
+    pub cpu_manager_policy_options: BTreeMap<String, String>,
     /// `memoryManagerPolicy` (default `None`).
     pub memory_manager_policy: MemoryManagerPolicy,
     /// `reservedSystemCPUs` (default none).
@@ -58,84 +62,9 @@ impl Default for KubeletConfig {
             topology_manager_policy_options: BTreeMap::new(),
             topology_manager_max_numa_nodes: DEFAULT_MAX_NUMA_NODES,
             cpu_manager_policy: CpuManagerPolicy::default(),
+            cpu_manager_policy_options: BTreeMap::new(),
             memory_manager_policy: MemoryManagerPolicy::default(),
             reserved_system_cpus: BTreeSet::new(),
-        }
-    }
-}
-
-/// The kubelet CPU manager policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum CpuManagerPolicy {
-    /// CPUs are shared; nothing is exclusive.
-    #[default]
-    None,
-    /// Guaranteed pods with integer CPU requests get exclusive CPUs.
-    Static,
-}
-
-impl CpuManagerPolicy {
-    /// The kubelet's name for the policy.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Static => "static",
-        }
-    }
-}
-
-/// The kubelet memory manager policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum MemoryManagerPolicy {
-    /// No NUMA-pinned memory.
-    #[default]
-    None,
-    /// Guaranteed pods get memory pinned to NUMA nodes.
-    Static,
-    /// Best-effort NUMA affinity (Windows nodes).
-    BestEffort,
-}
-
-impl MemoryManagerPolicy {
-    /// The kubelet's name for the policy.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "None",
-            Self::Static => "Static",
-            Self::BestEffort => "BestEffort",
-        }
-    }
-}
-
-impl FromStr for CpuManagerPolicy {
-    type Err = ParseError;
-
-    fn from_str(value: &str) -> Result<Self, ParseError> {
-        match value {
-            "none" => Ok(Self::None),
-            "static" => Ok(Self::Static),
-            _ => Err(ParseError::unknown(
-                "cpuManagerPolicy",
-                value,
-                "none, static",
-            )),
-        }
-    }
-}
-
-impl FromStr for MemoryManagerPolicy {
-    type Err = ParseError;
-
-    fn from_str(value: &str) -> Result<Self, ParseError> {
-        match value {
-            "None" => Ok(Self::None),
-            "Static" => Ok(Self::Static),
-            "BestEffort" => Ok(Self::BestEffort),
-            _ => Err(ParseError::unknown(
-                "memoryManagerPolicy",
-                value,
-                "None, Static, BestEffort",
-            )),
         }
     }
 }
@@ -149,7 +78,7 @@ pub enum ParseError {
     /// The document declares a kind other than `KubeletConfiguration`.
     #[error("kind is {0:?}, expected KubeletConfiguration")]
     WrongKind(String),
-    /// The Topology Manager policy or scope is unknown.
+    /// A Topology Manager, CPU manager or memory manager policy or scope is unknown.
     #[error(transparent)]
     TopologyManager(#[from] AttributeError),
     /// A field holds a value the kubelet would reject.
@@ -165,16 +94,6 @@ pub enum ParseError {
     /// `reservedSystemCPUs` is not a CPU list.
     #[error("reservedSystemCPUs: {0}")]
     ReservedSystemCpus(#[from] CpuListError),
-}
-
-impl ParseError {
-    fn unknown(field: &'static str, value: &str, expected: &str) -> Self {
-        Self::InvalidValue {
-            field,
-            value: value.to_owned(),
-            reason: format!("expected one of {expected}"),
-        }
-    }
 }
 
 /// Why the kubelet's config file could not be loaded.
@@ -213,6 +132,7 @@ struct RawConfig {
     topology_manager_scope: Option<String>,
     topology_manager_policy_options: Option<BTreeMap<String, serde_norway::Value>>,
     cpu_manager_policy: Option<String>,
+    cpu_manager_policy_options: Option<BTreeMap<String, serde_norway::Value>>,
     memory_manager_policy: Option<String>,
     #[serde(rename = "reservedSystemCPUs")]
     reserved_system_cpus: Option<String>,
@@ -245,14 +165,12 @@ impl KubeletConfig {
         if let Some(cpus) = raw.reserved_system_cpus {
             config.reserved_system_cpus = parse_cpulist(&cpus)?;
         }
-        for (name, value) in raw.topology_manager_policy_options.unwrap_or_default() {
-            let value = option_value(&value).map_err(|kind| ParseError::InvalidValue {
-                field: "topologyManagerPolicyOptions",
-                value: name.clone(),
-                reason: format!("the option's value is a {kind}, expected a string"),
-            })?;
-            config.topology_manager_policy_options.insert(name, value);
-        }
+        config.topology_manager_policy_options = options(
+            "topologyManagerPolicyOptions",
+            raw.topology_manager_policy_options,
+        )?;
+        config.cpu_manager_policy_options =
+            options("cpuManagerPolicyOptions", raw.cpu_manager_policy_options)?;
         if let Some(max) = config
             .topology_manager_policy_options
             .get(MAX_ALLOWABLE_NUMA_NODES)
@@ -297,6 +215,34 @@ impl KubeletConfig {
             max_numa_nodes: self.topology_manager_max_numa_nodes,
         }
     }
+
+    /// The CPU and memory manager settings and the placement-changing policy options to
+    /// publish as NRT attributes.
+    pub fn resource_managers_config(&self) -> ResourceManagersConfig {
+        ResourceManagersConfig {
+            cpu_manager_policy: self.cpu_manager_policy,
+            cpu_manager_options: self.cpu_manager_policy_options.clone(),
+            memory_manager_policy: self.memory_manager_policy,
+            topology_manager_options: self.topology_manager_policy_options.clone(),
+        }
+    }
+}
+
+/// A policy options map with every value as a string.
+fn options(
+    field: &'static str,
+    raw: Option<BTreeMap<String, serde_norway::Value>>,
+) -> Result<BTreeMap<String, String>, ParseError> {
+    let mut options = BTreeMap::new();
+    for (name, value) in raw.unwrap_or_default() {
+        let value = option_value(&value).map_err(|kind| ParseError::InvalidValue {
+            field,
+            value: name.clone(),
+            reason: format!("the option's value is a {kind}, expected a string"),
+        })?;
+        options.insert(name, value);
+    }
+    Ok(options)
 }
 
 /// A policy option's value as a string, or what kind of value it is instead. The
@@ -336,6 +282,10 @@ mod tests {
                 ]),
                 topology_manager_max_numa_nodes: 16,
                 cpu_manager_policy: CpuManagerPolicy::Static,
+                cpu_manager_policy_options: BTreeMap::from([(
+                    "full-pcpus-only".to_owned(),
+                    "true".to_owned()
+                )]),
                 memory_manager_policy: MemoryManagerPolicy::Static,
                 reserved_system_cpus: BTreeSet::from([0, 16]),
             }
@@ -348,6 +298,10 @@ mod tests {
                 max_numa_nodes: 16,
             }
         );
+        let managers = config.resource_managers_config();
+        assert!(managers.static_cpus() && managers.static_memory());
+        assert!(managers.cpu_option("full-pcpus-only"));
+        assert!(managers.prefer_closest_numa_nodes());
     }
 
     #[test]

@@ -7,8 +7,9 @@ use crate::sysfs::Topology;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tas_api::fingerprint::Method;
 use tas_api::nrt::attributes as attr;
+use tas_api::nrt::resource_managers::{self as managers, format_options};
 use tas_api::nrt::v1alpha2::{AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo, Zone};
-use tas_api::nrt::{NrtQuantity, TopologyManagerConfig, zone_name};
+use tas_api::nrt::{NrtQuantity, ResourceManagersConfig, TopologyManagerConfig, zone_name};
 
 /// Label on every object the agent writes.
 pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tas-updater");
@@ -33,6 +34,8 @@ pub struct Observed<'a> {
     pub resources: &'a NodeResources,
     /// The kubelet's Topology Manager settings.
     pub topology_manager: TopologyManagerConfig,
+    /// The kubelet's CPU and memory manager settings and policy options.
+    pub resource_managers: &'a ResourceManagersConfig,
     /// Fingerprint and its method, unless fingerprinting is disabled.
     pub fingerprint: Option<(String, Method)>,
 }
@@ -61,6 +64,29 @@ pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
             attr::TOPOLOGY_MANAGER_MAX_NUMA_NODES,
             tm.max_numa_nodes.to_string(),
         ));
+    }
+    let rm = o.resource_managers;
+    attributes.push(AttributeInfo::new(
+        managers::CPU_MANAGER_POLICY,
+        rm.cpu_manager_policy.as_str(),
+    ));
+    attributes.push(AttributeInfo::new(
+        managers::MEMORY_MANAGER_POLICY,
+        rm.memory_manager_policy.as_str(),
+    ));
+    for (name, options) in [
+        (
+            managers::CPU_MANAGER_POLICY_OPTIONS,
+            &rm.cpu_manager_options,
+        ),
+        (
+            managers::TOPOLOGY_MANAGER_POLICY_OPTIONS,
+            &rm.topology_manager_options,
+        ),
+    ] {
+        if !options.is_empty() {
+            attributes.push(AttributeInfo::new(name, format_options(options)));
+        }
     }
     if let Some((fp, method)) = &o.fingerprint {
         attributes.push(AttributeInfo::new(attr::NODE_TOPOLOGY_PODS_FINGERPRINT, fp));
@@ -152,10 +178,22 @@ mod tests {
     }
 
     fn observed<'a>(node: &'a NodeRef, t: &'a Topology, r: &'a NodeResources) -> Observed<'a> {
+        static MANAGERS: std::sync::LazyLock<ResourceManagersConfig> =
+            std::sync::LazyLock::new(|| ResourceManagersConfig {
+                cpu_manager_policy: tas_api::nrt::CpuManagerPolicy::Static,
+                cpu_manager_options: [("full-pcpus-only".to_owned(), "true".to_owned())].into(),
+                memory_manager_policy: tas_api::nrt::MemoryManagerPolicy::None,
+                topology_manager_options: [
+                    ("prefer-closest-numa-nodes".to_owned(), "true".to_owned()),
+                    ("max-allowable-numa-nodes".to_owned(), "8".to_owned()),
+                ]
+                .into(),
+            });
         Observed {
             node,
             topology: t,
             resources: r,
+            resource_managers: &MANAGERS,
             topology_manager: TopologyManagerConfig {
                 policy: TopologyManagerPolicy::SingleNumaNode,
                 scope: TopologyManagerScope::Pod,
@@ -200,6 +238,21 @@ mod tests {
         );
         let config = tas_api::nrt::TopologyManagerConfig::from_nrt(&nrt).unwrap();
         assert_eq!(config.policy, TopologyManagerPolicy::SingleNumaNode);
+        assert_eq!(nrt.attribute(managers::CPU_MANAGER_POLICY), Some("static"));
+        assert_eq!(nrt.attribute(managers::MEMORY_MANAGER_POLICY), Some("None"));
+        assert_eq!(
+            nrt.attribute(managers::CPU_MANAGER_POLICY_OPTIONS),
+            Some("full-pcpus-only=true")
+        );
+        assert_eq!(
+            nrt.attribute(managers::TOPOLOGY_MANAGER_POLICY_OPTIONS),
+            Some("max-allowable-numa-nodes=8,prefer-closest-numa-nodes=true")
+        );
+        // What a scheduler reads back is what the kubelet config said.
+        assert_eq!(
+            ResourceManagersConfig::from_nrt(&nrt).as_ref(),
+            Ok(observed(&node, &t, &r).resource_managers)
+        );
     }
 
     #[test]

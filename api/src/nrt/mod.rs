@@ -15,6 +15,8 @@
 //! - [`attributes`]: the well-known attribute names and the pod-set fingerprint readers.
 //! - [`topology_manager`]: the node's Topology Manager policy, scope and NUMA limit, read
 //!   from `topologyPolicies` and attributes.
+//! - [`resource_managers`]: the node's CPU and memory manager policies and the policy
+//!   options that change placement, read from attributes.
 //!
 //! Readers convert a `v1alpha1` object with `v1alpha2::NodeResourceTopology::from` and
 //! then use the `v1alpha2` readers only.
@@ -22,6 +24,7 @@
 pub mod attributes;
 mod crd;
 mod quantity;
+pub mod resource_managers;
 pub mod topology_manager;
 pub mod v1alpha1;
 pub mod v1alpha2;
@@ -30,6 +33,7 @@ pub mod zone;
 pub use attributes::AttributeError;
 pub use crd::crd;
 pub use quantity::NrtQuantity;
+pub use resource_managers::{CpuManagerPolicy, MemoryManagerPolicy, ResourceManagersConfig};
 pub use topology_manager::{TopologyManagerConfig, TopologyManagerPolicy, TopologyManagerScope};
 pub use zone::{ZoneError, zone_name, zone_numa_id};
 

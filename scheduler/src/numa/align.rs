@@ -70,6 +70,24 @@ impl Reqs {
         }
     }
 
+    /// The requests of one hint-provider group.
+    pub(crate) fn only(&self, group: u32) -> Self {
+        let mut out = Self::default();
+        for r in self.as_slice().iter().filter(|r| r.group == group) {
+            out.push(*r);
+        }
+        out
+    }
+
+    /// The total amount the requests of `group` ask for.
+    pub(crate) fn need_of(&self, group: u32) -> i64 {
+        self.as_slice()
+            .iter()
+            .filter(|r| r.group == group)
+            .map(|r| r.need)
+            .sum()
+    }
+
     pub(crate) fn as_slice(&self) -> &[Req] {
         if self.spill.is_empty() {
             &self.inline[..self.len]
@@ -119,6 +137,33 @@ fn sum(free: &[i64], nres: usize, mask: u64, res: u32) -> i64 {
 fn fits(free: &[i64], nres: usize, mask: u64, reqs: impl IntoIterator<Item = Req>) -> bool {
     reqs.into_iter()
         .all(|r| sum(free, nres, mask, r.res) >= r.need)
+}
+
+/// Whether `mask` can hold `reqs`: enough free of each, and, when the memory manager
+/// would spread memory over several zones, none of them already holds memory. The
+/// memory manager never mixes single-zone and multi-zone allocations on a zone and
+/// keeps multi-zone groups apart; the NRT does not say which zones form a group, so
+/// only untouched zones are known to be usable for a new one.
+fn mask_fits(node: &NodeTopology, free: &[i64], mask: u64, reqs: &[Req]) -> bool {
+    let nres = node.resource_count();
+    fits(free, nres, mask, reqs.iter().copied())
+        && (mask.count_ones() == 1
+            || !reqs.iter().any(|r| r.group == MEMORY_GROUP)
+            || bits(mask).all(|z| node.memory_untouched(free, z as usize)))
+}
+
+/// The mask of `width` zones the Topology Manager would take among those that contain
+/// `must` and hold `reqs`: the numerically lowest, or with `prefer-closest-numa-nodes`
+/// the one with the smallest average distance (then the lowest).
+fn choose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32, must: u64) -> Option<u64> {
+    let n = node.zone_count() as u32;
+    let mut candidates =
+        masks_of_width(n, width).filter(|&m| m & must == must && mask_fits(node, free, m, reqs));
+    if !node.prefer_closest() {
+        return candidates.next();
+    }
+    let distance = |a: u32, b: u32| node.zone_distance(a as usize, b as usize);
+    candidates.min_by_key(|&m| (super::hint::distance_sum(m, &distance), m))
 }
 
 fn members(reqs: &[Req], group: u32) -> impl Iterator<Item = Req> + Clone + '_ {
@@ -174,12 +219,14 @@ fn group_width(
 
 /// Aligns `reqs` against `free` (zone-major, like [`NodeTopology::free`]). `Ok(None)`:
 /// nothing to align (any zone); `Ok(Some(mask))`: the zone-index mask the kubelet
-/// would pick.
+/// would pick. Only masks containing the zone-index mask `must` qualify (the CPU
+/// manager's hints must cover the CPUs a container reuses; 0: no constraint).
 pub(crate) fn align(
     node: &NodeTopology,
     free: &[i64],
     reqs: &[Req],
     goal: Goal,
+    must: u64,
 ) -> Result<Option<u64>, Cause> {
     if reqs.is_empty() {
         return Ok(None);
@@ -216,18 +263,18 @@ pub(crate) fn align(
     if count_masks(n, width) > MAX_MASKS {
         return Err(Cause::TooManyZones);
     }
-    if width == 1 {
+    if width == 1 && !node.prefer_closest() {
         // The common case, without the mask machinery.
         let found = (0..n as usize).find(|&z| {
-            reqs.iter()
-                .all(|r| free[z * nres + r.res as usize] >= r.need)
+            must & !(1 << z) == 0
+                && reqs
+                    .iter()
+                    .all(|r| free[z * nres + r.res as usize] >= r.need)
         });
         if let Some(z) = found {
             return Ok(Some(1 << z));
         }
-    } else if let Some(mask) =
-        masks_of_width(n, width).find(|&m| fits(free, nres, m, reqs.iter().copied()))
-    {
+    } else if let Some(mask) = choose(node, free, reqs, width, must) {
         return Ok(Some(mask));
     }
     Err(diagnose(node, free, reqs, width))
@@ -294,25 +341,37 @@ fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Caus
 /// mask with enough free of everything, else every zone. The flag says whether the
 /// kubelet's merged hint would be preferred. The non-preferred choice approximates the
 /// kubelet's (which depends on hint order); it only steers scoring, never admission.
-pub(crate) fn best_effort(node: &NodeTopology, free: &[i64], reqs: &[Req]) -> (Option<u64>, bool) {
-    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth) {
+pub(crate) fn best_effort(
+    node: &NodeTopology,
+    free: &[i64],
+    reqs: &[Req],
+    must: u64,
+) -> (Option<u64>, bool) {
+    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must) {
         return (mask, true);
     }
     let n = node.zone_count() as u32;
-    let nres = node.resource_count();
+    match narrowest(node, free, reqs, must) {
+        Some(mask) => (Some(mask), false),
+        None => (Some(all_zones(n)), false),
+    }
+}
+
+/// The narrowest (then lowest, or closest) mask that holds `reqs`, within
+/// [`MAX_MASKS`] masks; `None` when there is none.
+pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req], must: u64) -> Option<u64> {
+    let n = node.zone_count() as u32;
     let mut budget = MAX_MASKS;
     for k in 1..=n {
         budget = budget.saturating_sub(count_masks(n, k));
         if budget == 0 {
             break;
         }
-        if let Some(mask) =
-            masks_of_width(n, k).find(|&m| fits(free, nres, m, reqs.iter().copied()))
-        {
-            return (Some(mask), false);
+        if let Some(mask) = choose(node, free, reqs, k, must) {
+            return Some(mask);
         }
     }
-    (Some(all_zones(n)), false)
+    None
 }
 
 /// The mask of every zone.

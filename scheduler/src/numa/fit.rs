@@ -1,9 +1,10 @@
 //! [`fit`]: would the node's kubelet Topology Manager admit the pod?
 //!
 //! Per policy:
-//! - `none`: always, no NUMA opinion;
-//! - `best-effort`: always; the placement reports the zones the kubelet would prefer
-//!   and whether that hint is preferred (for scoring);
+//! - `none`: no NUMA opinion; refused only where the memory manager `Static` refuses by
+//!   itself (see the `memory` module);
+//! - `best-effort`: the same refusals; the placement reports the zones the kubelet would
+//!   prefer and whether that hint is preferred (for scoring);
 //! - `restricted`: only when every container (or the pod) gets a preferred merged hint:
 //!   a zone set of the common minimum width with enough free of everything aligned;
 //! - `single-numa-node`: the same with width one.
@@ -12,15 +13,18 @@
 //! - `container`: containers in admission order (init containers, sidecars included, in
 //!   spec order, then app containers). Each is aligned against what is still free.
 //!   Regular init containers are not subtracted (their CPUs and memory are reused by
-//!   later containers); sidecars and app containers are. Each goes to the zone set the
+//!   later containers); sidecars and app containers are. While reusable init-container
+//!   CPUs remain, the CPU manager only hints masks containing their zones, so later
+//!   containers with exclusive CPUs must include those zones. Each goes to the zone set the
 //!   kubelet itself would pick: the numerically lowest preferred mask, i.e. the lowest
 //!   NUMA id for single zones. Picking by a scoring strategy instead would predict an
 //!   allocation the kubelet does not make and so mis-judge the containers after it.
 //! - `pod`: one alignment of [`PodRequest::numa_request`].
 //!
-//! Which resources are aligned follows the kubelet's hint providers: exclusive CPUs and
-//! memory/hugepages of Guaranteed pods (both shared pools otherwise), device resources
-//! for every QoS class, nothing else. A resource that needs alignment but that no zone
+//! Which resources are aligned follows the kubelet's hint providers: exclusive CPUs
+//! (CPU manager `static`) and memory/hugepages (memory manager `Static`) of Guaranteed
+//! pods (shared pools otherwise, and on nodes whose NRT attributes turn the manager
+//! off), device resources for every QoS class, nothing else. A resource that needs alignment but that no zone
 //! reports is skipped when `node_level` says the node reports it as a whole (e.g. an
 //! extended resource without NUMA affinity); otherwise the pod does not fit.
 
@@ -33,7 +37,7 @@ use super::align::{
     best_effort,
 };
 use super::mask::NumaSet;
-use super::request::{ContainerKind, PodRequest};
+use super::request::{ContainerKind, ContainerRequest, PodRequest};
 use super::resources::{Amount, ResourceKind, Resources};
 use super::topology::NodeTopology;
 use super::unfit::{Unfit, UnfitReason, UnfitTarget};
@@ -71,6 +75,13 @@ pub fn fit(
     node_level: &dyn Fn(&str) -> bool,
 ) -> Result<Placement, Unfit> {
     let policy = node.policy();
+    if matches!(
+        policy,
+        TopologyManagerPolicy::None | TopologyManagerPolicy::BestEffort
+    ) {
+        // The memory manager refuses by itself under the lenient policies.
+        super::memory::check(node, pod)?;
+    }
     let goal = match policy {
         TopologyManagerPolicy::None => return Ok(Placement::unconstrained()),
         TopologyManagerPolicy::BestEffort => None,
@@ -101,11 +112,11 @@ pub fn fit(
         .map_err(|pos| fail(not_reported(request, pos)))?;
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, node.free(), reqs.as_slice(), goal)
+                let mask = align(node, node.free(), reqs.as_slice(), goal, 0)
                     .map_err(|cause| fail(reason(node, request, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, node.free(), reqs.as_slice()),
+            None => best_effort(node, node.free(), reqs.as_slice(), 0),
         };
         return Ok(Placement {
             zones: mask.map(|m| node.numa_set(m)),
@@ -120,15 +131,14 @@ pub fn fit(
     let mut placed = Vec::with_capacity(containers.len());
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
+    // CPUs of regular init containers that later containers reuse first, and the zones
+    // holding them: while any are left, the CPU manager only hints masks containing
+    // those zones (generateCPUTopologyHints). Init containers are never subtracted from
+    // `free`, so `free` already counts the reusable CPUs as free on their zones.
+    let mut reusable_cpus = 0i64;
+    let mut reuse_zones = 0u64;
     for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| Unfit {
-            policy,
-            target: UnfitTarget::Container {
-                name: c.name.clone(),
-                kind: c.kind,
-            },
-            reason,
-        };
+        let fail = |reason| container_unfit(policy, c, reason);
         reqs.clear();
         collect(
             node,
@@ -140,14 +150,27 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
+        let cpus = reqs.need_of(CPU_GROUP);
+        let must = if cpus > 0 { reuse_zones } else { 0 };
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, &free, reqs.as_slice(), goal)
+                let mask = align(node, &free, reqs.as_slice(), goal, must)
                     .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, &free, reqs.as_slice()),
+            None => best_effort(node, &free, reqs.as_slice(), must),
         };
+        if let (Some(mask), true) = (mask, cpus > 0) {
+            if c.kind == ContainerKind::Init {
+                reusable_cpus = reusable_cpus.max(cpus);
+                reuse_zones |= mask;
+            } else {
+                reusable_cpus = (reusable_cpus - cpus).max(0);
+                if reusable_cpus == 0 {
+                    reuse_zones = 0;
+                }
+            }
+        }
         all_aligned &= aligned;
         if let Some(mask) = mask {
             union = Some(union.unwrap_or(0) | mask);
@@ -164,10 +187,12 @@ pub fn fit(
     })
 }
 
-/// Gathers the resources of `request` that a hint provider aligns. `Err(pos)`: the
-/// entry at `pos` needs alignment, no zone reports it and it is not node-level (only
-/// when `strict`; otherwise such resources are skipped).
-fn collect(
+/// Gathers the resources of `request` that a hint provider aligns: whole CPUs when the
+/// CPU manager is `static`, memory and hugepages when the memory manager is `Static`
+/// (Guaranteed pods only, both), devices always. `Err(pos)`: the entry at `pos` needs
+/// alignment, no zone reports it and it is not node-level (only when `strict`;
+/// otherwise such resources are skipped).
+pub(super) fn collect(
     node: &NodeTopology,
     request: &Resources,
     guaranteed: bool,
@@ -179,8 +204,12 @@ fn collect(
     let mut next_device_group = FIRST_DEVICE_GROUP;
     for (pos, entry) in request.entries().iter().enumerate() {
         let group = match entry.kind {
-            ResourceKind::Cpu if guaranteed && exclusive_cpu => CPU_GROUP,
-            ResourceKind::Memory | ResourceKind::Hugepages if guaranteed => MEMORY_GROUP,
+            ResourceKind::Cpu if guaranteed && exclusive_cpu && node.static_cpus() => CPU_GROUP,
+            ResourceKind::Memory | ResourceKind::Hugepages
+                if guaranteed && node.static_memory() =>
+            {
+                MEMORY_GROUP
+            }
             ResourceKind::Device => {
                 next_device_group += 1;
                 next_device_group - 1
@@ -205,7 +234,23 @@ fn collect(
     Ok(())
 }
 
-fn not_reported(request: &Resources, pos: u32) -> UnfitReason {
+/// The kubelet refuses container `c`.
+pub(super) fn container_unfit(
+    policy: TopologyManagerPolicy,
+    c: &ContainerRequest,
+    reason: UnfitReason,
+) -> Unfit {
+    Unfit {
+        policy,
+        target: UnfitTarget::Container {
+            name: c.name.clone(),
+            kind: c.kind,
+        },
+        reason,
+    }
+}
+
+pub(super) fn not_reported(request: &Resources, pos: u32) -> UnfitReason {
     UnfitReason::NotReported {
         resource: request.entries()[pos as usize].name.clone(),
     }

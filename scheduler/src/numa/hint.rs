@@ -6,7 +6,9 @@
 //! equal, and keep the best merged hint (preferred beats non-preferred; among preferred
 //! the narrowest, then the numerically lowest mask; among non-preferred the kubelet's
 //! rule of creeping towards the widest provider minimum). `single-numa-node` first drops
-//! every hint that is not preferred or spans more than one NUMA node.
+//! every hint that is not preferred or spans more than one NUMA node. With the
+//! `prefer-closest-numa-nodes` option ([`merge_closest`]; not for `single-numa-node`),
+//! masks of equal width are compared by their average NUMA distance first.
 //!
 //! The cross product grows as the product of the list lengths, so [`super::fit`] does not
 //! call this: it computes the same admission decision and the same chosen mask directly
@@ -63,10 +65,22 @@ pub struct Merged {
 /// Merges per-resource hints like the kubelet's `policy` on a machine whose NUMA ids are
 /// the bits of `numa_nodes`.
 pub fn merge(policy: TopologyManagerPolicy, numa_nodes: u64, hints: &[ResourceHints]) -> Merged {
+    merge_closest(policy, numa_nodes, hints, None)
+}
+
+/// [`merge`] with the `prefer-closest-numa-nodes` policy option when `distance` is
+/// given: `distance(from, to)` between NUMA ids (the NRT zone costs).
+pub fn merge_closest(
+    policy: TopologyManagerPolicy,
+    numa_nodes: u64,
+    hints: &[ResourceHints],
+    distance: Option<&dyn Fn(u32, u32) -> u32>,
+) -> Merged {
     use TopologyManagerPolicy as P;
     if policy == P::None {
+        // The none policy gathers no hints and returns the zero hint.
         return Merged {
-            hint: Hint::any(true),
+            hint: Hint::any(false),
             admit: true,
         };
     }
@@ -83,7 +97,8 @@ pub fn merge(policy: TopologyManagerPolicy, numa_nodes: u64, hints: &[ResourceHi
             list.retain(|h| h.preferred && h.mask.is_none_or(|m| m.count_ones() == 1));
         }
     }
-    let mut best = merge_lists(numa_nodes, &lists);
+    let closest = distance.filter(|_| policy != P::SingleNumaNode);
+    let mut best = merge_lists(numa_nodes, &lists, closest);
     if policy == P::SingleNumaNode && best.mask == Some(numa_nodes) {
         best.mask = None;
     }
@@ -94,7 +109,11 @@ pub fn merge(policy: TopologyManagerPolicy, numa_nodes: u64, hints: &[ResourceHi
     Merged { hint: best, admit }
 }
 
-fn merge_lists(default: u64, lists: &[Vec<Hint>]) -> Hint {
+fn merge_lists(
+    default: u64,
+    lists: &[Vec<Hint>],
+    closest: Option<&dyn Fn(u32, u32) -> u32>,
+) -> Hint {
     // The widest of the providers' narrowest concrete hints: among non-preferred merged
     // hints the kubelet aims for this width.
     let target = lists
@@ -114,7 +133,7 @@ fn merge_lists(default: u64, lists: &[Vec<Hint>]) -> Hint {
     }
     loop {
         let candidate = merge_permutation(default, lists.iter().zip(&picks).map(|(l, &i)| l[i]));
-        best = pick(target, best, candidate);
+        best = pick(target, closest, best, candidate);
         // Odometer over the cross product, last list fastest, like the kubelet's recursion.
         let mut level = lists.len();
         loop {
@@ -152,17 +171,44 @@ fn narrower(a: u64, b: u64) -> bool {
     (a.count_ones(), a) < (b.count_ones(), b)
 }
 
-fn fitter(current: Hint, candidate: Hint) -> Hint {
-    let (c, k) = (current.mask.unwrap_or(0), candidate.mask.unwrap_or(0));
-    if c != k && narrower(k, c) {
-        candidate
-    } else {
-        current
+/// Sum of the distances between every ordered pair of `mask`'s NUMA ids (the diagonal
+/// included): for masks of one width, the kubelet's average distance times a constant.
+pub(crate) fn distance_sum(mask: u64, distance: &dyn Fn(u32, u32) -> u32) -> u64 {
+    let mut sum = 0u64;
+    for from in super::mask::bits(mask) {
+        for to in super::mask::bits(mask) {
+            sum += u64::from(distance(from, to));
+        }
     }
+    sum
+}
+
+/// `a` is closer than `b` (`prefer-closest-numa-nodes`): narrower when the widths
+/// differ, else a smaller average distance, else numerically lower.
+pub(crate) fn closer(a: u64, b: u64, distance: &dyn Fn(u32, u32) -> u32) -> bool {
+    if a.count_ones() != b.count_ones() {
+        return narrower(a, b);
+    }
+    (distance_sum(a, distance), a) < (distance_sum(b, distance), b)
+}
+
+fn fitter(closest: Option<&dyn Fn(u32, u32) -> u32>, current: Hint, candidate: Hint) -> Hint {
+    let (c, k) = (current.mask.unwrap_or(0), candidate.mask.unwrap_or(0));
+    let better = match closest {
+        Some(distance) => closer(k, c, distance),
+        None => narrower(k, c),
+    };
+    if c != k && better { candidate } else { current }
 }
 
 /// The kubelet's comparison of the best hint so far with a new merged hint.
-fn pick(target: u32, current: Option<Hint>, candidate: Hint) -> Option<Hint> {
+fn pick(
+    target: u32,
+    closest: Option<&dyn Fn(u32, u32) -> u32>,
+    current: Option<Hint>,
+    candidate: Hint,
+) -> Option<Hint> {
+    let fitter = |current, candidate| fitter(closest, current, candidate);
     let width = |h: Hint| h.mask.unwrap_or(0).count_ones();
     if width(candidate) == 0 {
         return current;

@@ -17,6 +17,7 @@ mod align;
 pub mod fit;
 pub mod hint;
 mod mask;
+mod memory;
 pub mod request;
 pub mod resources;
 pub mod score;

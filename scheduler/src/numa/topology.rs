@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{
-    AttributeError, NrtQuantity, TopologyManagerConfig, TopologyManagerPolicy,
-    TopologyManagerScope, ZoneError, zone_numa_id,
+    AttributeError, NrtQuantity, ResourceManagersConfig, TopologyManagerConfig,
+    TopologyManagerPolicy, TopologyManagerScope, ZoneError, zone_numa_id,
 };
 
 use super::request::QuantityProblem;
@@ -95,6 +95,13 @@ pub(crate) struct NodeResource {
 pub struct NodeTopology {
     name: String,
     config: TopologyManagerConfig,
+    /// CPU manager `static`: Guaranteed pods' whole CPUs are exclusive and aligned.
+    static_cpus: bool,
+    /// Memory manager `Static`: Guaranteed pods' memory and hugepages are pinned.
+    static_memory: bool,
+    /// Topology Manager option `prefer-closest-numa-nodes` (never for
+    /// `single-numa-node`, which ignores it).
+    prefer_closest: bool,
     /// NUMA id per zone index, ascending.
     ids: Vec<u32>,
     /// Sorted by name; position = resource index.
@@ -117,6 +124,11 @@ impl NodeTopology {
         let node = nrt.metadata.name.clone().unwrap_or_default();
         let config =
             TopologyManagerConfig::from_nrt(nrt).map_err(|source| TopologyError::Config {
+                node: node.clone(),
+                source,
+            })?;
+        let managers =
+            ResourceManagersConfig::from_nrt(nrt).map_err(|source| TopologyError::Config {
                 node: node.clone(),
                 source,
             })?;
@@ -215,6 +227,10 @@ impl NodeTopology {
         Ok(Self {
             name: node,
             config,
+            static_cpus: managers.static_cpus(),
+            static_memory: managers.static_memory(),
+            prefer_closest: managers.prefer_closest_numa_nodes()
+                && config.policy != TopologyManagerPolicy::SingleNumaNode,
             ids,
             resources,
             available,
@@ -244,6 +260,21 @@ impl NodeTopology {
     /// The Topology Manager scope.
     pub fn scope(&self) -> TopologyManagerScope {
         self.config.scope
+    }
+
+    /// Whether the CPU manager is `static` (the assumption when the NRT does not say).
+    pub fn static_cpus(&self) -> bool {
+        self.static_cpus
+    }
+
+    /// Whether the memory manager is `Static` (the assumption when the NRT does not say).
+    pub fn static_memory(&self) -> bool {
+        self.static_memory
+    }
+
+    /// Whether the Topology Manager picks the closest of equally wide zone sets.
+    pub fn prefer_closest(&self) -> bool {
+        self.prefer_closest
     }
 
     /// NUMA ids of the node's zones, ascending.
@@ -376,6 +407,16 @@ impl NodeTopology {
     /// Distance by zone index.
     pub(crate) fn zone_distance(&self, from: usize, to: usize) -> u32 {
         self.distances[from * self.ids.len() + to]
+    }
+
+    /// Whether no memory or hugepages of zone `zone` is in use according to `free`
+    /// (zone-major, like [`Self::free`]): the memory manager can then start a
+    /// multi-zone group on it.
+    pub(crate) fn memory_untouched(&self, free: &[i64], zone: usize) -> bool {
+        let nres = self.resources.len();
+        self.resources.iter().enumerate().all(|(ri, r)| {
+            !r.kind.is_memory() || free[zone * nres + ri] >= self.allocatable[zone * nres + ri]
+        })
     }
 
     /// NUMA ids of a zone-index mask.

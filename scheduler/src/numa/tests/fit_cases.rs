@@ -266,6 +266,15 @@ fn none_and_best_effort_always_fit() {
         ],
     )]);
     for scope in ["container", "pod"] {
+        // With the memory manager `Static` (assumed without attributes) the memory
+        // manager itself refuses 1Ti under every policy (memory.rs).
+        for policy in ["none", "best-effort"] {
+            let err = fit(&node(policy, scope, &zones), &request(&huge), &|_| false).unwrap_err();
+            assert!(err.to_string().contains("memory"), "{err}");
+        }
+        let node = |policy: &str, scope: &str, zones: &[(u32, Vec<ZoneResource<'_>>)]| {
+            managers_node(policy, scope, zones, &[("memoryManagerPolicy", "None")])
+        };
         let none = fit(&node("none", scope, &zones), &request(&huge), &|_| false).unwrap();
         assert_eq!(none, super::super::Placement::unconstrained());
         let best = fit(

@@ -2,6 +2,7 @@
 //! objects so each case reads like the reference tables it comes from.
 
 mod fit_cases;
+mod manager_cases;
 mod props;
 mod reference;
 mod request_cases;
@@ -146,6 +147,20 @@ pub(super) fn node(
     zones: &[(u32, Vec<ZoneResource<'_>>)],
 ) -> NodeTopology {
     NodeTopology::from_nrt(&nrt_with(policy, scope, zones, flat_distance)).expect("valid NRT")
+}
+
+/// Like [`node`], with these extra top-level attributes (e.g. the CPU and memory
+/// manager policies).
+pub(super) fn managers_node(
+    policy: &str,
+    scope: &str,
+    zones: &[(u32, Vec<ZoneResource<'_>>)],
+    attributes: &[(&str, &str)],
+) -> NodeTopology {
+    let mut nrt = nrt_with(policy, scope, zones, flat_distance);
+    nrt.attributes
+        .extend(attributes.iter().map(|&(n, v)| AttributeInfo::new(n, v)));
+    NodeTopology::from_nrt(&nrt).expect("valid NRT")
 }
 
 /// A named fit case: the pod and `Ok(zone ids)` or `Err(reason text)`.

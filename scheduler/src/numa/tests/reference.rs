@@ -145,7 +145,14 @@ fn scheduling_case_5_container_scope_places_and_subtracts() {
         &pod(apps(&["20", "20", "20"])),
         Err("cannot align container app2 to one NUMA zone (cpu: need 20, largest free zone 12)"),
     );
-    let with_inits = pod_with(inits(&["30", "30", "30"]), apps(&["20", "20", "2"]), &[]);
+    // The reference table admits inits 30,30,30 with apps 20,20,2 (app1 on zone 1), but
+    // the kubelet does not: app0 reuses 20 of the init containers' 30 CPUs on zone 0, and
+    // while reusable CPUs remain the CPU manager hints only masks containing their zone
+    // (policy_static.go, generateCPUTopologyHints), so app1 gets no single-zone hint.
+    let reusing = pod_with(inits(&["30", "30", "30"]), apps(&["20", "20", "2"]), &[]);
+    let err = fit(&node, &request(&reusing), &|_| false).unwrap_err();
+    assert!(err.to_string().contains("app1"), "{err}");
+    let with_inits = pod_with(inits(&["30", "30", "30"]), apps(&["20", "10", "2"]), &[]);
     let placement = fit(&node, &request(&with_inits), &|_| false).expect("fits");
     let zones: Vec<Vec<u32>> = placement
         .containers
@@ -154,7 +161,7 @@ fn scheduling_case_5_container_scope_places_and_subtracts() {
         .collect();
     assert_eq!(
         zones,
-        [vec![0], vec![0], vec![0], vec![0], vec![1], vec![0]]
+        [vec![0], vec![0], vec![0], vec![0], vec![0], vec![1]]
     );
     assert_fit(
         "5: init 40",
