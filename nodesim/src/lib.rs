@@ -27,6 +27,7 @@ pub mod machine;
 pub mod mask;
 pub mod memory_manager;
 pub mod node;
+pub mod referee;
 pub mod request;
 pub mod scenario;
 pub mod simulator;
