@@ -57,6 +57,7 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	export TAS_REFEREE_BIN="$$referee"; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
 	$(CARGO) build --release -p tas-scheduler -p tas-bench && \
+	$(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture && \
 	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md
