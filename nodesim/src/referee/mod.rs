@@ -10,6 +10,7 @@
 //! The binary is found through [`BIN_ENV`]; `nodesim/referee/build.sh` builds it and
 //! prints its path last (the Makefile sets the variable that way).
 
+pub mod convert;
 mod types;
 
 use std::collections::HashMap;
