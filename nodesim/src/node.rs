@@ -68,12 +68,14 @@ impl SimNode {
     }
 
     /// A node judged by the kubelet's own managers in `referee`, which serves its
-    /// podresources API on `<pod_resources_dir>/kubelet.sock`.
+    /// podresources API on `<pod_resources_dir>/kubelet.sock`. `labels` are the Node's
+    /// (the kubelet checks a pod's node selector and affinity against them).
     pub async fn with_referee(
         referee: Arc<Referee>,
         name: impl Into<String>,
         machine: &Machine,
         settings: KubeletSettings,
+        labels: BTreeMap<String, String>,
         pod_resources_dir: PathBuf,
     ) -> Result<Self, RefereeError> {
         let name = name.into();
@@ -81,6 +83,7 @@ impl SimNode {
             .add_node(&AddNode {
                 node: name.clone(),
                 pod_resources_dir: Some(pod_resources_dir),
+                labels,
                 machine: referee::convert::machine(machine),
                 kubelet: referee::convert::kubelet_config(machine, &settings),
                 ..AddNode::default()

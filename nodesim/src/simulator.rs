@@ -103,6 +103,7 @@ impl Simulator {
                 &spec.name,
                 &machine,
                 spec.settings,
+                spec.fake_node().labels,
                 sockets,
             )
             .await
