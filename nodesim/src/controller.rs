@@ -181,7 +181,7 @@ impl Controller {
         }
 
         let admission = match PodRequest::from_pod(pod) {
-            Ok(request) => node.admit(pod, &request).await,
+            Ok(_) => node.admit(pod, &key).await,
             Err(error) => Admission::Rejected(Rejection {
                 reason: UNEXPECTED_ADMISSION_ERROR.into(),
                 message: format!("cannot read the pod's resources: {error}"),

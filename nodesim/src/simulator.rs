@@ -116,7 +116,7 @@ impl Simulator {
         for spec in scenario.nodes() {
             let mut fake = spec.fake_node();
             // The Node shows what the kubelet's managers report.
-            if let Some(status) = nodes.get(&spec.name).and_then(|n| n.referee_status()) {
+            if let Some(status) = nodes.get(&spec.name).map(|n| n.status()) {
                 for (name, field) in [("cpu", &mut fake.cpu), ("memory", &mut fake.memory)] {
                     if let Some(q) = status.allocatable.get(name) {
                         field.clone_from(q);

@@ -1,4 +1,4 @@
-//! A scenario node (its [`Machine`](crate::machine::Machine) and
+//! A scenario node (its [`Machine`] and
 //! [`KubeletSettings`]) as the referee's machine and `KubeletConfiguration`.
 //!
 //! The scenario gives every zone the memory pods may use; the referee takes what sysfs
