@@ -148,6 +148,15 @@ impl Referee {
         })
     }
 
+    /// The process id of the referee, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(Child::id)
+    }
+
     /// Adds a node; returns what its kubelet would publish in the Node status.
     pub async fn add_node(&self, request: &AddNode) -> Result<NodeStatus, RefereeError> {
         let mut fields = serde_json::to_value(request).map_err(|source| RefereeError::Decode {

@@ -143,3 +143,31 @@ fn a_missing_binary_says_how_to_build_it() {
     assert!(err.to_string().contains("nodesim/referee/build.sh"));
     assert!(RefereeError::NotConfigured.to_string().contains(BIN_ENV));
 }
+
+/// Dropping the client ends the process (`kill_on_drop`); so does closing its stdin,
+/// which is what happens when the test process dies without dropping anything.
+#[tokio::test]
+async fn the_referee_does_not_outlive_its_client() {
+    let Some(referee) = start() else { return };
+    assert_eq!(referee.ping().await.unwrap(), 0);
+    let pid = referee.pid().expect("running");
+    drop(referee);
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Gone, or a zombie until the runtime reaps it: either way no longer running.
+    while proc_dir.exists()
+        && !std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|s| s.contains(") Z "))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "referee {pid} still runs"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let Some(referee) = start() else { return };
+    referee
+        .shutdown()
+        .await
+        .expect("exits 0 when its stdin closes");
+}
