@@ -30,6 +30,9 @@ clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_T
 
 # The test control plane's binaries: built once, cached outside the work tree by version.
 TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
+# The referee: the kubelet's admission code and podresources server (nodesim/referee), cached
+# the same way; tests, the demo and the benchmark find it through TAS_REFEREE_BIN.
+REFEREE_BIN = $(shell nodesim/referee/build.sh | tail -n 1)
 
 # The kubelet Topology Manager's own merge test tables as JSON (go test -overlay on
 # k8s.io/kubernetes; cached by version like the tools), replayed by the scheduler's tests.
@@ -38,15 +41,17 @@ KUBELET_TABLES = $(shell scheduler/tests/kubelet_tables/dump.sh | tail -n 1)
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
+	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" $(CARGO) test --workspace
+	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
 demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report (DEMO_ARGS)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
+	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make demo: building the referee failed" >&2; exit 1; }; \
 	$(CARGO) build --quiet -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
+	TAS_TOOLS_BIN="$$bin" TAS_REFEREE_BIN="$$referee" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
 
 # Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS
 # vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on a local
@@ -58,8 +63,12 @@ CRITERION_ARGS ?= --sample-size 20 --warm-up-time 1 --measurement-time 3
 bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	@bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok schedplugins" testcluster/tools/build.sh | tail -n 1); \
 	test -n "$$bin" || { echo "make bench: building the cluster tools failed" >&2; exit 1; }; \
+	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make bench: building the referee failed" >&2; exit 1; }; \
+	export TAS_REFEREE_BIN="$$referee"; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
 	$(CARGO) build --release -p tas-scheduler -p tas-bench && \
+	{ $(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture || \
+		echo "make bench: the large differential run found false-admits (table above)"; } && \
 	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --benches -- $(CRITERION_ARGS) && \
 	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md

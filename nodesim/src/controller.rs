@@ -103,7 +103,7 @@ impl Controller {
                         };
                         key(a).cmp(&key(b))
                     });
-                    self.forget_missing(&pods);
+                    self.forget_missing(&pods).await;
                     for pod in &pods {
                         self.apply(pod).await;
                     }
@@ -112,7 +112,7 @@ impl Controller {
                     }
                 }
                 Some(Ok(Event::Apply(pod))) => self.apply(&pod).await,
-                Some(Ok(Event::Delete(pod))) => self.forget(&pod),
+                Some(Ok(Event::Delete(pod))) => self.forget(&pod).await,
             }
         }
     }
@@ -123,11 +123,11 @@ impl Controller {
     }
 
     /// Releases pods admitted on our nodes that a relist no longer shows.
-    fn forget_missing(&mut self, present: &[Pod]) {
+    async fn forget_missing(&mut self, present: &[Pod]) {
         let keys: BTreeSet<PodKey> = present.iter().map(PodKey::of).collect();
         for node in self.nodes.values() {
             for key in node.admitted() {
-                if !keys.contains(&key) && node.release(&key) {
+                if !keys.contains(&key) && node.release(&key).await {
                     info!(node = node.name(), pod = %key.name, namespace = %key.namespace, "released a pod that is gone");
                     self.started.remove(&key);
                 }
@@ -137,10 +137,10 @@ impl Controller {
         self.rejected.retain(|uid, _| uids.contains(uid));
     }
 
-    fn forget(&mut self, pod: &Pod) {
+    async fn forget(&mut self, pod: &Pod) {
         if let Some(node) = self.node_of(pod) {
             let key = PodKey::of(pod);
-            if node.release(&key) {
+            if node.release(&key).await {
                 info!(node = node.name(), pod = %key.name, namespace = %key.namespace, "released a deleted pod");
             }
             self.started.remove(&key);
@@ -162,7 +162,7 @@ impl Controller {
             .unwrap_or_default();
         let terminal = matches!(phase.as_str(), "Succeeded" | "Failed");
         if terminal || pod.metadata.deletion_timestamp.is_some() {
-            if node.release(&key) {
+            if node.release(&key).await {
                 info!(node = node.name(), pod = %key.name, namespace = %key.namespace, phase, "released a finished pod");
             }
             self.started.remove(&key);
@@ -181,7 +181,7 @@ impl Controller {
         }
 
         let admission = match PodRequest::from_pod(pod) {
-            Ok(request) => node.admit(&request),
+            Ok(_) => node.admit(pod, &key).await,
             Err(error) => Admission::Rejected(Rejection {
                 reason: UNEXPECTED_ADMISSION_ERROR.into(),
                 message: format!("cannot read the pod's resources: {error}"),

@@ -1,22 +1,24 @@
-//! The node simulator: the referee that plays the kubelet for kwok nodes.
+//! The node simulator: the kubelets of kwok nodes, played by the kubelet's own code.
 //!
-//! kwok keeps fake nodes Ready but has no resource managers; the simulator decides, as
-//! the kubelet's Topology Manager would, whether a pod bound to a simulated node runs or
-//! ends `Failed` with `TopologyAffinityError`. It is written from the kubelet's
-//! behaviour (`topology-manager.md`), independently of the scheduler's NUMA model, so it
-//! can judge it.
+//! kwok keeps fake nodes Ready but has no resource managers. The simulator adds every
+//! node to the [`referee`] (the kubelet's Topology, CPU, memory and device managers from
+//! `k8s.io/kubernetes`, one Go process for all nodes), which decides whether a pod bound
+//! to the node runs or ends `Failed` with the kubelet's reason and message, and serves
+//! the node's podresources API.
 //!
 //! Data flow: a [`scenario::Scenario`] (YAML) describes nodes — NUMA zones with CPUs,
 //! memory, hugepages and devices ([`machine`]) and kubelet settings — and a workload
-//! ([`workload`]). Each node becomes a [`node::SimNode`]: an [`admit::NodeState`] built
-//! from the [`cpu_manager`], [`memory_manager`] and [`device_manager`] hint providers and
-//! the [`topology_manager`] merge, plus a fake kubelet serving the podresources API
-//! (`GetAllocatableResources`, `List`) from its allocations. [`sysfs`] writes the files a
-//! node agent reads. The [`controller::Controller`] watches pods labelled
-//! [`NODE_SIM_LABEL`](tas_testcluster::NODE_SIM_LABEL)`=true` on those nodes, reads each into a
-//! [`request::PodRequest`], admits or rejects it and writes the pod status (see
-//! [`status`]), and releases resources when pods finish or go away.
-//! [`simulator::Simulator`] runs all of it; the `tas-nodesim` binary wraps it.
+//! ([`workload`]). [`sysfs`] writes the files a node agent reads; each node becomes a
+//! [`node::SimNode`] in the referee. The [`controller::Controller`] watches pods labelled
+//! [`NODE_SIM_LABEL`](tas_testcluster::NODE_SIM_LABEL)`=true` on those nodes, has the
+//! referee admit or reject each and writes the pod status (see [`status`]), and releases
+//! resources when pods finish or go away. [`simulator::Simulator`] runs all of it; the
+//! `tas-nodesim` binary wraps it.
+//!
+//! The Rust model of the managers ([`admit::NodeState`] from [`cpu_manager`],
+//! [`memory_manager`], [`device_manager`] and [`topology_manager`]) predates the referee;
+//! the benchmark's kubelet replay and the scenario unit tests still use it (see the
+//! README). [`kubelet_server`] is a fake podresources server for the updater's tests.
 
 pub mod admit;
 pub mod controller;
@@ -27,6 +29,7 @@ pub mod machine;
 pub mod mask;
 pub mod memory_manager;
 pub mod node;
+pub mod referee;
 pub mod request;
 pub mod runner;
 pub mod scenario;

@@ -1,46 +1,69 @@
-//! One simulated node: its admission state and the podresources API its kubelet serves.
+//! One simulated node, judged by the kubelet's own managers in the referee.
 //!
-//! Every admission or release republishes what the fake kubelet answers, as the kubelet
-//! would report it:
-//!
-//! - `GetAllocatableResources`: the allocatable CPU ids (policy `static`; none with
-//!   `none`), one memory block per zone and memory type (policy `Static`; none with
-//!   `None`), one entry per device with its NUMA node;
-//! - `List`: every admitted pod with its app containers and sidecars (init containers
-//!   that ran to completion are not reported): exclusive CPU ids only, memory blocks with
-//!   the NUMA nodes they are pinned to, devices with their NUMA node.
+//! The referee holds the node's managers and serves its podresources API; this side
+//! remembers which pods it admitted (to release them when they finish or go away) and
+//! where their exclusive resources landed (for reports).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::kubelet_server::{FakeKubelet, FakeKubeletError, FakeKubeletHandle};
-use tas_podresources::v1;
+use k8s_openapi::api::core::v1::Pod;
 
-use crate::admit::{Admission, ContainerAllocation, NodeState};
-use crate::machine::{CpuManagerPolicy, KubeletSettings, Machine, MemoryManagerPolicy};
-use crate::mask::NumaMask;
-use crate::request::{ContainerKind, PodKey, PodRequest};
+use crate::admit::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
+use crate::machine::{KubeletSettings, Machine};
+use crate::referee::{AddNode, NodeStatus, Referee, RefereeError, convert};
+use crate::request::PodKey;
 
-/// A simulated node: admission state plus its fake kubelet.
+/// A simulated node in the referee.
 #[derive(Debug)]
 pub struct SimNode {
     name: String,
-    state: Mutex<NodeState>,
-    kubelet: FakeKubelet,
+    referee: Arc<Referee>,
+    /// The zone of every CPU (`cpu/<id>`) and device (`device/<id>`).
+    zone_of: BTreeMap<String, u32>,
+    /// Admitted pods → the zones their exclusive resources are on.
+    pods: Mutex<BTreeMap<PodKey, BTreeSet<u32>>>,
+    status: NodeStatus,
 }
 
 impl SimNode {
-    /// A node with nothing admitted; its kubelet already answers
-    /// `GetAllocatableResources`.
-    pub fn new(name: impl Into<String>, machine: &Machine, settings: KubeletSettings) -> Self {
-        let state = NodeState::new(machine, settings);
-        let kubelet = FakeKubelet::new();
-        kubelet.set_allocatable(allocatable_resources(&state));
-        Self {
-            name: name.into(),
-            state: Mutex::new(state),
-            kubelet,
+    /// Adds a node to `referee`, which serves its podresources API on
+    /// `<pod_resources_dir>/kubelet.sock`. `labels` are the Node's (the kubelet checks a
+    /// pod's node selector and affinity against them).
+    pub async fn with_referee(
+        referee: Arc<Referee>,
+        name: impl Into<String>,
+        machine: &Machine,
+        settings: KubeletSettings,
+        labels: BTreeMap<String, String>,
+        pod_resources_dir: PathBuf,
+    ) -> Result<Self, RefereeError> {
+        let name = name.into();
+        let status = referee
+            .add_node(&AddNode {
+                node: name.clone(),
+                pod_resources_dir: Some(pod_resources_dir),
+                labels,
+                machine: convert::machine(machine),
+                kubelet: convert::kubelet_config(machine, &settings),
+                ..AddNode::default()
+            })
+            .await?;
+        let mut zone_of = BTreeMap::new();
+        for zone in &machine.zones {
+            zone_of.extend(zone.cpus.iter().map(|cpu| (format!("cpu/{cpu}"), zone.id)));
+            for ids in zone.devices.values() {
+                zone_of.extend(ids.iter().map(|id| (format!("device/{id}"), zone.id)));
+            }
         }
+        Ok(Self {
+            name,
+            referee,
+            zone_of,
+            pods: Mutex::default(),
+            status,
+        })
     }
 
     /// The node name.
@@ -48,163 +71,73 @@ impl SimNode {
         &self.name
     }
 
-    /// The fake kubelet (what its podresources API answers).
-    pub fn kubelet(&self) -> &FakeKubelet {
-        &self.kubelet
+    /// What the node's kubelet publishes in the Node status.
+    pub fn status(&self) -> &NodeStatus {
+        &self.status
     }
 
-    /// Serves the podresources API on a unix socket at `path`.
-    pub fn serve(&self, path: impl Into<PathBuf>) -> Result<FakeKubeletHandle, FakeKubeletError> {
-        self.kubelet.serve(path)
-    }
-
-    /// Admits or rejects `pod`; on admission its allocations show in `List`.
-    pub fn admit(&self, pod: &PodRequest) -> Admission {
-        let mut state = self.state();
-        let admission = state.admit(pod);
-        if admission == Admission::Admitted {
-            self.kubelet.set_pods(pod_resources(&state));
+    /// The kubelet's verdict on `pod`. A referee that cannot answer is reported as the
+    /// kubelet reports a failing manager (`UnexpectedAdmissionError`).
+    pub async fn admit(&self, pod: &Pod, key: &PodKey) -> Admission {
+        match self.referee.admit(&self.name, pod).await {
+            Ok(verdict) if verdict.admit => {
+                let zones = verdict
+                    .containers
+                    .iter()
+                    .flat_map(|c| {
+                        let cpus = c.cpus.iter().map(|cpu| format!("cpu/{cpu}"));
+                        let devices = c
+                            .devices
+                            .iter()
+                            .flat_map(|d| d.ids.iter().map(|id| format!("device/{id}")));
+                        let pinned = cpus
+                            .chain(devices)
+                            .filter_map(|key| self.zone_of.get(&key).copied());
+                        let memory = c.memory.iter().flat_map(|m| m.numa_nodes.iter().copied());
+                        pinned.chain(memory).collect::<Vec<_>>()
+                    })
+                    .collect();
+                lock(&self.pods).insert(key.clone(), zones);
+                Admission::Admitted
+            }
+            Ok(verdict) => Admission::Rejected(Rejection {
+                reason: verdict.reason,
+                message: verdict.message,
+            }),
+            Err(error) => Admission::Rejected(Rejection {
+                reason: UNEXPECTED_ADMISSION_ERROR.into(),
+                message: format!("the referee failed: {error}"),
+            }),
         }
-        admission
     }
 
     /// Releases `pod`'s resources; returns whether it was admitted.
-    pub fn release(&self, pod: &PodKey) -> bool {
-        let mut state = self.state();
-        let released = state.release(pod);
-        if released {
-            self.kubelet.set_pods(pod_resources(&state));
+    pub async fn release(&self, pod: &PodKey) -> bool {
+        if lock(&self.pods).remove(pod).is_none() {
+            return false;
         }
-        released
+        if let Err(error) = self.referee.remove(&self.name, &pod.uid).await {
+            tracing::warn!(node = %self.name, pod = %pod.name, %error, "referee: remove failed");
+        }
+        true
     }
 
     /// Whether `pod` is admitted here.
     pub fn is_admitted(&self, pod: &PodKey) -> bool {
-        self.state().is_admitted(pod)
+        lock(&self.pods).contains_key(pod)
     }
 
     /// Keys of the admitted pods.
     pub fn admitted(&self) -> Vec<PodKey> {
-        self.state().admitted().map(|p| p.key.clone()).collect()
+        lock(&self.pods).keys().cloned().collect()
     }
 
-    /// A copy of the admission state.
-    pub fn snapshot(&self) -> NodeState {
-        self.state().clone()
-    }
-
-    fn state(&self) -> MutexGuard<'_, NodeState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The zones holding `pod`'s exclusive CPUs, pinned memory and devices.
+    pub fn pod_zones(&self, pod: &PodKey) -> BTreeSet<u32> {
+        lock(&self.pods).get(pod).cloned().unwrap_or_default()
     }
 }
 
-fn topology(mask: NumaMask) -> Option<v1::TopologyInfo> {
-    Some(v1::TopologyInfo {
-        nodes: mask
-            .ids()
-            .map(|id| v1::NumaNode { id: i64::from(id) })
-            .collect(),
-    })
-}
-
-fn device_entry(resource: &str, id: &str, zone: Option<u32>) -> v1::ContainerDevices {
-    v1::ContainerDevices {
-        resource_name: resource.to_string(),
-        device_ids: vec![id.to_string()],
-        topology: zone.and_then(|z| topology(NumaMask::of([z]))),
-    }
-}
-
-/// The `GetAllocatableResources` answer for `state`'s node.
-pub fn allocatable_resources(state: &NodeState) -> v1::AllocatableResourcesResponse {
-    let machine = state.machine();
-    let settings = state.settings();
-    let cpu_ids = match settings.cpu_manager_policy {
-        CpuManagerPolicy::None => Vec::new(),
-        CpuManagerPolicy::Static => machine
-            .allocatable_cpus()
-            .into_iter()
-            .map(i64::from)
-            .collect(),
-    };
-    let mut memory = Vec::new();
-    if settings.memory_manager_policy == MemoryManagerPolicy::Static {
-        for zone in &machine.zones {
-            for (memory_type, size) in machine.memory_of(zone) {
-                if size > 0 {
-                    memory.push(v1::ContainerMemory {
-                        memory_type,
-                        size,
-                        topology: topology(NumaMask::of([zone.id])),
-                    });
-                }
-            }
-        }
-    }
-    let devices = machine
-        .zones
-        .iter()
-        .flat_map(|zone| {
-            zone.devices.iter().flat_map(move |(resource, ids)| {
-                ids.iter()
-                    .map(move |id| device_entry(resource, id, Some(zone.id)))
-            })
-        })
-        .collect();
-    v1::AllocatableResourcesResponse {
-        devices,
-        cpu_ids,
-        memory,
-    }
-}
-
-/// The `List` answer for `state`'s node.
-pub fn pod_resources(state: &NodeState) -> Vec<v1::PodResources> {
-    state
-        .admitted()
-        .map(|pod| {
-            let containers = state
-                .allocation(&pod.key)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| c.kind != ContainerKind::Init)
-                .map(|c| container_resources(state, c))
-                .collect();
-            v1::PodResources {
-                name: pod.key.name.clone(),
-                namespace: pod.key.namespace.clone(),
-                containers,
-            }
-        })
-        .collect()
-}
-
-fn container_resources(
-    state: &NodeState,
-    container: ContainerAllocation,
-) -> v1::ContainerResources {
-    let devices = container
-        .devices
-        .iter()
-        .flat_map(|(resource, ids)| {
-            ids.iter()
-                .map(|id| device_entry(resource, id, state.devices().zone_of(resource, id)))
-        })
-        .collect();
-    let memory = container
-        .memory
-        .into_iter()
-        .map(|block| v1::ContainerMemory {
-            memory_type: block.resource,
-            size: block.size,
-            topology: topology(block.affinity),
-        })
-        .collect();
-    v1::ContainerResources {
-        name: container.name,
-        devices,
-        cpu_ids: container.cpus.into_iter().map(i64::from).collect(),
-        memory,
-        dynamic_resources: Vec::new(),
-    }
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

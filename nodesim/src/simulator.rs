@@ -2,8 +2,9 @@
 //! Node object, and the controller admitting their pods.
 //!
 //! [`Simulator::start`] writes each node's files under `<work-dir>/<node>/` (see
-//! [`sysfs`](crate::sysfs)), serves its podresources API on
-//! `<work-dir>/<node>/pod-resources/kubelet.sock`, creates its kwok Node (an existing
+//! [`sysfs`](crate::sysfs)), adds it to one [referee](crate::referee) process — the
+//! kubelet's own managers judge its pods and serve its podresources API on
+//! `<work-dir>/<node>/pod-resources/kubelet.sock` — creates its kwok Node (an existing
 //! Node of that name is kept, so a restarted simulator takes its nodes back), starts the
 //! [`Controller`] and returns once it has handled the pods that already exist.
 
@@ -12,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kubelet_server::{FakeKubeletError, FakeKubeletHandle};
 use kube::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -20,6 +20,8 @@ use tracing::info;
 
 use crate::controller::Controller;
 use crate::node::SimNode;
+use crate::referee::convert::with_cpu_reservation;
+use crate::referee::{Referee, RefereeError};
 use crate::scenario::Scenario;
 use crate::sysfs::{socket_path, write_node_files};
 use tas_testcluster::create_fake_node;
@@ -40,13 +42,16 @@ pub enum SimulatorError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A node's podresources socket could not be served.
-    #[error("serving the podresources socket of node {node}: {source}")]
-    Serve {
+    /// The referee could not be started.
+    #[error("starting the referee: {0}")]
+    StartReferee(RefereeError),
+    /// The referee refused a node.
+    #[error("adding node {node} to the referee: {source}")]
+    AddNode {
         /// Node name.
         node: String,
-        /// The server error.
-        source: FakeKubeletError,
+        /// Why.
+        source: RefereeError,
     },
     /// A Node object could not be created.
     #[error("creating Node {node}: {source}")]
@@ -66,7 +71,7 @@ pub enum SimulatorError {
 pub struct Simulator {
     work_dir: PathBuf,
     nodes: BTreeMap<String, Arc<SimNode>>,
-    servers: Vec<FakeKubeletHandle>,
+    referee: Arc<Referee>,
     stop: Option<oneshot::Sender<()>>,
     controller: Option<JoinHandle<()>>,
 }
@@ -78,29 +83,47 @@ impl Simulator {
         scenario: &Scenario,
         work_dir: &Path,
     ) -> Result<Self, SimulatorError> {
+        let referee = Arc::new(Referee::start().map_err(SimulatorError::StartReferee)?);
         let mut nodes = BTreeMap::new();
-        let mut servers = Vec::new();
         for spec in scenario.nodes() {
             let dir = work_dir.join(&spec.name);
-            write_node_files(&dir, &spec.machine, &spec.settings).map_err(|source| {
+            let machine = with_cpu_reservation(&spec.machine, &spec.settings);
+            write_node_files(&dir, &machine, &spec.settings).map_err(|source| {
                 SimulatorError::Files {
                     node: spec.name.clone(),
                     dir: dir.clone(),
                     source,
                 }
             })?;
-            let node = Arc::new(SimNode::new(&spec.name, &spec.machine, spec.settings));
-            let server = node
-                .serve(socket_path(&dir))
-                .map_err(|source| SimulatorError::Serve {
-                    node: spec.name.clone(),
-                    source,
-                })?;
-            servers.push(server);
-            nodes.insert(spec.name.clone(), node);
+            let sockets = socket_path(&dir)
+                .parent()
+                .map_or_else(|| dir.clone(), Path::to_path_buf);
+            let node = SimNode::with_referee(
+                referee.clone(),
+                &spec.name,
+                &machine,
+                spec.settings,
+                spec.fake_node().labels,
+                sockets,
+            )
+            .await
+            .map_err(|source| SimulatorError::AddNode {
+                node: spec.name.clone(),
+                source,
+            })?;
+            nodes.insert(spec.name.clone(), Arc::new(node));
         }
         for spec in scenario.nodes() {
-            match create_fake_node(&client, &spec.fake_node()).await {
+            let mut fake = spec.fake_node();
+            // The Node shows what the kubelet's managers report.
+            if let Some(status) = nodes.get(&spec.name).map(|n| n.status()) {
+                for (name, field) in [("cpu", &mut fake.cpu), ("memory", &mut fake.memory)] {
+                    if let Some(q) = status.allocatable.get(name) {
+                        field.clone_from(q);
+                    }
+                }
+            }
+            match create_fake_node(&client, &fake).await {
                 Ok(_) => {}
                 Err(tas_testcluster::Error::Kube(kube::Error::Api(status)))
                     if status.code == 409 =>
@@ -125,7 +148,7 @@ impl Simulator {
         let mut simulator = Self {
             work_dir: work_dir.to_path_buf(),
             nodes,
-            servers,
+            referee,
             stop: Some(stop),
             controller: Some(task),
         };
@@ -158,6 +181,11 @@ impl Simulator {
         socket_path(&self.node_dir(name))
     }
 
+    /// The referee judging every node.
+    pub fn referee(&self) -> &Arc<Referee> {
+        &self.referee
+    }
+
     /// Stops the controller and the podresources servers, waiting for them.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -166,8 +194,10 @@ impl Simulator {
         if let Some(task) = self.controller.take() {
             let _ = task.await;
         }
-        for server in std::mem::take(&mut self.servers) {
-            let _ = server.shutdown().await;
+        for name in self.nodes.keys() {
+            if let Err(error) = self.referee.remove_node(name).await {
+                tracing::debug!(node = %name, %error, "referee: removeNode");
+            }
         }
     }
 

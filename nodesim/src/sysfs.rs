@@ -13,7 +13,6 @@
 //! - `pod-resources/`: where the podresources socket (`kubelet.sock`) is served.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -83,35 +82,12 @@ pub fn write_node_files(
     Ok(())
 }
 
-/// The node's `KubeletConfiguration` document.
+/// The node's `KubeletConfiguration` document: the one its referee kubelet runs with
+/// (see [`crate::referee::convert::kubelet_config`]).
 pub fn kubelet_config(machine: &Machine, settings: &KubeletSettings) -> String {
-    let mut text =
-        String::from("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n");
-    let _ = writeln!(
-        text,
-        "topologyManagerPolicy: {}",
-        settings.topology_manager_policy.as_str()
-    );
-    let _ = writeln!(
-        text,
-        "topologyManagerScope: {}",
-        settings.topology_manager_scope.as_str()
-    );
-    let _ = writeln!(
-        text,
-        "cpuManagerPolicy: {}",
-        settings.cpu_manager_policy.as_str()
-    );
-    let _ = writeln!(
-        text,
-        "memoryManagerPolicy: {}",
-        settings.memory_manager_policy.as_str()
-    );
-    if !machine.reserved_cpus.is_empty() {
-        let reserved = format_cpulist(machine.reserved_cpus.iter().copied());
-        let _ = writeln!(text, "reservedSystemCPUs: \"{reserved}\"");
-    }
-    text
+    let config = crate::referee::convert::kubelet_config(machine, settings);
+    // A JSON value always has a YAML rendering.
+    serde_norway::to_string(&config).unwrap_or_else(|_| config.to_string())
 }
 
 /// Formats ids in the kernel's list format: `0-3,8,10-11`.

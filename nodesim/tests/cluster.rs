@@ -90,12 +90,17 @@ impl PodResourcesClient {
 }
 
 /// The podresources `List` entry of container `app` of pod `name`, if listed.
+/// The container `app` of pod `name` as `List` shows it, CPU ids sorted (the kubelet
+/// lists a CPU set in no particular order).
 async fn listed(podresources: &PodResourcesClient, name: &str) -> Option<ContainerResources> {
     let list = podresources.list().await.expect("List answers");
-    list.pod_resources
+    let mut app = list
+        .pod_resources
         .into_iter()
         .find(|p| p.name == name)
-        .and_then(|p| p.containers.into_iter().find(|c| c.name == "app"))
+        .and_then(|p| p.containers.into_iter().find(|c| c.name == "app"))?;
+    app.cpu_ids.sort_unstable();
+    Some(app)
 }
 
 fn numa_nodes(memory: &v1::ContainerMemory) -> Vec<i64> {
@@ -140,7 +145,9 @@ async fn simulator_admits_rejects_and_frees_like_the_kubelet() {
     wait_node_ready(&client, &snn, TIMEOUT).await.unwrap();
 
     let podresources = PodResourcesClient::new(simulator.socket_path(&snn));
-    let allocatable = podresources.get_allocatable().await.expect("allocatable");
+    let mut allocatable = podresources.get_allocatable().await.expect("allocatable");
+    allocatable.cpu_ids.sort_unstable();
+    // CPU 8, on zone 0, is the reservation the static CPU manager needs.
     assert_eq!(allocatable.cpu_ids, [0, 1, 2, 3, 4, 5, 6, 7]);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let create = |pod: Pod| {

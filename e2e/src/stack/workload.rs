@@ -139,17 +139,5 @@ fn zones_of(sim: &Simulator, node: &str, pod: &Pod) -> BTreeSet<u32> {
         name: pod.name_any(),
         uid: pod.uid().unwrap_or_default(),
     };
-    let state = sim_node.snapshot();
-    let machine = state.machine().clone();
-    state
-        .allocation(&key)
-        .unwrap_or_default()
-        .iter()
-        .flat_map(|c| {
-            c.cpus
-                .iter()
-                .filter_map(|cpu| machine.zone_of_cpu(*cpu))
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    sim_node.pod_zones(&key)
 }

@@ -1,10 +1,9 @@
 //! Table tests of the admission model: the worked cases of the Topology Manager
 //! reference, scopes, init containers, the memory manager's group rule, CPU id
-//! selection, release, the podresources view, and the default scenario.
+//! selection, release, and the default scenario.
 
 mod admission;
 mod managers;
-mod podresources;
 mod scenarios;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,130 @@
+//! The two NRT views of a node the scheduler is judged on: what the updater publishes
+//! from the referee's podresources server, and what the managers' true state says.
+
+use std::collections::BTreeMap;
+
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_nodesim::referee::{Machine, NodeState};
+use tas_updater::accounting::{self, AccountingOptions, NodeResources, ResourceAmounts};
+use tas_updater::kubelet_config::{CpuManagerPolicy, KubeletConfig};
+use tas_updater::nrt_object::{self, NodeRef, Observed};
+use tas_updater::podresources::v1;
+use tas_updater::sysfs::{Topology, Zone};
+
+/// What the updater reads from sysfs, for the referee's machine.
+pub fn topology(machine: &Machine) -> Topology {
+    let ids: Vec<u32> = machine.zones.iter().map(|z| z.id).collect();
+    Topology {
+        zones: machine
+            .zones
+            .iter()
+            .map(|z| Zone {
+                id: z.id,
+                cpus: z
+                    .cores
+                    .iter()
+                    .flat_map(|c| c.cpus.iter().copied())
+                    .collect(),
+                memory_bytes: z.memory,
+                hugepages: z
+                    .hugepages
+                    .iter()
+                    .map(|(size, pages)| {
+                        let bytes = if size == "1Gi" { 1 << 30 } else { 2 << 20 };
+                        (format!("hugepages-{size}"), pages * bytes)
+                    })
+                    .collect(),
+                distances: ids
+                    .iter()
+                    .copied()
+                    .zip(z.distances.iter().copied())
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// The object the updater builds (its accounting and its object builder, with the
+/// attributes it derives from the kubelet config).
+pub fn publish(
+    node: &str,
+    topology: &Topology,
+    kubelet: &KubeletConfig,
+    resources: &NodeResources,
+) -> NodeResourceTopology {
+    nrt_object::build(&Observed {
+        node: &NodeRef {
+            name: node.to_owned(),
+            uid: String::new(),
+        },
+        topology,
+        resources,
+        topology_manager: kubelet.topology_manager_config(),
+        resource_managers: &kubelet.resource_managers_config(),
+        fingerprint: None,
+    })
+}
+
+/// View 1: the updater's accounting of the podresources answers.
+pub fn from_podresources(
+    topology: &Topology,
+    kubelet: &KubeletConfig,
+    allocatable: &v1::AllocatableResourcesResponse,
+    pods: &[v1::PodResources],
+) -> NodeResources {
+    accounting::compute(topology, allocatable, pods, &options(kubelet))
+}
+
+fn options(kubelet: &KubeletConfig) -> AccountingOptions {
+    AccountingOptions {
+        reserved_cpus: kubelet.reserved_system_cpus.clone(),
+    }
+}
+
+/// View 2: the updater's view of an empty node, with what is free replaced by the
+/// managers' own state (free exclusive CPUs, the memory manager's free and allocatable
+/// per zone, free devices).
+pub fn from_state(
+    topology: &Topology,
+    kubelet: &KubeletConfig,
+    allocatable: &v1::AllocatableResourcesResponse,
+    machine: &Machine,
+    state: &NodeState,
+) -> NodeResources {
+    let mut resources = accounting::compute(topology, allocatable, &[], &options(kubelet));
+    let mut free_devices: BTreeMap<(u32, &str), u64> = BTreeMap::new();
+    for (name, devices) in &state.devices {
+        for d in devices.iter().filter(|d| d.free) {
+            if let Some(&zone) = d.numa_nodes.iter().min() {
+                *free_devices.entry((zone, name.as_str())).or_default() += 1;
+            }
+        }
+    }
+    for zone in &mut resources.zones {
+        let Some(truth) = state.zones.iter().find(|z| z.id == zone.id) else {
+            continue;
+        };
+        for r in &mut zone.resources {
+            if r.name == accounting::CPU {
+                if kubelet.cpu_manager_policy == CpuManagerPolicy::Static {
+                    set(
+                        r,
+                        truth.allocatable_cpus.len() as u64,
+                        truth.free_cpus.len() as u64,
+                    );
+                }
+            } else if let Some(m) = truth.memory.get(&r.name) {
+                set(r, m.allocatable, m.free);
+            } else if machine.devices.contains_key(&r.name) {
+                let free = free_devices.get(&(zone.id, r.name.as_str())).copied();
+                r.available = free.unwrap_or(0);
+            }
+        }
+    }
+    resources
+}
+
+fn set(r: &mut ResourceAmounts, allocatable: u64, free: u64) {
+    r.allocatable = allocatable;
+    r.available = free;
+}
