@@ -369,12 +369,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         .extend(trap.topology_affinity_errors.clone());
     println!(
         "{}",
-        Report {
-            scenario: &scenario,
-            available_after,
-            tas: &tas,
-            default_scheduler: Some(&default),
-        }
+        Report::new(&scenario, available_after, &tas, Some(&default))
     );
     // Editing the CR rolls the updaters: new pods, new processes, the new period.
     let tas: Api<tas_api::tas::TopologyAwareScheduling> = Api::all(client.clone());

@@ -12,45 +12,8 @@ use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 use crate::mask::NumaMask;
 use crate::request::{CPU, MEMORY};
 
-/// The kubelet CPU manager policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum CpuManagerPolicy {
-    /// Everything in the shared pool; no exclusive CPUs, no CPU hints.
-    None,
-    /// Integer CPUs of Guaranteed pods are exclusive.
-    #[default]
-    Static,
-}
-
-impl CpuManagerPolicy {
-    /// The kubelet's spelling (`none`, `static`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Static => "static",
-        }
-    }
-}
-
-/// The kubelet memory manager policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum MemoryManagerPolicy {
-    /// No NUMA-pinned memory, no memory hints.
-    None,
-    /// Memory and hugepages of Guaranteed pods are pinned to NUMA nodes.
-    #[default]
-    Static,
-}
-
-impl MemoryManagerPolicy {
-    /// The kubelet's spelling (`None`, `Static`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "None",
-            Self::Static => "Static",
-        }
-    }
-}
+/// The kubelet's CPU and memory manager policies, as the NRT attributes name them.
+pub use tas_api::nrt::resource_managers::{CpuManagerPolicy, MemoryManagerPolicy};
 
 /// The kubelet settings that shape admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

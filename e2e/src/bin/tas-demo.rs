@@ -88,12 +88,7 @@ async fn main() -> anyhow::Result<()> {
     let default = stack::wait_settled(&client, &ns2, &sim, TIMEOUT).await?;
     println!(
         "{}",
-        Report {
-            scenario: &scenario,
-            available_after,
-            tas: &tas,
-            default_scheduler: Some(&default),
-        }
+        Report::new(&scenario, available_after, &tas, Some(&default))
     );
     println!("\nTAS's processes (started by the pod runner from the pod specs):");
     println!("  {:<40} {:<12} {:>8}", "POD", "NODE", "PID");

@@ -44,6 +44,23 @@ pub struct Report<'a> {
     pub default_scheduler: Option<&'a WorkloadOutcome>,
 }
 
+impl<'a> Report<'a> {
+    /// The report of `tas` (and of `default_scheduler`, when run) on `scenario`.
+    pub fn new(
+        scenario: &'a Scenario,
+        available_after: Duration,
+        tas: &'a WorkloadOutcome,
+        default_scheduler: Option<&'a WorkloadOutcome>,
+    ) -> Self {
+        Self {
+            scenario,
+            available_after,
+            tas,
+            default_scheduler,
+        }
+    }
+}
+
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "== Nodes ==")?;
