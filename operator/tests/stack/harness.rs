@@ -19,8 +19,11 @@ use tas_testcluster::{
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 pub const STACK: &str = "default";
-pub const UPDATER_IMAGE: &str = "registry.invalid/tas-updater:test";
-pub const SCHEDULER_IMAGE: &str = "registry.invalid/tas-scheduler:test";
+/// Operand images for these tests. Not named `tas-*`: no pod runner runs here, so kwok
+/// must play the operand pods (its stages leave `tas-*` images to the node simulator's
+/// pod runner, see `testcluster/kwok/stages.yaml`).
+pub const UPDATER_IMAGE: &str = "registry.invalid/operand-updater:test";
+pub const SCHEDULER_IMAGE: &str = "registry.invalid/operand-scheduler:test";
 pub const TAS_CRD: &str = "topologyawareschedulings.tas.dev";
 pub const NRT_CRD: &str = tas_api::nrt::CRD_NAME;
 
