@@ -10,6 +10,7 @@
 //! operator can judge (e.g. overlapping node groups) becomes a `Degraded` condition.
 
 mod node_group;
+mod pod;
 mod scheduler;
 pub mod status;
 mod updater;
@@ -18,6 +19,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
+pub use pod::{
+    DEFAULT_SCHEDULER_PRIORITY_CLASS, DEFAULT_UPDATER_PRIORITY_CLASS, ImagePullPolicy,
+    ImagePullSecret, RESERVED_KEY_PREFIX, RESERVED_POD_LABELS,
+};
 pub use scheduler::{
     CacheSpec, DEFAULT_SCHEDULER_NAME, ForeignPodsDetection, InformerMode, NodesWithoutTopology,
     PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
@@ -96,6 +101,21 @@ pub struct TopologyAwareSchedulingSpec {
     /// Logs, traces and metrics of the operator and its operands.
     #[serde(default)]
     pub observability: ObservabilitySpec,
+
+    /// Secrets the kubelet uses to pull the operand images (scheduler and node agents)
+    /// from a private registry: `kubernetes.io/dockerconfigjson` Secrets in
+    /// `spec.namespace`, which the operator neither creates nor copies (create them there,
+    /// e.g. with `kubectl create secret docker-registry`). At most 16. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub image_pull_secrets: Vec<ImagePullSecret>,
+
+    /// When the kubelet pulls the operand images: Always, IfNotPresent or Never. Default:
+    /// unset, which is Kubernetes' own default (Always for an untagged or `:latest` image,
+    /// IfNotPresent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<ImagePullPolicy>,
 }
 
 fn default_namespace() -> String {

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The name of the implicit group used when `spec.nodeGroups` is empty.
 pub const ALL_NODES_GROUP: &str = "all";
@@ -47,6 +48,7 @@ impl NodeGroup {
         let Some(o) = &self.updater else {
             return merged;
         };
+        super::pod::merge_group_pod_overrides(&mut merged, o);
         if let Some(image) = &o.image {
             merged.image = Some(image.clone());
         }
@@ -106,6 +108,31 @@ pub struct NodeGroupUpdater {
     /// Compute resources for this group's agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    /// PriorityClass of this group's agent pods, empty for none (replaces
+    /// `spec.updater.priorityClassName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = super::pod::priority_class_name("spec.nodeGroups[].updater.priorityClassName"))]
+    pub priority_class_name: Option<String>,
+    /// Extra labels of this group's agent pods (replaces, not extends,
+    /// `spec.updater.podLabels`; the same keys are refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::pod::label_map_schema")]
+    #[x_kube(
+        validation = super::pod::reserved_label_keys("spec.nodeGroups[].updater.podLabels"),
+        validation = super::pod::qualified_keys("spec.nodeGroups[].updater.podLabels"),
+        validation = super::pod::label_values("spec.nodeGroups[].updater.podLabels")
+    )]
+    pub pod_labels: Option<BTreeMap<String, String>>,
+    /// Extra annotations of this group's agent pods (replaces, not extends,
+    /// `spec.updater.podAnnotations`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::pod::annotation_map_schema")]
+    #[x_kube(
+        validation = super::pod::reserved_annotation_keys("spec.nodeGroups[].updater.podAnnotations"),
+        validation = super::pod::qualified_keys("spec.nodeGroups[].updater.podAnnotations")
+    )]
+    pub pod_annotations: Option<BTreeMap<String, String>>,
 }
 
 /// Per-group overrides of `spec.updater.refresh`.

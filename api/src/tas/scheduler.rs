@@ -1,7 +1,10 @@
 //! NUMA-aware scheduler (`tas-scheduler`) settings.
 
+use super::pod;
 use super::updater::DURATION_PATTERN;
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::core::v1::{
+    Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
@@ -57,6 +60,68 @@ pub struct SchedulerSpec {
     /// Compute resources of the scheduler container.
     #[serde(default = "default_resources")]
     pub resources: ResourceRequirements,
+
+    /// Node labels the scheduler pods require, on top of `kubernetes.io/os: linux`, which
+    /// always applies. At most 32. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "pod::label_map_schema")]
+    #[x_kube(
+        validation = pod::linux_only("spec.scheduler.nodeSelector"),
+        validation = pod::qualified_keys("spec.scheduler.nodeSelector"),
+        validation = pod::label_values("spec.scheduler.nodeSelector")
+    )]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Tolerations of the scheduler pods, e.g. to run them on tainted control-plane or
+    /// infrastructure nodes. At most 32. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub tolerations: Vec<Toleration>,
+
+    /// Node affinity, pod affinity and pod anti-affinity of the scheduler pods.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// PriorityClass of the scheduler pods; empty for none (the cluster's default
+    /// priority). Default: `system-cluster-critical`, as for kube-scheduler.
+    #[serde(default = "pod::default_scheduler_priority_class")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = pod::priority_class_name("spec.scheduler.priorityClassName"))]
+    pub priority_class_name: String,
+
+    /// Topology spread constraints of the scheduler pods. Unset: spread the replicas
+    /// over nodes as a preference (maxSkew 1 over `kubernetes.io/hostname`,
+    /// ScheduleAnyway, counting the pods labelled `app.kubernetes.io/name: tas-scheduler`
+    /// of the same `pod-template-hash`). `[]`: none. Set: exactly these, replacing that
+    /// default; select the scheduler pods with `app.kubernetes.io/name: tas-scheduler`.
+    /// At most 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 8))]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+
+    /// Extra labels of the scheduler pods (not of the Deployment). The operator's own
+    /// (`app.kubernetes.io/name`, `managed-by`, `part-of`, `component`, `tas.dev/*`) and
+    /// the controllers' (`pod-template-hash`) are refused. At most 32. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "pod::label_map_schema")]
+    #[x_kube(
+        validation = pod::reserved_label_keys("spec.scheduler.podLabels"),
+        validation = pod::qualified_keys("spec.scheduler.podLabels"),
+        validation = pod::label_values("spec.scheduler.podLabels")
+    )]
+    pub pod_labels: BTreeMap<String, String>,
+
+    /// Extra annotations of the scheduler pods, e.g. for a service mesh or a log
+    /// shipper. `tas.dev/*` keys are the operator's and refused. At most 32. Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "pod::annotation_map_schema")]
+    #[x_kube(
+        validation = pod::reserved_annotation_keys("spec.scheduler.podAnnotations"),
+        validation = pod::qualified_keys("spec.scheduler.podAnnotations")
+    )]
+    pub pod_annotations: BTreeMap<String, String>,
 }
 
 impl Default for SchedulerSpec {
@@ -70,6 +135,13 @@ impl Default for SchedulerSpec {
             nodes_without_topology: NodesWithoutTopology::default(),
             preemption: PreemptionSpec::default(),
             resources: default_resources(),
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            affinity: None,
+            priority_class_name: pod::default_scheduler_priority_class(),
+            topology_spread_constraints: None,
+            pod_labels: BTreeMap::new(),
+            pod_annotations: BTreeMap::new(),
         }
     }
 }

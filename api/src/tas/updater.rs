@@ -1,5 +1,6 @@
 //! Node agent (`tas-updater`) settings: how each node's NodeResourceTopology is kept true.
 
+use super::pod;
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::KubeSchema;
@@ -50,6 +51,38 @@ pub struct UpdaterSpec {
     /// Compute resources of the agent's container.
     #[serde(default = "default_resources")]
     pub resources: ResourceRequirements,
+
+    /// PriorityClass of the agent pods; empty for none (the cluster's default priority).
+    /// Default: `system-node-critical`, so that under node pressure the agent is evicted
+    /// last and workloads do not preempt it: a node without its agent stops publishing
+    /// its topology.
+    #[serde(default = "pod::default_updater_priority_class")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = pod::priority_class_name("spec.updater.priorityClassName"))]
+    pub priority_class_name: String,
+
+    /// Extra labels of the agent pods (not of the DaemonSets). The operator's own
+    /// (`app.kubernetes.io/name`, `managed-by`, `part-of`, `component`, `tas.dev/*`) and
+    /// the controllers' (`controller-revision-hash`, `pod-template-generation`) are
+    /// refused. At most 32. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "pod::label_map_schema")]
+    #[x_kube(
+        validation = pod::reserved_label_keys("spec.updater.podLabels"),
+        validation = pod::qualified_keys("spec.updater.podLabels"),
+        validation = pod::label_values("spec.updater.podLabels")
+    )]
+    pub pod_labels: BTreeMap<String, String>,
+
+    /// Extra annotations of the agent pods. `tas.dev/*` keys are the operator's and
+    /// refused. At most 32. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "pod::annotation_map_schema")]
+    #[x_kube(
+        validation = pod::reserved_annotation_keys("spec.updater.podAnnotations"),
+        validation = pod::qualified_keys("spec.updater.podAnnotations")
+    )]
+    pub pod_annotations: BTreeMap<String, String>,
 }
 
 impl Default for UpdaterSpec {
@@ -62,6 +95,9 @@ impl Default for UpdaterSpec {
             exclude_pods: Vec::new(),
             tolerations: default_tolerations(),
             resources: default_resources(),
+            priority_class_name: pod::default_updater_priority_class(),
+            pod_labels: BTreeMap::new(),
+            pod_annotations: BTreeMap::new(),
         }
     }
 }

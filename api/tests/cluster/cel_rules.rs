@@ -9,7 +9,7 @@ use tas_testcluster::{apply_crds_from_dir, crd_dir};
 
 use super::shared;
 
-async fn api() -> Api<DynamicObject> {
+pub(super) async fn api() -> Api<DynamicObject> {
     let client = shared().client().await.expect("client");
     apply_crds_from_dir(&client, &crd_dir())
         .await
@@ -24,7 +24,7 @@ async fn api() -> Api<DynamicObject> {
     Api::all_with(client, &ar)
 }
 
-fn object(name: &str, spec: Value) -> DynamicObject {
+pub(super) fn object(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "tas.dev/v1alpha1",
         "kind": "TopologyAwareScheduling",
@@ -34,7 +34,7 @@ fn object(name: &str, spec: Value) -> DynamicObject {
     .expect("well-formed object")
 }
 
-async fn dry_run_create(
+pub(super) async fn dry_run_create(
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
 ) -> Result<DynamicObject, String> {

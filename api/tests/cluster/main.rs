@@ -3,6 +3,7 @@
 //! objects (`cel_rules`). One shared control plane for the binary.
 
 mod cel_rules;
+mod pod_rules;
 
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};

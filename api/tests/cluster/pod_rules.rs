@@ -1,0 +1,294 @@
+//! The operands' pod settings on the real API server: the CEL rules refuse what would
+//! break the operator's pods or selectors, a fully customised object is accepted, and
+//! `kubectl explain` shows the fields' descriptions.
+
+use serde_json::json;
+use std::time::Duration;
+use tas_testcluster::wait_for;
+use tokio::process::Command;
+
+use super::cel_rules::{api, dry_run_create, object};
+use super::shared;
+
+#[tokio::test]
+async fn pod_settings_rules_refuse_naming_the_field() {
+    let api = api().await;
+    // (case, spec, text the refusal must contain)
+    let cases = vec![
+        (
+            "scheduler label: operator's selector",
+            json!({"scheduler": {"podLabels": {"app.kubernetes.io/name": "other"}}}),
+            "spec.scheduler.podLabels must not set the labels the operator selects",
+        ),
+        (
+            "scheduler label: tas.dev domain",
+            json!({"scheduler": {"podLabels": {"tas.dev/stack": "other"}}}),
+            "spec.scheduler.podLabels must not set the labels the operator selects",
+        ),
+        (
+            "scheduler label: controller's hash",
+            json!({"scheduler": {"podLabels": {"pod-template-hash": "x"}}}),
+            "spec.scheduler.podLabels must not set the labels the operator selects",
+        ),
+        (
+            "scheduler label key syntax",
+            json!({"scheduler": {"podLabels": {"bad key": "x"}}}),
+            "spec.scheduler.podLabels keys must be qualified names",
+        ),
+        (
+            "scheduler label value syntax",
+            json!({"scheduler": {"podLabels": {"team": "-x"}}}),
+            "spec.scheduler.podLabels values must be label values",
+        ),
+        (
+            "scheduler label value length",
+            json!({"scheduler": {"podLabels": {"team": "a".repeat(64)}}}),
+            "spec.scheduler.podLabels",
+        ),
+        (
+            "updater label: group selector",
+            json!({"updater": {"podLabels": {"tas.dev/node-group": "other"}}}),
+            "spec.updater.podLabels must not set the labels the operator selects",
+        ),
+        (
+            "updater label: component",
+            json!({"updater": {"podLabels": {"app.kubernetes.io/component": "x"}}}),
+            "spec.updater.podLabels must not set the labels the operator selects",
+        ),
+        (
+            "group label: operator's selector",
+            json!({"nodeGroups": [{"name": "a", "updater": {"podLabels": {"app.kubernetes.io/name": "x"}}}]}),
+            "spec.nodeGroups[].updater.podLabels must not set the labels the operator selects",
+        ),
+        (
+            "scheduler annotation: config hash",
+            json!({"scheduler": {"podAnnotations": {"tas.dev/config-hash": "0"}}}),
+            "spec.scheduler.podAnnotations must not set tas.dev/* annotations",
+        ),
+        (
+            "updater annotation key syntax",
+            json!({"updater": {"podAnnotations": {"a/b/c": "x"}}}),
+            "spec.updater.podAnnotations keys must be qualified names",
+        ),
+        (
+            "group annotation: tas.dev domain",
+            json!({"nodeGroups": [{"name": "a", "updater": {"podAnnotations": {"tas.dev/x": "y"}}}]}),
+            "spec.nodeGroups[].updater.podAnnotations must not set tas.dev/* annotations",
+        ),
+        (
+            "too many labels",
+            json!({"scheduler": {"podLabels": (0..33).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}}),
+            "spec.scheduler.podLabels",
+        ),
+        (
+            "nodeSelector off Linux",
+            json!({"scheduler": {"nodeSelector": {"kubernetes.io/os": "windows"}}}),
+            "spec.scheduler.nodeSelector may not select kubernetes.io/os other than 'linux'",
+        ),
+        (
+            "nodeSelector value syntax",
+            json!({"scheduler": {"nodeSelector": {"pool": "a b"}}}),
+            "spec.scheduler.nodeSelector values must be label values",
+        ),
+        (
+            "scheduler priority class",
+            json!({"scheduler": {"priorityClassName": "Critical"}}),
+            "spec.scheduler.priorityClassName must be the name of a PriorityClass",
+        ),
+        (
+            "updater priority class",
+            json!({"updater": {"priorityClassName": "a_b"}}),
+            "spec.updater.priorityClassName must be the name of a PriorityClass",
+        ),
+        (
+            "group priority class",
+            json!({"nodeGroups": [{"name": "a", "updater": {"priorityClassName": "-x"}}]}),
+            "spec.nodeGroups[].updater.priorityClassName must be the name of a PriorityClass",
+        ),
+        (
+            "pull policy enum",
+            json!({"imagePullPolicy": "Sometimes"}),
+            "spec.imagePullPolicy",
+        ),
+        (
+            "pull secret without a name",
+            json!({"imagePullSecrets": [{"name": ""}]}),
+            "spec.imagePullSecrets[0].name",
+        ),
+        (
+            "pull secret twice",
+            json!({"imagePullSecrets": [{"name": "reg"}, {"name": "reg"}]}),
+            "spec.imagePullSecrets[1]: Duplicate value",
+        ),
+        (
+            "pull secret name syntax",
+            json!({"imagePullSecrets": [{"name": "Reg_Creds"}]}),
+            "spec.imagePullSecrets[].name must be a Secret name",
+        ),
+        (
+            "too many spread constraints",
+            json!({"scheduler": {"topologySpreadConstraints": (0..9).map(|_| json!({"maxSkew": 1, "topologyKey": "k", "whenUnsatisfiable": "ScheduleAnyway"})).collect::<Vec<_>>()}}),
+            "spec.scheduler.topologySpreadConstraints",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, spec, want) in &cases {
+        match dry_run_create(&api, &object("default", spec.clone())).await {
+            Ok(_) => failures.push(format!("{case}: accepted")),
+            Err(msg) if !msg.contains(want) => {
+                failures.push(format!("{case}: refusal does not contain {want:?}: {msg}"))
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn customised_pods_are_accepted_and_defaults_filled() {
+    let api = api().await;
+    let spec = json!({
+        "imagePullSecrets": [{"name": "registry"}, {"name": "mirror"}],
+        "imagePullPolicy": "IfNotPresent",
+        "updater": {
+            "priorityClassName": "",
+            "podLabels": {"team": "numa", "example.com/tier": ""},
+            "podAnnotations": {"example.com/note": "any text at all: {\"json\": true}"},
+        },
+        "nodeGroups": [{"name": "gpu", "updater": {"priorityClassName": "gpu-agents", "podLabels": {}}}],
+        "scheduler": {
+            "nodeSelector": {"kubernetes.io/os": "linux", "node-role.kubernetes.io/infra": ""},
+            "tolerations": [{"key": "node-role.kubernetes.io/infra", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "tas-scheduler"}}},
+            ]}},
+            "priorityClassName": "tas.critical-1",
+            "topologySpreadConstraints": [],
+            "podLabels": {"app.kubernetes.io/instance": "numa", "team": "sched"},
+            "podAnnotations": {"prometheus.io/scrape": "true"},
+        },
+    });
+    let created = dry_run_create(&api, &object("default", spec))
+        .await
+        .expect("customised object accepted");
+    let s = &created.data["spec"];
+    assert_eq!(
+        s["scheduler"]["topologySpreadConstraints"],
+        json!([]),
+        "[] is kept"
+    );
+    assert_eq!(s["updater"]["priorityClassName"], "");
+
+    let defaulted = dry_run_create(&api, &object("default", json!({})))
+        .await
+        .unwrap();
+    let s = &defaulted.data["spec"];
+    assert_eq!(
+        s["scheduler"]["priorityClassName"],
+        "system-cluster-critical"
+    );
+    assert_eq!(s["updater"]["priorityClassName"], "system-node-critical");
+    for absent in [
+        &s["imagePullPolicy"],
+        &s["imagePullSecrets"],
+        &s["scheduler"]["topologySpreadConstraints"],
+        &s["scheduler"]["podLabels"],
+    ] {
+        assert!(absent.is_null(), "unset stays unset: {absent}");
+    }
+}
+
+/// `kubectl explain` against the API server prints the fields' doc comments (once the
+/// server has published the CRD's OpenAPI schema, which happens asynchronously).
+#[tokio::test]
+async fn kubectl_explain_shows_the_pod_settings() {
+    let cluster = shared();
+    api().await;
+    let kubectl = cluster.binaries_dir().join("kubectl");
+    let kubeconfig = cluster.kubeconfig_path();
+    let explain = |field: &str| {
+        let mut kubectl = Command::new(&kubectl);
+        kubectl
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["explain", &format!("topologyawareschedulings.{field}")]);
+        async move {
+            let out = kubectl.output().await.expect("kubectl runs");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    // (field, texts its explanation must contain)
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            "spec.imagePullSecrets",
+            &[
+                "<[]Object>",
+                "Secrets the kubelet uses to pull the operand images",
+            ],
+        ),
+        (
+            "spec.imagePullPolicy",
+            &["<string>", "Always", "IfNotPresent", "Never"],
+        ),
+        (
+            "spec.scheduler.priorityClassName",
+            &["<string>", "system-cluster-critical"],
+        ),
+        (
+            "spec.scheduler.tolerations",
+            &["<[]Object>", "Tolerations of the scheduler pods"],
+        ),
+        (
+            "spec.scheduler.affinity",
+            &["<Object>", "pod anti-affinity of the scheduler pods"],
+        ),
+        (
+            "spec.scheduler.topologySpreadConstraints",
+            &[
+                "<[]Object>",
+                "`[]`: none. Set: exactly these, replacing that default",
+            ],
+        ),
+        (
+            "spec.updater.priorityClassName",
+            &["<string>", "system-node-critical"],
+        ),
+        (
+            "spec.nodeGroups.updater.podLabels",
+            &[
+                "<map[string]string>",
+                "Extra labels of this group's agent pods",
+            ],
+        ),
+    ];
+    for (field, wants) in cases {
+        let text = wait_for(
+            format!("kubectl explain {field}"),
+            Duration::from_secs(60),
+            || async {
+                // kubectl wraps descriptions: compare with whitespace runs as one space.
+                let text = explain(field)
+                    .await
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                Ok::<_, std::convert::Infallible>(
+                    wants.iter().all(|w| text.contains(w)).then_some(text),
+                )
+            },
+        )
+        .await
+        .map_err(|e| e.to_string());
+        let text = match text {
+            Ok(text) => text,
+            Err(e) => panic!("{e}; last output:\n{}", explain(field).await),
+        };
+        assert!(text.contains("DESCRIPTION"), "{text}");
+    }
+}
