@@ -15,8 +15,9 @@ use super::names::{
 };
 use super::node_affinity::node_affinity;
 use super::pod::{
-    field_env, http_port, linux_node_selector, liveness_probe, locked_down_container, otlp_env,
-    readiness_probe, runtime_default_seccomp,
+    field_env, http_port, image_pull_policy, image_pull_secrets, linux_node_selector,
+    liveness_probe, locked_down_container, otlp_env, priority_class, readiness_probe,
+    runtime_default_seccomp, with_extra,
 };
 use crate::validate::ValidGroup;
 use k8s_openapi::api::apps::v1::{
@@ -99,6 +100,7 @@ pub(crate) fn updater_daemon_set(
         resources: Some(settings.resources.clone()),
         security_context: Some(updater_security_context()),
         volume_mounts: Some(volume_mounts),
+        image_pull_policy: image_pull_policy(spec.image_pull_policy),
         ..Container::default()
     };
 
@@ -125,8 +127,11 @@ pub(crate) fn updater_daemon_set(
             }),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    annotations: Some(BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_owned(), hash)])),
+                    labels: Some(with_extra(pod_labels, &settings.pod_labels)),
+                    annotations: Some(with_extra(
+                        BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_owned(), hash)]),
+                        &settings.pod_annotations,
+                    )),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
@@ -134,8 +139,9 @@ pub(crate) fn updater_daemon_set(
                     // The agent talks to the API server with its ServiceAccount token.
                     automount_service_account_token: Some(true),
                     // A node without its agent publishes no topology and the scheduler
-                    // cannot place NUMA-sensitive pods there: keep it from being evicted.
-                    priority_class_name: Some("system-node-critical".to_owned()),
+                    // cannot place NUMA-sensitive pods there: keep it from being evicted
+                    // (by default; `priorityClassName` in the CR).
+                    priority_class_name: priority_class(&settings.priority_class_name),
                     tolerations: Some(settings.tolerations.clone()),
                     affinity,
                     node_selector: Some(linux_node_selector()),
@@ -145,6 +151,7 @@ pub(crate) fn updater_daemon_set(
                     }),
                     containers: vec![container],
                     volumes: Some(volumes),
+                    image_pull_secrets: image_pull_secrets(&spec.image_pull_secrets),
                     ..PodSpec::default()
                 }),
             },

@@ -10,8 +10,9 @@ use super::names::{
     SCHEDULER_CONTAINER, SCHEDULER_DEPLOYMENT, SCHEDULER_SERVICE_ACCOUNT,
 };
 use super::pod::{
-    field_env, http_port, linux_node_selector, liveness_probe, locked_down_container, otlp_env,
-    readiness_probe, runtime_default_seccomp,
+    field_env, http_port, image_pull_policy, image_pull_secrets, linux_node_selector,
+    liveness_probe, locked_down_container, otlp_env, priority_class, readiness_probe,
+    runtime_default_seccomp, with_extra,
 };
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
@@ -76,6 +77,7 @@ pub(crate) fn scheduler_deployment(
             read_only: Some(true),
             ..VolumeMount::default()
         }]),
+        image_pull_policy: image_pull_policy(spec.image_pull_policy),
         ..Container::default()
     };
 
@@ -95,21 +97,24 @@ pub(crate) fn scheduler_deployment(
             strategy: Some(strategy(leader_election)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    annotations: Some(BTreeMap::from([(
-                        CONFIG_HASH_ANNOTATION.to_owned(),
-                        config_hash,
-                    )])),
+                    labels: Some(with_extra(pod_labels, &s.pod_labels)),
+                    annotations: Some(with_extra(
+                        BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_owned(), config_hash)]),
+                        &s.pod_annotations,
+                    )),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(SCHEDULER_SERVICE_ACCOUNT.to_owned()),
                     automount_service_account_token: Some(true),
-                    // Pending pods with our schedulerName wait for nobody else: treat the
-                    // scheduler like the cluster's own.
-                    priority_class_name: Some("system-cluster-critical".to_owned()),
-                    node_selector: Some(linux_node_selector()),
-                    topology_spread_constraints: Some(vec![spread_over_nodes()]),
+                    priority_class_name: priority_class(&s.priority_class_name),
+                    node_selector: Some(with_extra(linux_node_selector(), &s.node_selector)),
+                    tolerations: (!s.tolerations.is_empty()).then(|| s.tolerations.clone()),
+                    affinity: s.affinity.clone(),
+                    topology_spread_constraints: topology_spread(
+                        s.topology_spread_constraints.as_deref(),
+                    ),
+                    image_pull_secrets: image_pull_secrets(&spec.image_pull_secrets),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(SCHEDULER_UID),
@@ -150,6 +155,17 @@ fn strategy(leader_election: bool) -> DeploymentStrategy {
             .to_owned(),
         ),
         ..DeploymentStrategy::default()
+    }
+}
+
+/// The CR's spread constraints; unset, the operator's [`spread_over_nodes`]; `[]`, none.
+fn topology_spread(
+    configured: Option<&[TopologySpreadConstraint]>,
+) -> Option<Vec<TopologySpreadConstraint>> {
+    match configured {
+        None => Some(vec![spread_over_nodes()]),
+        Some([]) => None,
+        Some(c) => Some(c.to_vec()),
     }
 }
 

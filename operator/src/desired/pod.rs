@@ -1,13 +1,15 @@
 //! Pieces both operands' pods share: the HTTP port and probes, downward-API env vars,
-//! the seccomp profile and the locked-down container security context.
+//! the seccomp profile and the locked-down container security context, and the CR's pod
+//! settings (extra labels and annotations, priority class, image pulls).
 
 use super::names::HTTP_PORT_NAME;
 use k8s_openapi::api::core::v1::{
-    Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, Probe,
-    SeccompProfile, SecurityContext,
+    Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, LocalObjectReference,
+    ObjectFieldSelector, Probe, SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
+use tas_api::tas::{ImagePullPolicy, ImagePullSecret};
 
 /// Env var the operands read their OTLP endpoint from (the OpenTelemetry SDK's own).
 pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -105,4 +107,39 @@ pub(crate) fn locked_down_container() -> SecurityContext {
 /// would only pull-loop.
 pub(crate) fn linux_node_selector() -> BTreeMap<String, String> {
     BTreeMap::from([("kubernetes.io/os".to_owned(), "linux".to_owned())])
+}
+
+/// Pod-template labels or annotations: the CR's extra entries with the operator's own
+/// on top, so that no extra entry can change a selector label or the config hash (the
+/// CRD refuses such keys already; this also holds for objects that skipped the API
+/// server, as with `render`).
+pub(crate) fn with_extra(
+    own: BTreeMap<String, String>,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut merged = extra.clone();
+    merged.extend(own);
+    merged
+}
+
+/// A pod's `priorityClassName`: none for `""` (the cluster's default priority).
+pub(crate) fn priority_class(name: &str) -> Option<String> {
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// A pod's `imagePullSecrets`: the CR's Secrets, none when it names none.
+pub(crate) fn image_pull_secrets(secrets: &[ImagePullSecret]) -> Option<Vec<LocalObjectReference>> {
+    (!secrets.is_empty()).then(|| {
+        secrets
+            .iter()
+            .map(|s| LocalObjectReference {
+                name: s.name.clone(),
+            })
+            .collect()
+    })
+}
+
+/// A container's `imagePullPolicy`: the CR's, else unset (Kubernetes' default).
+pub(crate) fn image_pull_policy(policy: Option<ImagePullPolicy>) -> Option<String> {
+    policy.map(|p| p.as_str().to_owned())
 }

@@ -7,6 +7,7 @@ use kube::core::discovery::Scope;
 use serde_json::Value;
 use tas_api::tas::TopologyAwareScheduling;
 
+mod pods;
 mod rbac;
 mod scheduler;
 
