@@ -13,6 +13,7 @@ mod install;
 mod otlp;
 mod overlap;
 mod paused;
+mod pods;
 mod scale;
 
 use std::time::Duration;
@@ -54,6 +55,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     overlap::scenario(&client).await;
     paused::scenario(&client, &operator).await;
     scale::scenario(&client, &operator).await;
+    pods::scenario(&client).await;
     otlp::scenario(&client, &telemetry).await;
     operator
         .stop(harness::TIMEOUT)
