@@ -292,3 +292,26 @@ async fn kubectl_explain_shows_the_pod_settings() {
         assert!(text.contains("DESCRIPTION"), "{text}");
     }
 }
+
+/// The full sample, which documents every field, is an object the API server accepts
+/// and the operator's types read.
+#[tokio::test]
+async fn the_full_sample_is_accepted() {
+    let api = api().await;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/samples/tas_v1alpha1_topologyawarescheduling_full.yaml"
+    );
+    let text = std::fs::read_to_string(path).expect("the full sample is readable");
+    let sample: serde_json::Value = serde_norway::from_str(&text).expect("the sample is YAML");
+    let typed: tas_api::tas::TopologyAwareScheduling =
+        serde_json::from_value(sample.clone()).expect("the operator's types read the sample");
+    assert_eq!(typed.spec.scheduler.tolerations.len(), 1);
+    let created = dry_run_create(&api, &object("default", sample["spec"].clone()))
+        .await
+        .unwrap_or_else(|e| panic!("the full sample is refused: {e}"));
+    assert_eq!(
+        created.data["spec"]["scheduler"]["nodeSelector"],
+        json!({"node-role.kubernetes.io/infra": ""})
+    );
+}
