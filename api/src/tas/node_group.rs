@@ -4,6 +4,7 @@
 use super::updater::{PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec, period_rule};
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -133,6 +134,12 @@ pub struct NodeGroupUpdater {
         validation = super::pod::qualified_keys("spec.nodeGroups[].updater.podAnnotations")
     )]
     pub pod_annotations: Option<BTreeMap<String, String>>,
+    /// How many of this group's agents may be down at once during a rollout (replaces
+    /// `spec.updater.maxUnavailable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::pod::max_unavailable_override_schema")]
+    #[x_kube(validation = super::pod::max_unavailable("spec.nodeGroups[].updater.maxUnavailable"))]
+    pub max_unavailable: Option<IntOrString>,
 }
 
 /// Per-group overrides of `spec.updater.refresh`.

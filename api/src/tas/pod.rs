@@ -11,6 +11,7 @@
 
 use super::node_group::NodeGroupUpdater;
 use super::updater::UpdaterSpec;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::KubeSchema;
 use kube::core::{Message, Rule};
 use schemars::{Schema, SchemaGenerator, json_schema};
@@ -94,6 +95,10 @@ pub(crate) fn default_updater_priority_class() -> String {
     DEFAULT_UPDATER_PRIORITY_CLASS.to_owned()
 }
 
+pub(crate) fn default_max_unavailable() -> IntOrString {
+    IntOrString::String("10%".to_owned())
+}
+
 /// Schema of a map of extra pod labels (or node-selector entries): at most
 /// [`MAX_ENTRIES`] string values of at most 63 characters (bounded sizes also keep the
 /// API server's CEL cost estimate of the rules on the map low).
@@ -103,6 +108,19 @@ pub(crate) fn label_map_schema(_: &mut SchemaGenerator) -> Schema {
         "additionalProperties": {"type": "string", "maxLength": 63},
         "maxProperties": MAX_ENTRIES,
     })
+}
+
+/// Schema of a `maxUnavailable` that is never null: kube marks an optional
+/// int-or-string nullable, and a stored `null` would neither be defaulted by the API
+/// server (which prunes nulls of non-nullable fields, then defaults them) nor read by
+/// the operator. At most 4 characters (`100%`), which bounds the cost of its CEL rule.
+pub(crate) fn max_unavailable_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"x-kubernetes-int-or-string": true, "nullable": false, "maxLength": 4})
+}
+
+/// Schema of an optional `maxUnavailable` override (unset: inherited).
+pub(crate) fn max_unavailable_override_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"x-kubernetes-int-or-string": true, "nullable": true, "maxLength": 4})
 }
 
 /// Schema of a map of extra pod annotations: at most [`MAX_ENTRIES`] entries.
@@ -187,8 +205,17 @@ pub(crate) fn priority_class_name(path: &str) -> Rule {
     )
 }
 
-/// Applies a node group's pod overrides to its merged settings: each one set replaces
-/// the shared value.
+/// CEL: the int-or-string at `path` is a count of at least 1 or a percentage from 1% to
+/// 100% (a DaemonSet's `maxUnavailable` without `maxSurge`).
+pub(crate) fn max_unavailable(path: &str) -> Rule {
+    rule(
+        "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')".to_owned(),
+        format!("{path} must be a number of at least 1 or a percentage from 1% to 100%"),
+    )
+}
+
+/// Applies a node group's pod and rollout overrides to its merged settings: each one
+/// set replaces the shared value.
 pub(crate) fn merge_group_pod_overrides(merged: &mut UpdaterSpec, o: &NodeGroupUpdater) {
     if let Some(p) = &o.priority_class_name {
         merged.priority_class_name = p.clone();
@@ -198,6 +225,9 @@ pub(crate) fn merge_group_pod_overrides(merged: &mut UpdaterSpec, o: &NodeGroupU
     }
     if let Some(a) = &o.pod_annotations {
         merged.pod_annotations = a.clone();
+    }
+    if let Some(m) = &o.max_unavailable {
+        merged.max_unavailable = m.clone();
     }
 }
 
@@ -236,6 +266,7 @@ mod tests {
         assert!(sched.pod_labels.is_empty() && sched.pod_annotations.is_empty());
         assert_eq!(s.updater.priority_class_name, "system-node-critical");
         assert!(s.updater.pod_labels.is_empty() && s.updater.pod_annotations.is_empty());
+        assert_eq!(s.updater.max_unavailable, IntOrString::String("10%".into()));
 
         // `[]` and `""` are kept apart from unset: no constraints, no priority class.
         let s =
@@ -255,7 +286,7 @@ mod tests {
                 "podAnnotations": {"example.com/scrape": "true"},
             },
             "nodeGroups": [
-                {"name": "own", "updater": {"priorityClassName": "", "podLabels": {"team": "gpu"}}},
+                {"name": "own", "updater": {"priorityClassName": "", "podLabels": {"team": "gpu"}, "maxUnavailable": 1}},
                 {"name": "inherits", "updater": {"refresh": {"period": "5s"}}},
             ],
         }));
@@ -271,6 +302,8 @@ mod tests {
             "replaced, not extended"
         );
         assert_eq!(merged[0].pod_annotations, s.updater.pod_annotations);
+        assert_eq!(merged[0].max_unavailable, IntOrString::Int(1));
+        assert_eq!(merged[1].max_unavailable, s.updater.max_unavailable);
         assert_eq!(merged[1].priority_class_name, "agents");
         assert_eq!(merged[1].pod_labels, s.updater.pod_labels);
     }
@@ -303,6 +336,12 @@ mod tests {
             ),
             (&upd["podLabels"], "spec.updater.podLabels", 3),
             (&upd["podAnnotations"], "spec.updater.podAnnotations", 2),
+            (&upd["maxUnavailable"], "spec.updater.maxUnavailable", 1),
+            (
+                &group["maxUnavailable"],
+                "spec.nodeGroups[].updater.maxUnavailable",
+                1,
+            ),
             (
                 &group["priorityClassName"],
                 "spec.nodeGroups[].updater.priorityClassName",

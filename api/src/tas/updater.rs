@@ -3,6 +3,7 @@
 use super::pod;
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -83,6 +84,15 @@ pub struct UpdaterSpec {
         validation = pod::qualified_keys("spec.updater.podAnnotations")
     )]
     pub pod_annotations: BTreeMap<String, String>,
+
+    /// How many of a group's agents may be down at once while a change rolls them: a
+    /// number of at least 1 or a percentage of the group's nodes (`1%` to `100%`). While
+    /// an agent restarts, its node's NodeResourceTopology only ages; the scheduler keeps
+    /// using it. Default: `10%`.
+    #[serde(default = "pod::default_max_unavailable")]
+    #[schemars(schema_with = "pod::max_unavailable_schema")]
+    #[x_kube(validation = pod::max_unavailable("spec.updater.maxUnavailable"))]
+    pub max_unavailable: IntOrString,
 }
 
 impl Default for UpdaterSpec {
@@ -98,6 +108,7 @@ impl Default for UpdaterSpec {
             priority_class_name: pod::default_updater_priority_class(),
             pod_labels: BTreeMap::new(),
             pod_annotations: BTreeMap::new(),
+            max_unavailable: pod::default_max_unavailable(),
         }
     }
 }

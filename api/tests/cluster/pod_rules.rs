@@ -126,6 +126,21 @@ async fn pod_settings_rules_refuse_naming_the_field() {
             "spec.imagePullSecrets[].name must be a Secret name",
         ),
         (
+            "maxUnavailable zero",
+            json!({"updater": {"maxUnavailable": 0}}),
+            "spec.updater.maxUnavailable must be a number of at least 1 or a percentage",
+        ),
+        (
+            "maxUnavailable over 100%",
+            json!({"updater": {"maxUnavailable": "150%"}}),
+            "spec.updater.maxUnavailable must be a number of at least 1 or a percentage",
+        ),
+        (
+            "maxUnavailable garbage",
+            json!({"nodeGroups": [{"name": "a", "updater": {"maxUnavailable": "half"}}]}),
+            "spec.nodeGroups[].updater.maxUnavailable must be a number of at least 1",
+        ),
+        (
             "too many spread constraints",
             json!({"scheduler": {"topologySpreadConstraints": (0..9).map(|_| json!({"maxSkew": 1, "topologyKey": "k", "whenUnsatisfiable": "ScheduleAnyway"})).collect::<Vec<_>>()}}),
             "spec.scheduler.topologySpreadConstraints",
@@ -158,10 +173,14 @@ async fn customised_pods_are_accepted_and_defaults_filled() {
         "imagePullPolicy": "IfNotPresent",
         "updater": {
             "priorityClassName": "",
+            "maxUnavailable": null,
             "podLabels": {"team": "numa", "example.com/tier": ""},
             "podAnnotations": {"example.com/note": "any text at all: {\"json\": true}"},
         },
-        "nodeGroups": [{"name": "gpu", "updater": {"priorityClassName": "gpu-agents", "podLabels": {}}}],
+        "nodeGroups": [
+            {"name": "gpu", "updater": {"priorityClassName": "gpu-agents", "podLabels": {}, "maxUnavailable": 2}},
+            {"name": "cpu", "updater": {"maxUnavailable": "100%"}},
+        ],
         "scheduler": {
             "nodeSelector": {"kubernetes.io/os": "linux", "node-role.kubernetes.io/infra": ""},
             "tolerations": [{"key": "node-role.kubernetes.io/infra", "operator": "Exists", "effect": "NoSchedule"}],
@@ -184,6 +203,8 @@ async fn customised_pods_are_accepted_and_defaults_filled() {
         "[] is kept"
     );
     assert_eq!(s["updater"]["priorityClassName"], "");
+    assert_eq!(s["updater"]["maxUnavailable"], "10%", "null is defaulted");
+    assert_eq!(s["nodeGroups"][0]["updater"]["maxUnavailable"], 2);
 
     let defaulted = dry_run_create(&api, &object("default", json!({})))
         .await

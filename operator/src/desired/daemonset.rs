@@ -28,7 +28,6 @@ use k8s_openapi::api::core::v1::{
     Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 use tas_api::config::updater::{
     HTTP_PORT, KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs,
@@ -121,7 +120,7 @@ pub(crate) fn updater_daemon_set(
             update_strategy: Some(DaemonSetUpdateStrategy {
                 type_: Some("RollingUpdate".to_owned()),
                 rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(IntOrString::String("10%".to_owned())),
+                    max_unavailable: Some(settings.max_unavailable.clone()),
                     ..RollingUpdateDaemonSet::default()
                 }),
             }),

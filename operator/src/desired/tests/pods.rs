@@ -7,6 +7,7 @@ use super::{MINIMAL, cr, ctx, desired};
 use crate::desired::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 use std::collections::BTreeMap;
 use tas_api::tas::{RESERVED_KEY_PREFIX, RESERVED_POD_LABELS, TopologyAwareScheduling};
@@ -207,7 +208,7 @@ fn agent_pod_settings_follow_the_group_overrides() {
             },
             "nodeGroups": [
                 {"name": "gpu", "nodeSelector": {"matchLabels": {"gpu": "true"}},
-                 "updater": {"priorityClassName": "gpu-agents", "podLabels": {"team": "gpu", "accel": "nvidia"}}},
+                 "updater": {"priorityClassName": "gpu-agents", "podLabels": {"team": "gpu", "accel": "nvidia"}, "maxUnavailable": 1}},
                 {"name": "cpu", "nodeSelector": {"matchLabels": {"gpu": "false"}}},
             ],
         })),
@@ -229,6 +230,23 @@ fn agent_pod_settings_follow_the_group_overrides() {
     assert_eq!(pod(cpu).priority_class_name.as_deref(), Some("numa-agents"));
     assert_eq!(labels(cpu)["team"], "numa");
     assert!(!labels(cpu).contains_key("accel"));
+
+    let max_unavailable = |group: &str| {
+        let name = updater_daemonset_name(group);
+        let ds = d
+            .daemon_sets
+            .iter()
+            .find(|ds| ds.metadata.name.as_deref() == Some(name.as_str()))
+            .unwrap();
+        let strategy = ds.spec.as_ref().unwrap().update_strategy.clone().unwrap();
+        strategy.rolling_update.unwrap().max_unavailable.unwrap()
+    };
+    assert_eq!(max_unavailable("gpu"), IntOrString::Int(1));
+    assert_eq!(
+        max_unavailable("cpu"),
+        IntOrString::String("10%".into()),
+        "the default"
+    );
 }
 
 /// The CRD refuses these keys; an object that never went through the API server (as
