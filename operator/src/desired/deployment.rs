@@ -3,6 +3,9 @@
 //! Runs `tas-scheduler --config=<mounted ConfigMap>`. The pod template carries the hash
 //! of the rendered configuration, so a change of the file (which Kubernetes would
 //! otherwise only sync into the running pods, unnoticed by the process) rolls the pods.
+//! Placement (node selector, tolerations, affinity, spread), priority, image pulls and
+//! extra pod labels and annotations are the CR's pod settings (`spec.scheduler`,
+//! `spec.imagePull*`); unset, they are what this module always rendered.
 
 use super::meta::{Component, Stack};
 use super::names::{

@@ -6,6 +6,7 @@
 use crate::harness::*;
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -58,7 +59,11 @@ pub async fn scenario(client: &Client) {
     let settings = json!({
         "imagePullSecrets": [{"name": "registry-credentials"}],
         "imagePullPolicy": "IfNotPresent",
-        "updater": {"priorityClassName": class, "podLabels": {"team": "numa-agents"}},
+        "updater": {
+            "priorityClassName": class,
+            "podLabels": {"team": "numa-agents"},
+            "maxUnavailable": 2,
+        },
         "scheduler": {
             "nodeSelector": {INFRA: pool},
             "tolerations": [{"key": INFRA, "operator": "Exists", "effect": "NoSchedule"}],
@@ -72,7 +77,10 @@ pub async fn scenario(client: &Client) {
 
     // The applied objects carry the settings.
     let ds = get_daemon_set(client, &ns, &updater_daemonset_name(GROUP)).await;
-    let template = ds.spec.unwrap().template;
+    let ds_spec = ds.spec.unwrap();
+    let rolling = ds_spec.update_strategy.unwrap().rolling_update.unwrap();
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(2)));
+    let template = ds_spec.template;
     let agent = template.spec.unwrap();
     assert_eq!(agent.priority_class_name.as_deref(), Some(class.as_str()));
     assert_eq!(
