@@ -511,16 +511,24 @@ fn the_full_sample_sets_every_spec_field() {
 }
 
 /// Fields the full sample shows only as a comment.
-const COMMENTED: [&str; 4] = [
+const COMMENTED: [&str; 6] = [
     "spec.updater.image",
     "spec.nodeGroups[].updater.image",
     "spec.scheduler.image",
     "spec.observability.otlpEndpoint",
+    "spec.imagePullSecrets",
+    "spec.imagePullPolicy",
 ];
 
 /// Kubernetes types embedded in the spec, documented by Kubernetes: the sample shows
 /// them in use, not every field of theirs.
-const EMBEDDED: [&str; 3] = ["nodeSelector", "tolerations", "resources"];
+const EMBEDDED: [&str; 5] = [
+    "nodeSelector",
+    "tolerations",
+    "resources",
+    "affinity",
+    "topologySpreadConstraints",
+];
 
 fn missing_fields(schema: &Value, value: &Value, path: &str, missing: &mut Vec<String>) {
     if let Some(properties) = schema["properties"].as_object() {
