@@ -1,6 +1,7 @@
 //! Pod-level settings of the operands that belong to the cluster admin rather than to
-//! TAS: how images are pulled, where the scheduler may run, with which priority, and
-//! which extra labels and annotations the pods carry.
+//! TAS: how images are pulled, where the scheduler may run, with which priority, which
+//! extra labels and annotations the pods carry, and how many agents a rollout may take
+//! down at once.
 //!
 //! The types and the CEL rules they share live here; the fields sit at the end of
 //! [`TopologyAwareSchedulingSpec`](super::TopologyAwareSchedulingSpec),
@@ -66,16 +67,6 @@ pub enum ImagePullPolicy {
     Never,
 }
 
-/// A Secret in `spec.namespace` holding registry credentials
-/// (`kubernetes.io/dockerconfigjson`), as in a pod's `imagePullSecrets`.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct ImagePullSecret {
-    /// Name of the Secret.
-    #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new(format!("self.matches('{DNS_SUBDOMAIN}')")).message("spec.imagePullSecrets[].name must be a Secret name (a DNS-1123 subdomain)"))]
-    pub name: String,
-}
-
 impl ImagePullPolicy {
     /// The value of a container's `imagePullPolicy`.
     pub fn as_str(self) -> &'static str {
@@ -85,6 +76,16 @@ impl ImagePullPolicy {
             Self::Never => "Never",
         }
     }
+}
+
+/// A Secret in `spec.namespace` holding registry credentials
+/// (`kubernetes.io/dockerconfigjson`), as in a pod's `imagePullSecrets`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ImagePullSecret {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(format!("self.matches('{DNS_SUBDOMAIN}')")).message("spec.imagePullSecrets[].name must be a Secret name (a DNS-1123 subdomain)"))]
+    pub name: String,
 }
 
 pub(crate) fn default_scheduler_priority_class() -> String {
