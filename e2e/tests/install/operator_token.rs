@@ -208,6 +208,8 @@ async fn the_operators_token_cannot_escalate() {
         "a ClusterRoleBinding not its own",
         "its operands' ClusterRole bound cluster-wide under an operand's name",
         "a CRD not the NRT CRD",
+        "a kube-* namespace",
+        "a namespace without its creation mark",
     ];
     let last = std::sync::Mutex::new(Vec::new());
     wait_for("tas-operator-scope to refuse every write", TIMEOUT, || async {
@@ -252,6 +254,16 @@ async fn the_operators_token_cannot_escalate() {
                     .create(&dry_post(), &other_crd())
                     .await,
             ),
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .create(&dry_post(), &namespace("kube-tas", true))
+                    .await,
+            ),
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .create(&dry_post(), &namespace(&unique_name("unmarked"), false))
+                    .await,
+            ),
         ];
         let pending: Vec<String> = policy_refusals
             .iter()
@@ -281,6 +293,16 @@ fn cluster_binding(name: &str, role: &str) -> ClusterRoleBinding {
     .unwrap()
 }
 
+/// A namespace named `name`, with the operator's creation mark when `marked`.
+fn namespace(name: &str, marked: bool) -> Namespace {
+    let annotations = if marked {
+        json!({ CREATED_BY: "true" })
+    } else {
+        json!({})
+    };
+    serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).unwrap()
+}
+
 /// A CRD of some other API group, which the operator must not be able to create.
 fn other_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
@@ -307,10 +329,7 @@ async fn the_operator_works_in_a_namespace_it_creates() {
     let op = operator_client(cluster, &admin).await;
 
     let name = unique_name("tas-created");
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": name, "annotations": {CREATED_BY: "true"}},
-    }))
-    .unwrap();
+    let ns = namespace(&name, true);
     let namespaces = Api::<Namespace>::all(op.clone());
     namespaces
         .create(&PostParams::default(), &ns)
