@@ -6,6 +6,7 @@
 //! nothing in the shared cluster.
 
 use super::{NAMESPACE, OPERATOR, TIMEOUT, install, shared};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
@@ -380,4 +381,30 @@ async fn the_operator_works_in_a_namespace_it_creates() {
         .delete(&name, &DeleteParams::default())
         .await
         .expect("delete the namespace it created");
+}
+
+/// The policy's CEL compiles and type-checks against the real API server's schemas.
+#[tokio::test]
+async fn the_operator_scope_policy_type_checks_without_warnings() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    install(cluster).await;
+    let policies = Api::<ValidatingAdmissionPolicy>::all(admin);
+    let status = wait_for("the policy's type check", TIMEOUT, || async {
+        let policy = policies.get("tas-operator-scope").await?;
+        let generation = policy.metadata.generation;
+        Ok::<_, kube::Error>(
+            policy
+                .status
+                .filter(|s| s.observed_generation == generation && s.type_checking.is_some()),
+        )
+    })
+    .await
+    .unwrap();
+    let warnings = status
+        .type_checking
+        .and_then(|t| t.expression_warnings)
+        .unwrap_or_default();
+    assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
 }
