@@ -382,7 +382,14 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
         )
         .name(NRT_CRD),
         can("create", "", "namespaces"),
-        can("patch", "apps", "daemonsets").namespace("any-namespace"),
+        // Operands are written only where a RoleBinding grants tas-operator-operands.
+        can("patch", "apps", "daemonsets").namespace(NAMESPACE),
+        can("create", "", "configmaps").namespace(NAMESPACE),
+        // Bootstrapping a namespace it creates: create (not limitable by name; the
+        // tas-operator-scope admission policy narrows it) and bind its two roles.
+        can("create", "rbac.authorization.k8s.io", "rolebindings").namespace("new-namespace"),
+        can("bind", "rbac.authorization.k8s.io", "clusterroles").name("tas-operator-operands"),
+        can("bind", "rbac.authorization.k8s.io", "clusterroles").name("tas-operator-namespace"),
         can("delete", "rbac.authorization.k8s.io", "clusterroles").name("tas-updater"),
         can("create", "events.k8s.io", "events").namespace("default"),
         can("update", "coordination.k8s.io", "leases")
@@ -392,7 +399,7 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
         can("create", "", "pods/binding").namespace("any-namespace"),
         can("patch", "topology.node.k8s.io", "noderesourcetopologies"),
         can("update", "coordination.k8s.io", "leases")
-            .namespace("any-namespace")
+            .namespace(NAMESPACE)
             .name("tas-scheduler"),
     ];
     let refused = [
@@ -424,6 +431,31 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
             "admissionregistration.k8s.io",
             "validatingadmissionpolicies",
         ),
+        // The escalation paths of a cluster-wide operator (issue 19): workloads, config,
+        // namespaces and bindings outside what it owns.
+        can("create", "apps", "daemonsets").namespace("kube-system"),
+        can("patch", "apps", "daemonsets").namespace("any-namespace"),
+        can("patch", "", "configmaps")
+            .namespace("kube-system")
+            .name("kube-proxy"),
+        can("delete", "", "namespaces")
+            .namespace("kube-system")
+            .name("kube-system"),
+        can("delete", "", "namespaces").name("kube-system"),
+        can("delete", "", "namespaces")
+            .namespace(NAMESPACE)
+            .name(NAMESPACE),
+        can("patch", "", "namespaces")
+            .namespace("default")
+            .name("default"),
+        can("delete", "rbac.authorization.k8s.io", "clusterrolebindings").name("cluster-admin"),
+        can("patch", "rbac.authorization.k8s.io", "clusterroles").name("cluster-admin"),
+        can("delete", "rbac.authorization.k8s.io", "rolebindings").namespace("kube-system"),
+        can("get", "", "secrets")
+            .namespace("kube-system")
+            .name("any"),
+        can("bind", "rbac.authorization.k8s.io", "clusterroles").name("cluster-admin"),
+        can("create", "coordination.k8s.io", "leases").namespace("kube-system"),
         // Other components' leader-election Leases are not its to take.
         can("update", "coordination.k8s.io", "leases")
             .namespace("kube-system")
@@ -451,6 +483,9 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
     }
     assert!(wrong.is_empty(), "operator RBAC:\n{}", wrong.join("\n"));
 }
+
+#[path = "install/operator_token.rs"]
+mod operator_token;
 
 /// Both samples are valid TopologyAwareScheduling objects (server-side dry run).
 #[tokio::test]

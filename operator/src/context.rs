@@ -32,6 +32,21 @@ pub struct Config {
     pub resync: Duration,
     /// `reportingInstance` of the operator's Events (e.g. its pod name).
     pub instance: Option<String>,
+    /// The operator's own ServiceAccount when it runs as one: in a namespace it creates
+    /// for `spec.namespace` it binds this account the rights to work there (see
+    /// `reconcile::namespace`). `None` (in-process tests with other credentials): it binds
+    /// nothing.
+    pub identity: Option<OperatorIdentity>,
+}
+
+/// The ServiceAccount the operator runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorIdentity {
+    /// Its namespace: the install namespace, where config/rbac already grants it the
+    /// operands' rights.
+    pub namespace: String,
+    /// Its name.
+    pub service_account: String,
 }
 
 impl Default for Config {
@@ -42,6 +57,7 @@ impl Default for Config {
             crd_established_timeout: Duration::from_secs(30),
             resync: Duration::from_secs(3600),
             instance: None,
+            identity: None,
         }
     }
 }

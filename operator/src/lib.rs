@@ -35,7 +35,7 @@ pub mod telemetry;
 pub mod validate;
 pub mod watches;
 
-pub use context::{Config, Context};
+pub use context::{Config, Context, OperatorIdentity};
 pub use controller::run_controller;
 pub use error::Error;
 pub use metrics::Metrics;

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use tas_operator::desired::BuildContext;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
-use tas_operator::{Config, Options};
+use tas_operator::{Config, OperatorIdentity, Options};
 use tas_runtime::cli::CommonArgs;
 use tas_runtime::lease::LeaseConfig;
 
@@ -89,6 +89,10 @@ struct RunArgs {
     /// Namespace of the leader-election Lease (the operator's own namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "tas-system")]
     leader_elect_namespace: String,
+    /// The operator's ServiceAccount (in `--leader-elect-namespace`): the subject of the
+    /// RoleBindings it creates for itself in a namespace it creates for the operands.
+    #[arg(long, default_value = "tas-operator")]
+    service_account: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -120,6 +124,10 @@ async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<
     let config = Config {
         build: args.images.build_context(),
         instance: Some(instance.clone()),
+        identity: Some(OperatorIdentity {
+            namespace: args.leader_elect_namespace.clone(),
+            service_account: args.service_account.clone(),
+        }),
         ..Config::default()
     };
     let options = Options {

@@ -88,10 +88,9 @@ fn minimal_cr_runs_one_agent_on_every_node_and_one_scheduler() {
         c.image.as_deref(),
         Some("registry.example/tas/updater:release")
     );
-    assert_eq!(
-        pod(ds).tolerations.as_ref().unwrap()[0].operator.as_deref(),
-        Some("Exists")
-    );
+    // No tolerations by default: untainted nodes only, never the control plane (the
+    // DaemonSet controller adds the node-condition tolerations itself).
+    assert_eq!(pod(ds).tolerations.as_deref(), Some(&[][..]));
 
     let dep = d.deployment.spec.as_ref().unwrap();
     assert_eq!(dep.replicas, Some(1));
@@ -236,7 +235,13 @@ fn host_paths_are_mounted_read_only_and_the_socket_directory_not_the_socket() {
             let (name, _) = mounts.iter().find(|(_, p)| *p == mount).expect("mounted");
             host[name].clone()
         };
-        assert_eq!(at(SYSFS_MOUNT), ("/sys".into(), "Directory".into()));
+        // Only the NUMA nodes of sysfs, where the agent's --sysfs-root expects them.
+        assert_eq!(
+            at(&format!("{SYSFS_MOUNT}/devices/system/node")),
+            ("/sys/devices/system/node".into(), "Directory".into())
+        );
+        assert!(host.values().all(|(path, _)| path != "/sys" && path != "/"));
+        assert!(args(ds).contains(&format!("--sysfs-root={SYSFS_MOUNT}")));
         assert_eq!(
             at(KUBELET_CONFIG_MOUNT),
             ("/etc/kubernetes/kubelet-config.yaml".into(), "File".into())
@@ -268,8 +273,28 @@ fn node_agent_runs_as_root_owner_of_the_socket_and_nothing_more() {
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     assert_eq!(sc.privileged, Some(false));
-    assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_owned()]));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().drop,
+        Some(vec!["ALL".to_owned()])
+    );
     assert_eq!(sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    assert!(sc.capabilities.as_ref().unwrap().add.is_none());
+    let pod_sc = p.security_context.clone().unwrap();
+    assert_eq!(pod_sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    // Nothing shared with the host but the read-only mounts.
+    assert_eq!(p.host_network, None);
+    assert_eq!(p.host_pid, None);
+    assert_eq!(p.host_ipc, None);
+    for m in container(p).volume_mounts.as_ref().unwrap() {
+        assert_eq!(m.read_only, Some(true), "{}", m.name);
+        assert_eq!(
+            m.recursive_read_only.as_deref(),
+            Some("IfPossible"),
+            "{}",
+            m.name
+        );
+        assert_eq!(m.mount_propagation, None, "{}", m.name);
+    }
     assert_eq!(
         p.priority_class_name.as_deref(),
         Some("system-node-critical")

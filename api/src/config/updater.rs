@@ -2,7 +2,8 @@
 
 use crate::tas::{PodsFingerprint, RefreshMode, UpdaterSpec};
 
-/// Container path the host's `/sys` is mounted at.
+/// The agent's sysfs root in its container (`--sysfs-root`). The DaemonSet mounts only the
+/// host's `/sys/devices/system/node` beneath it, at `devices/system/node`.
 pub const SYSFS_MOUNT: &str = "/host-sys";
 /// Container directory the host's pod-resources directory is mounted at.
 pub const POD_RESOURCES_MOUNT: &str = "/host-pod-resources";

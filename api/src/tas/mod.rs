@@ -64,11 +64,16 @@ pub const DEFAULT_NAMESPACE: &str = "tas-system";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TopologyAwareSchedulingSpec {
-    /// Namespace the operator creates and runs the updater DaemonSets and the scheduler
-    /// Deployment in. Changing it moves the operands.
+    /// Namespace the operator runs the updater DaemonSets and the scheduler Deployment
+    /// in: the operator's own namespace (`tas-system`) or a namespace that does not exist
+    /// yet, which the operator then creates (and deletes on uninstall). Never a system
+    /// namespace. Changing it moves the operands.
     #[serde(default = "default_namespace")]
     #[schemars(length(min = 1, max = 63))]
-    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("spec.namespace must be a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"))]
+    #[x_kube(
+        validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("spec.namespace must be a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"),
+        validation = Rule::new(NAMESPACE_NOT_SYSTEM_RULE).message("spec.namespace must not be default or a kube-* or openshift* namespace: the operands run in the operator's own namespace or in a new namespace the operator creates")
+    )]
     pub namespace: String,
 
     /// Stop reconciling: the operator keeps every operand exactly as it is and reports
@@ -117,6 +122,11 @@ pub struct TopologyAwareSchedulingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<ImagePullPolicy>,
 }
+
+/// CEL: the operands never go to a namespace of the system or of the platform, where
+/// the operator has no rights and other workloads' ServiceAccounts and ConfigMaps live.
+const NAMESPACE_NOT_SYSTEM_RULE: &str =
+    "self != 'default' && !self.startsWith('kube-') && !self.startsWith('openshift')";
 
 fn default_namespace() -> String {
     DEFAULT_NAMESPACE.to_owned()

@@ -44,9 +44,11 @@ pub struct UpdaterSpec {
     #[x_kube(validation = Rule::new("self.all(p, p.matches('^[^/ ]+/[^/ ]+$'))").message("spec.updater.excludePods entries must look like 'namespace/name' (globs allowed), e.g. 'kube-system/*'"))]
     pub exclude_pods: Vec<String>,
 
-    /// Tolerations of the agent's pods. Default: tolerate every taint, so that tainted
-    /// NUMA nodes still publish their topology.
-    #[serde(default = "default_tolerations")]
+    /// Tolerations of the agent's pods. Default: none beyond the ones every DaemonSet pod
+    /// gets (not-ready, unreachable, disk/memory/PID pressure, unschedulable), so the
+    /// agent runs on untainted nodes only and not on control-plane nodes. Tolerate the
+    /// taints of your NUMA node groups here or per group (`spec.nodeGroups[].updater`).
+    #[serde(default)]
     pub tolerations: Vec<Toleration>,
 
     /// Compute resources of the agent's container.
@@ -103,7 +105,7 @@ impl Default for UpdaterSpec {
             pods_fingerprint: PodsFingerprint::default(),
             kubelet: KubeletPaths::default(),
             exclude_pods: Vec::new(),
-            tolerations: default_tolerations(),
+            tolerations: Vec::new(),
             resources: default_resources(),
             priority_class_name: pod::default_updater_priority_class(),
             pod_labels: BTreeMap::new(),
@@ -111,13 +113,6 @@ impl Default for UpdaterSpec {
             max_unavailable: pod::default_max_unavailable(),
         }
     }
-}
-
-fn default_tolerations() -> Vec<Toleration> {
-    vec![Toleration {
-        operator: Some("Exists".to_owned()),
-        ..Toleration::default()
-    }]
 }
 
 fn default_resources() -> ResourceRequirements {
@@ -210,21 +205,58 @@ pub enum PodsFingerprint {
     Disabled,
 }
 
-/// Host paths of the kubelet's files, mounted read-only into the agent.
+/// Where the kubelet keeps its pod-resources directory, by distribution: kubeadm, kind,
+/// Cluster API, EKS, GKE, AKS, OpenShift, k3s and RKE2 use `/var/lib/kubelet`; k0s and
+/// MicroK8s move the kubelet's root directory. Host paths outside this allow-list are
+/// refused, so editing the object cannot mount other host directories into the agent
+/// (which runs as root; see docs/user-guide.md, "Host paths").
+pub const POD_RESOURCES_DIR_PATTERN: &str = "^(/var/lib/kubelet|/var/lib/k0s/kubelet|/var/snap/microk8s/common/var/lib/kubelet)/pod-resources/?$";
+
+/// The kubelet configuration files the agent may read, by distribution:
+/// a `.yaml`/`.yml`/`.json`/`.conf` file directly in `/var/lib/kubelet` (kubeadm:
+/// `config.yaml`; not `kubeconfig`, not `pki/`), EKS (`/etc/kubernetes/kubelet/
+/// kubelet-config.json` on AL2, `config.json` on AL2023), GKE
+/// (`/home/kubernetes/kubelet-config.yaml`), OpenShift (`/etc/kubernetes/kubelet.conf`),
+/// Kubespray (`/etc/kubernetes/kubelet-config.yaml`),
+/// k3s and RKE2 (`/var/lib/rancher/{k3s,rke2}/agent/etc/kubelet.conf.d/*.conf`), k0s
+/// (`/var/lib/k0s/kubelet-config.yaml`).
+pub const KUBELET_CONFIG_FILE_PATTERN: &str = concat!(
+    "^(/var/lib/kubelet/[A-Za-z0-9_.-]+[.](yaml|yml|json|conf)",
+    "|/etc/kubernetes/kubelet/(kubelet-config|config)[.]json",
+    "|/home/kubernetes/kubelet-config[.]yaml",
+    "|/etc/kubernetes/kubelet[.]conf",
+    "|/etc/kubernetes/kubelet-config[.]yaml",
+    "|/var/lib/rancher/(k3s|rke2)/agent/etc/kubelet[.]conf[.]d/[A-Za-z0-9_.-]+[.]conf",
+    "|/var/lib/k0s/kubelet-config[.]yaml)$"
+);
+
+fn pod_resources_dir_rule() -> String {
+    format!("self.matches('{POD_RESOURCES_DIR_PATTERN}')")
+}
+
+fn config_file_rule() -> String {
+    format!("self.matches('{KUBELET_CONFIG_FILE_PATTERN}')")
+}
+
+/// Host paths of the kubelet's files, mounted read-only into the agent. Each must be on
+/// the allow-list of kubelet paths of the common distributions (see the user guide).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletPaths {
     /// Directory holding the kubelet's pod-resources socket (`kubelet.sock`). The whole
     /// directory is mounted so the agent survives kubelet restarts that recreate the socket.
+    /// One of `/var/lib/kubelet/pod-resources`, `/var/lib/k0s/kubelet/pod-resources`,
+    /// `/var/snap/microk8s/common/var/lib/kubelet/pod-resources`.
     #[serde(default = "default_pod_resources_dir")]
-    #[schemars(length(min = 1, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.updater.kubelet.podResourcesDir must be an absolute path"))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = Rule::new(pod_resources_dir_rule()).message("spec.updater.kubelet.podResourcesDir must be a kubelet pod-resources directory: /var/lib/kubelet/pod-resources (kubeadm, EKS, GKE, AKS, OpenShift, k3s, RKE2), /var/lib/k0s/kubelet/pod-resources or /var/snap/microk8s/common/var/lib/kubelet/pod-resources"))]
     pub pod_resources_dir: String,
     /// The kubelet's configuration file, read for the Topology Manager policy and scope and
-    /// the CPU and memory manager policies.
+    /// the CPU and memory manager policies. A kubelet configuration file of a known layout
+    /// (see the user guide), never a kubeconfig or a key.
     #[serde(default = "default_config_file")]
-    #[schemars(length(min = 1, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.updater.kubelet.configFile must be an absolute path"))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = Rule::new(config_file_rule()).message("spec.updater.kubelet.configFile must be a kubelet configuration file: a .yaml/.yml/.json/.conf file directly in /var/lib/kubelet (kubeadm: config.yaml), /etc/kubernetes/kubelet/kubelet-config.json or config.json (EKS), /home/kubernetes/kubelet-config.yaml (GKE), /etc/kubernetes/kubelet.conf (OpenShift), /etc/kubernetes/kubelet-config.yaml (Kubespray), /var/lib/rancher/k3s|rke2/agent/etc/kubelet.conf.d/*.conf (k3s, RKE2) or /var/lib/k0s/kubelet-config.yaml (k0s)"))]
     pub config_file: String,
 }
 

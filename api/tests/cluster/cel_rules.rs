@@ -147,13 +147,13 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "podResourcesDir absolute",
             "default",
             json!({"updater": {"kubelet": {"podResourcesDir": "var/lib"}}}),
-            "spec.updater.kubelet.podResourcesDir must be an absolute path",
+            "spec.updater.kubelet.podResourcesDir must be a kubelet pod-resources directory",
         ),
         (
-            "configFile absolute",
+            "configFile relative",
             "default",
             json!({"updater": {"kubelet": {"configFile": "config.yaml"}}}),
-            "spec.updater.kubelet.configFile must be an absolute path",
+            "spec.updater.kubelet.configFile must be a kubelet configuration file",
         ),
         (
             "updater image spaces",
@@ -294,6 +294,45 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "spec.observability.logLevel",
         ),
     ];
+    // The CR cannot escalate: no host directory or file outside the kubelet's own, no
+    // system namespace for the operands.
+    let escalations: Vec<(&str, &str, Value, &str)> = REFUSED_POD_RESOURCES_DIRS
+        .iter()
+        .map(|dir| {
+            (
+                *dir,
+                "default",
+                json!({"updater": {"kubelet": {"podResourcesDir": dir}}}),
+                "spec.updater.kubelet.podResourcesDir must be a kubelet pod-resources directory",
+            )
+        })
+        .chain(REFUSED_CONFIG_FILES.iter().map(|file| {
+            (
+                *file,
+                "default",
+                json!({"updater": {"kubelet": {"configFile": file}}}),
+                "spec.updater.kubelet.configFile must be a kubelet configuration file",
+            )
+        }))
+        .chain(
+            [
+                "default",
+                "kube-system",
+                "kube-public",
+                "kube-node-lease",
+                "openshift-monitoring",
+            ]
+            .map(|ns| {
+                (
+                    ns,
+                    "default",
+                    json!({"namespace": ns}),
+                    "spec.namespace must not be default or a kube-* or openshift* namespace",
+                )
+            }),
+        )
+        .collect();
+    let cases: Vec<_> = cases.into_iter().chain(escalations).collect();
     let mut failures = Vec::new();
     for (case, name, spec, want) in &cases {
         match dry_run_create(&api, &object(name, spec.clone())).await {
@@ -324,7 +363,13 @@ async fn a_minimal_object_is_accepted_and_defaulted_by_the_api_server() {
     assert_eq!(spec["nrtCRD"]["manage"], true);
     assert_eq!(spec["updater"]["refresh"]["mode"], "PeriodicAndEvents");
     assert_eq!(spec["updater"]["refresh"]["period"], "10s");
-    assert_eq!(spec["updater"]["tolerations"][0]["operator"], "Exists");
+    assert!(
+        spec["updater"]["tolerations"]
+            .as_array()
+            .is_none_or(|t| t.is_empty()),
+        "no taint tolerated by default: {}",
+        spec["updater"]
+    );
     assert_eq!(
         spec["scheduler"]["schedulerName"],
         "topology-aware-scheduler"
@@ -365,4 +410,67 @@ async fn a_full_object_is_accepted() {
     dry_run_create(&api, &object("default", spec))
         .await
         .expect("full object accepted");
+}
+
+/// Host directories the agent must not get as `podResourcesDir`.
+const REFUSED_POD_RESOURCES_DIRS: [&str; 8] = [
+    "/",
+    "/etc/kubernetes",
+    "/var/lib/kubelet",
+    "/var/lib/kubelet/pki",
+    "/var/lib/kubelet/pod-resources/../pki",
+    "/var/lib/kubelet/pod-resources-x",
+    "/root",
+    "/var/run/containerd",
+];
+
+/// Host files the agent must not get as `configFile`: credentials, keys, anything else.
+const REFUSED_CONFIG_FILES: [&str; 8] = [
+    "/",
+    "/etc/kubernetes",
+    "/etc/kubernetes/admin.conf",
+    "/etc/kubernetes/pki/ca.key",
+    "/var/lib/kubelet/kubeconfig",
+    "/var/lib/kubelet/pki/kubelet-client-current.pem",
+    "/var/lib/kubelet/../../../etc/shadow",
+    "/etc/shadow",
+];
+
+/// Every documented kubelet layout is accepted (docs/user-guide.md, "Host paths").
+#[tokio::test]
+async fn the_kubelet_paths_of_every_documented_layout_are_accepted() {
+    let api = api().await;
+    let dirs = [
+        "/var/lib/kubelet/pod-resources",
+        "/var/lib/kubelet/pod-resources/",
+        "/var/lib/k0s/kubelet/pod-resources",
+        "/var/snap/microk8s/common/var/lib/kubelet/pod-resources",
+    ];
+    let files = [
+        "/var/lib/kubelet/config.yaml",
+        "/etc/kubernetes/kubelet/kubelet-config.json",
+        "/etc/kubernetes/kubelet/config.json",
+        "/home/kubernetes/kubelet-config.yaml",
+        "/etc/kubernetes/kubelet.conf",
+        "/etc/kubernetes/kubelet-config.yaml",
+        "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf",
+        "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf",
+        "/var/lib/k0s/kubelet-config.yaml",
+    ];
+    let mut refused = Vec::new();
+    for spec in dirs
+        .iter()
+        .map(|d| json!({"updater": {"kubelet": {"podResourcesDir": d}}}))
+        .chain(
+            files
+                .iter()
+                .map(|f| json!({"updater": {"kubelet": {"configFile": f}}})),
+        )
+        .chain([json!({"namespace": "numa-operands"})])
+    {
+        if let Err(msg) = dry_run_create(&api, &object("default", spec.clone())).await {
+            refused.push(format!("{spec}: {msg}"));
+        }
+    }
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
 }

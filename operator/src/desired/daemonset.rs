@@ -3,8 +3,10 @@
 //! One DaemonSet per group, placed by node affinity translated from the group's label
 //! selector, running `tas-updater` with the group's merged settings as flags
 //! ([`UpdaterArgs`]). The agent reads three host paths, all mounted read-only:
-//! `/sys` (NUMA topology), the kubelet's config file (Topology Manager policy and scope)
-//! and the kubelet's pod-resources directory (the gRPC socket).
+//! `/sys/devices/system/node` (NUMA topology: the only part of sysfs it reads, see
+//! `updater/src/sysfs`), the kubelet's config file (Topology Manager policy and scope)
+//! and the kubelet's pod-resources directory (the gRPC socket). Which host paths the
+//! last two may name is bounded by the CRD's allow-list (`tas_api::tas::KubeletPaths`).
 
 use super::BuildError;
 use super::hash::config_hash;
@@ -33,6 +35,11 @@ use tas_api::config::updater::{
     HTTP_PORT, KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs,
 };
 use tas_api::tas::TopologyAwareSchedulingSpec;
+
+/// The part of the host's sysfs the agent reads: the NUMA nodes.
+pub(crate) const SYSFS_NODE_HOST_PATH: &str = "/sys/devices/system/node";
+/// [`SYSFS_NODE_HOST_PATH`] relative to the sysfs root (`--sysfs-root`).
+const SYSFS_NODE_DIR: &str = "devices/system/node";
 
 /// `app.kubernetes.io/name` of the node agent pods.
 pub(crate) const UPDATER_APP_NAME: &str = "tas-updater";
@@ -170,8 +177,16 @@ pub(crate) fn updater_daemon_set(
 /// files, directories and symlinks), so the agent can talk to the kubelet while being
 /// unable to create, replace or delete anything in the directory.
 fn host_volumes(pod_resources_dir: &str, kubelet_config: &str) -> (Vec<Volume>, Vec<VolumeMount>) {
+    // The NUMA nodes only, at the same place under the agent's sysfs root: not the rest
+    // of /sys (cgroups, firmware, debugfs, device attributes).
+    let sysfs_nodes = format!("{SYSFS_MOUNT}/{SYSFS_NODE_DIR}");
     let entries = [
-        ("sys", "/sys", "Directory", SYSFS_MOUNT),
+        (
+            "sysfs-numa-nodes",
+            SYSFS_NODE_HOST_PATH,
+            "Directory",
+            sysfs_nodes.as_str(),
+        ),
         (
             "kubelet-config",
             kubelet_config,
@@ -204,8 +219,8 @@ fn host_volumes(pod_resources_dir: &str, kubelet_config: &str) -> (Vec<Volume>, 
             name: (*name).to_owned(),
             mount_path: (*mount_path).to_owned(),
             read_only: Some(true),
-            // Submounts too: /sys carries e.g. /sys/fs/cgroup, which a plain read-only
-            // bind mount would leave writable to a uid-0 process.
+            // Submounts too, should a host path carry any: a plain read-only bind mount
+            // would leave them writable to a uid-0 process.
             recursive_read_only: Some("IfPossible".to_owned()),
             ..VolumeMount::default()
         })

@@ -10,14 +10,19 @@ const POD_SECURITY_ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
 /// The operands' namespace.
 ///
 /// It carries no owner reference, unlike every other object: `spec.namespace` may name a
-/// namespace that existed before TAS (even `kube-system`), and an owner reference would
+/// namespace that existed before TAS (the operator's own), and an owner reference would
 /// make the garbage collector delete that namespace, with everything else in it, when the
 /// TopologyAwareScheduling object is deleted. TAS's own objects in it are owned one by one.
+///
+/// This object is written only to a namespace the operator creates (see
+/// `reconcile::namespace`): a namespace that existed before keeps its labels, Pod
+/// Security level included, exactly as its owner set them.
 pub(crate) fn namespace(stack: &Stack) -> Namespace {
     let mut labels = stack.labels(Component::Namespace);
     // The node agents need hostPath volumes and uid 0 (see daemonset.rs), which the
     // `baseline` and `restricted` Pod Security levels refuse; without this label a
-    // cluster-wide default level would keep the DaemonSets from creating any pod.
+    // cluster-wide default level would keep the DaemonSets from creating any pod. Only
+    // ever set on a namespace the operator creates for them.
     labels.insert(
         POD_SECURITY_ENFORCE_LABEL.to_owned(),
         "privileged".to_owned(),

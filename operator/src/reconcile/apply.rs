@@ -6,13 +6,14 @@
 //! annotations) are left alone. After the NRT CRD the apply waits until the API server
 //! serves it (Established), since the operands that follow watch NRT objects.
 //!
-//! The namespace may have existed before TAS. It is marked with
-//! [`CREATED_BY_ANNOTATION`] only when the operator creates it, and the mark is kept on
-//! later applies, so uninstall and prune know which namespace they may delete.
+//! The namespace is handled apart (`super::namespace`): created and marked with
+//! [`CREATED_BY_ANNOTATION`] when it does not exist, applied when the operator created
+//! it, and never written when it existed before, so a pre-existing namespace keeps its
+//! labels exactly; uninstall and prune know from the mark which namespace they may delete.
 
 use super::FIELD_MANAGER;
+use crate::context::OperatorIdentity;
 use crate::desired::ApiObject;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::discovery::Scope;
@@ -55,6 +56,17 @@ pub enum ApplyError {
         /// The namespace.
         name: String,
     },
+    /// RoleBindings the operator created for itself in a namespace it created were not
+    /// in effect in time.
+    #[error(
+        "the operator's RoleBindings in namespace {namespace} were created but not in effect after {after:?}"
+    )]
+    NotAuthorised {
+        /// The namespace.
+        namespace: String,
+        /// How long the operator waited.
+        after: Duration,
+    },
     /// The NRT CRD did not become Established in time.
     #[error("CRD {name} was applied but is not Established after {after:?}")]
     NotEstablished {
@@ -78,6 +90,7 @@ impl ApplyError {
             Self::Patch { .. }
             | Self::ReadNamespace { .. }
             | Self::NamespaceTerminating { .. }
+            | Self::NotAuthorised { .. }
             | Self::NotEstablished { .. } => false,
         }
     }
@@ -91,18 +104,21 @@ pub fn api_for(client: &Client, obj: &ApiObject) -> Api<DynamicObject> {
     }
 }
 
-/// Applies `objects` in order; stops at the first failure.
+/// Applies `objects` in order; stops at the first failure. `identity` is the
+/// operator's ServiceAccount, bound its rights in a namespace it creates.
 pub async fn apply_all(
     client: &Client,
     objects: &[ApiObject],
     established_timeout: Duration,
+    identity: Option<&OperatorIdentity>,
 ) -> Result<(), ApplyError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for obj in objects {
-        let mut value = obj.value.clone();
         if obj.resource.kind == "Namespace" {
-            mark_if_created(client, &obj.name, &mut value).await?;
+            super::namespace::ensure(client, obj, identity).await?;
+            continue;
         }
+        let value = obj.value.clone();
         let display = match &obj.namespace {
             Some(ns) => format!("{ns}/{}", obj.name),
             None => obj.name.clone(),
@@ -118,35 +134,6 @@ pub async fn apply_all(
         if obj.resource.kind == "CustomResourceDefinition" {
             wait_established(client, &obj.name, established_timeout).await?;
         }
-    }
-    Ok(())
-}
-
-/// Adds [`CREATED_BY_ANNOTATION`] to the namespace about to be applied when it does not
-/// exist yet, or when the operator created it before (so the apply keeps the mark).
-async fn mark_if_created(
-    client: &Client,
-    name: &str,
-    value: &mut serde_json::Value,
-) -> Result<(), ApplyError> {
-    let existing = Api::<Namespace>::all(client.clone())
-        .get_opt(name)
-        .await
-        .map_err(|source| ApplyError::ReadNamespace {
-            name: name.to_owned(),
-            source,
-        })?;
-    let created_by_us = match existing {
-        None => true,
-        Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
-            return Err(ApplyError::NamespaceTerminating {
-                name: name.to_owned(),
-            });
-        }
-        Some(ns) => created_by_operator(&ns.metadata),
-    };
-    if created_by_us {
-        value["metadata"]["annotations"][CREATED_BY_ANNOTATION] = "true".into();
     }
     Ok(())
 }

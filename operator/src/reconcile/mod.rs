@@ -17,6 +17,7 @@ pub mod apply;
 pub mod conditions;
 pub mod events;
 pub mod finalizer;
+pub mod namespace;
 pub mod observed;
 pub mod prune;
 pub mod status;
@@ -183,7 +184,13 @@ async fn converge(
     ctx: &Context,
     objects: &[ApiObject],
 ) -> Result<(), Error> {
-    apply::apply_all(&ctx.client, objects, ctx.config.crd_established_timeout).await?;
+    apply::apply_all(
+        &ctx.client,
+        objects,
+        ctx.config.crd_established_timeout,
+        ctx.config.identity.as_ref(),
+    )
+    .await?;
     let keep: BTreeSet<Key> = objects.iter().map(Key::of).collect();
     let pruned = prune::prune(&ctx.client, &cr.name_any(), &keep).await?;
     if !pruned.is_empty() {

@@ -168,8 +168,17 @@ async fn remove(
         _ => Api::all_with(client.clone(), resource),
     };
     if key.kind == "Namespace" && !created_by_operator(&meta.metadata) {
+        // Only earlier releases labelled a namespace they did not create; this
+        // operator never writes one. It may lack the right to undo that (it patches
+        // only namespaces it created): then the labels stay, and it says so.
         tracing::info!(namespace = %key.name, "leaving the pre-existing namespace, removing the operator's labels");
-        return release(&api, &key.name, resource).await;
+        return match release(&api, &key.name, resource).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                tracing::warn!(namespace = %key.name, "not allowed to remove an earlier release's labels from the pre-existing namespace; remove them by hand");
+                Ok(())
+            }
+            other => other,
+        };
     }
     tracing::info!(object = %key, "deleting");
     match api.delete(&key.name, &DeleteParams::background()).await {

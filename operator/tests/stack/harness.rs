@@ -30,7 +30,18 @@ pub const NRT_CRD: &str = tas_api::nrt::CRD_NAME;
 /// Starts the operator in-process (as the binary does, without HTTP or a Lease),
 /// exporting over `otlp` when the object names an endpoint.
 pub fn start_operator(client: Client, otlp: Otlp) -> InProcess {
+    start_operator_as(client, otlp, None)
+}
+
+/// [`start_operator`] with the operator's own identity (its ServiceAccount), which it
+/// binds its rights to in a namespace it creates.
+pub fn start_operator_as(
+    client: Client,
+    otlp: Otlp,
+    identity: Option<tas_operator::OperatorIdentity>,
+) -> InProcess {
     let config = Config {
+        identity,
         build: BuildContext {
             updater_image_default: Some(UPDATER_IMAGE.into()),
             scheduler_image_default: Some(SCHEDULER_IMAGE.into()),

@@ -10,6 +10,7 @@ mod binary;
 mod collector;
 mod harness;
 mod install;
+mod least_privilege;
 mod otlp;
 mod overlap;
 mod paused;
@@ -64,4 +65,6 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     telemetry.shutdown().await;
     // With no object left, the binary only has to start, sync and stop.
     binary::scenario(&client, &cluster.kubeconfig_path()).await;
+    // Last: the operator with its own narrow rights instead of an admin's.
+    least_privilege::scenario(cluster, &client).await;
 }

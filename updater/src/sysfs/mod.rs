@@ -1,7 +1,7 @@
 //! The node's NUMA topology, read from sysfs.
 //!
-//! [`discover`] reads, under a configurable root (the host's `/sys` mounted into the
-//! agent's container), everything the NRT object describes that the kubelet does not:
+//! [`discover`] reads, under a configurable root (the host's `/sys` as seen from the
+//! agent's container, where the DaemonSet mounts only its `devices/system/node`), everything the NRT object describes that the kubelet does not:
 //!
 //! - `devices/system/node/online`: the online NUMA node ids, in list format. Ids may be
 //!   sparse (`0,2`); one [`Zone`] is built per online node, sorted by id.

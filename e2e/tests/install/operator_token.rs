@@ -1,0 +1,410 @@
+//! The escalation paths of issue 19, tried for real with a token of the installed
+//! operator's ServiceAccount: RBAC refuses what it can name; the `tas-operator-scope`
+//! admission policy refuses what RBAC cannot limit by name (creates); and the one way
+//! the operator gains rights in a namespace, binding itself in a namespace it created,
+//! works. Writes that must be refused are server-side dry runs, so a regression changes
+//! nothing in the shared cluster.
+
+use super::{NAMESPACE, OPERATOR, TIMEOUT, install, shared};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use serde_json::json;
+use tas_testcluster::{TestCluster, unique_name, unique_namespace, wait_for};
+
+const CREATED_BY: &str = "tas.dev/created-by-operator";
+
+/// A client authenticating with a fresh token of the operator's ServiceAccount.
+async fn operator_client(cluster: &TestCluster, admin: &Client) -> Client {
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE)
+        .create_token_request(OPERATOR, &PostParams::default(), &request)
+        .await
+        .expect("token request")
+        .status
+        .expect("token in status")
+        .token;
+    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
+    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
+    for named in &mut kubeconfig.auth_infos {
+        named.auth_info = Some(auth.clone());
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("client config");
+    Client::try_from(config).expect("client")
+}
+
+fn dry_post() -> PostParams {
+    PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    }
+}
+
+fn dry_patch() -> PatchParams {
+    PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    }
+}
+
+fn dry_delete() -> DeleteParams {
+    DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    }
+}
+
+/// The operator binding `role` to itself in `namespace`.
+fn self_binding(namespace: &str, role: &str) -> RoleBinding {
+    serde_json::from_value(json!({
+        "metadata": {"name": role, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": OPERATOR, "namespace": NAMESPACE}],
+    }))
+    .unwrap()
+}
+
+fn daemon_set(namespace: &str) -> DaemonSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "escalate", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "escalate"}},
+            "template": {
+                "metadata": {"labels": {"app": "escalate"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.invalid/x:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// The HTTP status of a refusal, or `None` when the request was allowed.
+fn refused<T>(result: Result<T, kube::Error>) -> Option<(u16, String)> {
+    match result {
+        Ok(_) => None,
+        Err(kube::Error::Api(s)) => Some((s.code, s.message)),
+        Err(other) => Some((0, other.to_string())),
+    }
+}
+
+/// Every escalation path is refused with 403 Forbidden for the operator's own token.
+#[tokio::test]
+async fn the_operators_token_cannot_escalate() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    install(cluster).await;
+    let op = operator_client(cluster, &admin).await;
+
+    let kube_system_cm = Api::<ConfigMap>::namespaced(op.clone(), "kube-system");
+    let attempts: Vec<(&str, Option<(u16, String)>)> = vec![
+        (
+            "create a DaemonSet in kube-system",
+            refused(
+                Api::<DaemonSet>::namespaced(op.clone(), "kube-system")
+                    .create(&dry_post(), &daemon_set("kube-system"))
+                    .await,
+            ),
+        ),
+        (
+            "patch a kube-system ConfigMap",
+            refused(
+                kube_system_cm
+                    .patch(
+                        "kube-root-ca.crt",
+                        &dry_patch(),
+                        &Patch::Merge(json!({"data": {"x": "y"}})),
+                    )
+                    .await,
+            ),
+        ),
+        (
+            "delete namespace kube-system",
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .delete("kube-system", &dry_delete())
+                    .await,
+            ),
+        ),
+        (
+            "delete its own namespace",
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .delete(NAMESPACE, &dry_delete())
+                    .await,
+            ),
+        ),
+        (
+            "mark kube-system as created by the operator",
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .patch(
+                        "kube-system",
+                        &dry_patch(),
+                        &Patch::Merge(json!({"metadata": {"annotations": {CREATED_BY: "true"}}})),
+                    )
+                    .await,
+            ),
+        ),
+        (
+            "delete the cluster-admin ClusterRoleBinding",
+            refused(
+                Api::<ClusterRoleBinding>::all(op.clone())
+                    .delete("cluster-admin", &dry_delete())
+                    .await,
+            ),
+        ),
+        (
+            "read a Secret",
+            refused(
+                Api::<Secret>::namespaced(op.clone(), NAMESPACE)
+                    .get("any")
+                    .await,
+            ),
+        ),
+        (
+            "list Secrets",
+            refused(
+                Api::<Secret>::all(op.clone())
+                    .list(&Default::default())
+                    .await,
+            ),
+        ),
+    ];
+    let wrong: Vec<String> = attempts
+        .into_iter()
+        .filter(|(_, r)| !matches!(r, Some((403, _))))
+        .map(|(what, r)| format!("{what}: {r:?}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "not refused with 403:\n{}",
+        wrong.join("\n")
+    );
+
+    // What RBAC grants without names, the admission policy narrows. Its binding reaches
+    // the API server's policy cache shortly after the install: poll.
+    let other_ns = unique_namespace(&admin, "not-created-by-tas")
+        .await
+        .unwrap();
+    let policy_refusals = [
+        "a RoleBinding in kube-system",
+        "a RoleBinding in a namespace the operator did not create",
+        "a ClusterRole not its own",
+        "a ClusterRoleBinding not its own",
+        "its operands' ClusterRole bound cluster-wide under an operand's name",
+        "a CRD not the NRT CRD",
+        "a kube-* namespace",
+        "a namespace without its creation mark",
+    ];
+    let last = std::sync::Mutex::new(Vec::new());
+    wait_for("tas-operator-scope to refuse every write", TIMEOUT, || async {
+        let results = [
+            refused(
+                Api::<RoleBinding>::namespaced(op.clone(), "kube-system")
+                    .create(&dry_post(), &self_binding("kube-system", "tas-operator-operands"))
+                    .await,
+            ),
+            refused(
+                Api::<RoleBinding>::namespaced(op.clone(), &other_ns)
+                    .create(&dry_post(), &self_binding(&other_ns, "tas-operator-operands"))
+                    .await,
+            ),
+            refused(
+                Api::<ClusterRole>::all(op.clone())
+                    .create(
+                        &dry_post(),
+                        &serde_json::from_value(json!({"metadata": {"name": "not-tas"}, "rules": []}))
+                            .unwrap(),
+                    )
+                    .await,
+            ),
+            refused(
+                Api::<ClusterRoleBinding>::all(op.clone())
+                    .create(
+                        &dry_post(),
+                        &cluster_binding("not-tas", "tas-operator-operands"),
+                    )
+                    .await,
+            ),
+            refused(
+                Api::<ClusterRoleBinding>::all(op.clone())
+                    .create(
+                        &dry_post(),
+                        &cluster_binding("tas-updater", "tas-operator-operands"),
+                    )
+                    .await,
+            ),
+            refused(
+                Api::<CustomResourceDefinition>::all(op.clone())
+                    .create(&dry_post(), &other_crd())
+                    .await,
+            ),
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .create(&dry_post(), &namespace("kube-tas", true))
+                    .await,
+            ),
+            refused(
+                Api::<Namespace>::all(op.clone())
+                    .create(&dry_post(), &namespace(&unique_name("unmarked"), false))
+                    .await,
+            ),
+        ];
+        let pending: Vec<String> = policy_refusals
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| !matches!(r, Some((403, m)) if m.contains("tas-operator-scope") || m.contains("TAS operator")))
+            .map(|(what, r)| format!("{what}: {r:?}"))
+            .collect();
+        let done = pending.is_empty();
+        *last.lock().unwrap() = pending;
+        Ok::<_, kube::Error>(done.then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; still allowed: {:#?}", last.lock().unwrap()));
+    Api::<Namespace>::all(admin.clone())
+        .delete(&other_ns, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// A ClusterRoleBinding `name` of `role` to the operator: rights everywhere.
+fn cluster_binding(name: &str, role: &str) -> ClusterRoleBinding {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": OPERATOR, "namespace": NAMESPACE}],
+    }))
+    .unwrap()
+}
+
+/// A namespace named `name`, with the operator's creation mark when `marked`.
+fn namespace(name: &str, marked: bool) -> Namespace {
+    let annotations = if marked {
+        json!({ CREATED_BY: "true" })
+    } else {
+        json!({})
+    };
+    serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).unwrap()
+}
+
+/// A CRD of some other API group, which the operator must not be able to create.
+fn other_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.test"},
+        "spec": {
+            "group": "example.test",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object"}}}],
+        },
+    }))
+    .unwrap()
+}
+
+/// The one way to gain rights: create a namespace, bind itself there, work there,
+/// delete it. Exactly what the operator does for a new `spec.namespace`.
+#[tokio::test]
+async fn the_operator_works_in_a_namespace_it_creates() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    install(cluster).await;
+    let op = operator_client(cluster, &admin).await;
+
+    let name = unique_name("tas-created");
+    let ns = namespace(&name, true);
+    let namespaces = Api::<Namespace>::all(op.clone());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let bindings = Api::<RoleBinding>::namespaced(op.clone(), &name);
+    let post = PostParams::default();
+    wait_for(
+        "the operator to bind itself in its namespace",
+        TIMEOUT,
+        || async {
+            // The policy's view of the new namespace may lag a moment.
+            for role in ["tas-operator-operands", "tas-operator-namespace"] {
+                match bindings.create(&post, &self_binding(&name, role)).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(kube::Error::Api(s)) if s.code == 403 => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "tas-updater"}})).unwrap();
+    let accounts = Api::<ServiceAccount>::namespaced(op.clone(), &name);
+    wait_for("the operator's rights to take effect", TIMEOUT, || async {
+        match accounts.create(&dry_post(), &sa).await {
+            Ok(_) => Ok(Some(())),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+    .unwrap();
+    // Relabelling and deleting its own namespace: allowed.
+    namespaces
+        .patch(
+            &name,
+            &dry_patch(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .expect("patch the namespace it created");
+    namespaces
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the namespace it created");
+}
+
+/// The policy's CEL compiles and type-checks against the real API server's schemas.
+#[tokio::test]
+async fn the_operator_scope_policy_type_checks_without_warnings() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    install(cluster).await;
+    let policies = Api::<ValidatingAdmissionPolicy>::all(admin);
+    let status = wait_for("the policy's type check", TIMEOUT, || async {
+        let policy = policies.get("tas-operator-scope").await?;
+        let generation = policy.metadata.generation;
+        Ok::<_, kube::Error>(
+            policy
+                .status
+                .filter(|s| s.observed_generation == generation && s.type_checking.is_some()),
+        )
+    })
+    .await
+    .unwrap();
+    let warnings = status
+        .type_checking
+        .and_then(|t| t.expression_warnings)
+        .unwrap_or_default();
+    assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
+}
