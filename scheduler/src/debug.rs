@@ -125,7 +125,7 @@ impl From<NodeInspection> for NodeReservations {
                 .into_iter()
                 .map(|(numa_id, free)| ZoneFree {
                     numa_id,
-                    available: amounts(&free),
+                    available: free.into_iter().collect(),
                 })
                 .collect(),
         }

@@ -33,8 +33,8 @@ pub struct NodeInspection {
     /// The reservations the view carries (or records, without an NRT).
     pub reservations: Vec<ReservationInspection>,
     /// What filters read: per NUMA id, each resource's free amount in the view
-    /// (reservations subtracted). Empty without a usable view.
-    pub zones: Vec<(u32, Resources)>,
+    /// (reservations subtracted; zero and below kept). Empty without a usable view.
+    pub zones: Vec<(u32, Vec<(String, i64)>)>,
 }
 
 /// One reservation.
@@ -116,8 +116,9 @@ impl TopologyCache {
                     .map(|&id| {
                         let free = topology
                             .resource_names()
-                            .filter_map(|r| Some((r, topology.available(id, r)?)));
-                        (id, Resources::from_amounts(free))
+                            .filter_map(|r| Some((r.to_owned(), topology.available(id, r)?)))
+                            .collect();
+                        (id, free)
                     })
                     .collect(),
                 _ => Vec::new(),
