@@ -6,7 +6,8 @@
 //! (from config/default's Deployment) and the node agents and the scheduler (from the
 //! DaemonSet and Deployment the operator rendered) as processes, and the demo lists them; places the scenario's workload with TAS, then the
 //! same workload with the default scheduler; prints where every pod went and how many
-//! pods the (simulated) kubelets rejected. The cluster stays up until Ctrl-C.
+//! pods the (simulated) kubelets rejected; ends with `kubectl tas nodes` and `kubectl tas
+//! explain` of a pod no NUMA zone can hold. The cluster stays up until Ctrl-C.
 
 use anyhow::Context;
 use clap::Parser;
@@ -26,8 +27,9 @@ use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 /// container runs: the operator, the node agents and the scheduler run inside this
 /// process, the operands with the command lines and configuration the operator rendered.
 /// Then it places the scenario's workload with TAS and with the default scheduler,
-/// prints the placements and the pods the simulated kubelets rejected, and keeps the
-/// cluster up until Ctrl-C (unless --no-wait).
+/// prints the placements and the pods the simulated kubelets rejected, then `kubectl tas
+/// nodes` and `kubectl tas explain` of a Pending pod, and keeps the cluster up until
+/// Ctrl-C (unless --no-wait).
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
@@ -100,6 +102,17 @@ async fn main() -> anyhow::Result<()> {
             p.pid
         );
     }
+    // Why a pod waits: one no NUMA zone can hold, and what `kubectl tas` says about it.
+    let ns3 = unique_namespace(&client, "demo-pending").await?;
+    let pending = stack::create_oversized_pod(&client, &ns3, "topology-aware-scheduler").await?;
+    stack::wait_failed_scheduling(&client, &ns3, &pending, TIMEOUT).await?;
+    println!("\n$ kubectl tas nodes");
+    print!("{}", stack::kubectl_tas(&cluster, &["nodes"]).await?);
+    println!("\n$ kubectl tas explain {pending} -n {ns3}");
+    print!(
+        "{}",
+        stack::kubectl_tas(&cluster, &["explain", &pending, "-n", &ns3]).await?
+    );
     if args.no_wait {
         runner.shutdown().await;
         return Ok(());
