@@ -126,3 +126,46 @@ pub fn quantity(resource: &str, amount: i64) -> NrtQuantity {
         NrtQuantity(amount.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tas_scheduler::debug::ZoneFree;
+
+    #[test]
+    fn the_scheduler_view_replaces_each_zones_free_amounts() {
+        let zones: Vec<_> = [0, 1]
+            .iter()
+            .map(|i| {
+                json!({"name": format!("node-{i}"), "type": "Node", "resources": [
+                {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "6"},
+                {"name": "memory", "capacity": "4Gi", "allocatable": "4Gi", "available": "4Gi"}]})
+            })
+            .collect();
+        let nrt: NodeResourceTopology = serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
+            "zones": zones
+        }))
+        .unwrap();
+        let cached = NodeReservations {
+            node: "n".into(),
+            zones: vec![ZoneFree {
+                numa_id: 1,
+                available: [("cpu".to_owned(), 1500), ("memory".to_owned(), -5)].into(),
+            }],
+            ..NodeReservations::default()
+        };
+        let view = NodeTopology::from_nrt(&with_free_amounts(&nrt, &cached)).unwrap();
+        // Zone 0 is not in the scheduler's answer: the NRT's amounts stay.
+        assert_eq!(view.available(0, "cpu"), Some(6000));
+        assert_eq!(view.available(1, "cpu"), Some(1500));
+        assert_eq!(
+            view.available(1, "memory"),
+            Some(0),
+            "over-reserved reads as none"
+        );
+        assert_eq!(view.allocatable(1, "cpu"), Some(8000));
+    }
+}

@@ -75,7 +75,9 @@ pub async fn wait_failed_scheduling(
         )
     })
     .await
-    .map_err(StackError::ctx("waiting for the pod's FailedScheduling Event"))
+    .map_err(StackError::ctx(
+        "waiting for the pod's FailedScheduling Event",
+    ))
 }
 
 /// `kubectl tas ARGS` against `cluster` (its kubeconfig); the text it prints.
