@@ -3,6 +3,7 @@
 //! its NodeResourceTopology (the pod fingerprint, and reservations not yet confirmed).
 
 use serde::Serialize;
+use tas_api::nrt::zone::zone_numa_id;
 use tas_scheduler::numa::{Amount, NodeTopology, ResourceKind};
 
 use crate::cluster::ClusterRead;
@@ -214,10 +215,17 @@ fn node_row(cluster: &ClusterRead, node: &str) -> NodeRow {
     row.policy = Some(published.policy().to_string());
     row.scope = Some(published.scope().to_string());
     let scheduler = cached.filter(|c| !c.zones.is_empty());
-    let mut resources: Vec<&str> = published.resource_names().collect();
-    resources.sort();
     for &id in published.numa_ids() {
         let free_in_view = scheduler.and_then(|c| c.zones.iter().find(|z| z.numa_id == id));
+        // The resources this zone lists, not every resource of the node.
+        let mut resources: Vec<&str> = nrt
+            .zones
+            .iter()
+            .filter(|z| zone_numa_id(&z.name) == Ok(id))
+            .flat_map(|z| z.resources.iter().map(|r| r.name.as_str()))
+            .collect();
+        resources.sort_unstable();
+        resources.dedup();
         let resources = resources
             .iter()
             .filter_map(|r| {

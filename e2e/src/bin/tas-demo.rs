@@ -102,7 +102,15 @@ async fn main() -> anyhow::Result<()> {
             p.pid
         );
     }
-    // Why a pod waits: one no NUMA zone can hold, and what `kubectl tas` says about it.
+    // Why a pod waits: with the default scheduler's pods gone, one pod that fits the
+    // single-numa-node nodes as a whole but none of their zones, and what `kubectl tas`
+    // says about it.
+    {
+        use k8s_openapi::api::core::v1::Namespace;
+        let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+        api.delete(&ns2, &Default::default()).await?;
+        stack::wait_settled(&client, &ns2, &sim, TIMEOUT).await?;
+    }
     let ns3 = unique_namespace(&client, "demo-pending").await?;
     let pending = stack::create_oversized_pod(&client, &ns3, "topology-aware-scheduler").await?;
     stack::wait_failed_scheduling(&client, &ns3, &pending, TIMEOUT).await?;
@@ -120,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
     // The kubectl the demo used (from the tools cache), which need not be on PATH.
     let kubectl = cluster.binaries_dir().join("kubectl");
     println!(
-        "\nThe cluster keeps running. Point kubectl at it (the demo's kubectl is {kubectl}):\n  export KUBECONFIG={}\n  {kubectl} get tas,noderesourcetopologies\n  {kubectl} get pods -n {ns2} -o wide\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
+        "\nThe cluster keeps running. Point kubectl at it (the demo's kubectl is {kubectl}):\n  export KUBECONFIG={}\n  {kubectl} get tas,noderesourcetopologies\n  {kubectl} describe pod -n {ns3} {pending}\n  cargo run -q -p kubectl-tas -- explain {pending} -n {ns3}\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
         cluster.kubeconfig_path().display(),
         kubectl = kubectl.display(),
     );

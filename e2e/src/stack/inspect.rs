@@ -12,21 +12,31 @@ use kubectl_tas::cli::{Cli, run};
 use serde_json::json;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::nrt::{TopologyManagerConfig, TopologyManagerPolicy};
 use tas_testcluster::{TestCluster, wait_for};
 
-/// Creates a Guaranteed pod for `scheduler` asking one CPU more than the largest NUMA
-/// zone of any NRT object: it stays Pending. Returns its name.
+/// Creates a Guaranteed pod for `scheduler` that only nodes under the
+/// `single-numa-node` policy may take (required node affinity by name) and that asks
+/// one CPU more than their largest NUMA zone: each of those nodes has room for it as a
+/// whole, none in one zone, so it stays Pending for a NUMA reason. Returns its name.
 pub async fn create_oversized_pod(
     client: &Client,
     namespace: &str,
     scheduler: &str,
 ) -> Result<String, StackError> {
     let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
-    let largest = nrts
+    let single_zone: Vec<NodeResourceTopology> = nrts
         .list(&ListParams::default())
         .await
         .map_err(StackError::ctx("listing NodeResourceTopology objects"))?
         .items
+        .into_iter()
+        .filter(|n| {
+            TopologyManagerConfig::from_nrt(n)
+                .is_ok_and(|c| c.policy == TopologyManagerPolicy::SingleNumaNode)
+        })
+        .collect();
+    let largest = single_zone
         .iter()
         .flat_map(|n| &n.zones)
         .flat_map(|z| &z.resources)
@@ -34,11 +44,15 @@ pub async fn create_oversized_pod(
         .filter_map(|r| r.allocatable.value().ok())
         .max()
         .unwrap_or(0);
+    let nodes: Vec<String> = single_zone.iter().map(|n| n.name_any()).collect();
     let cpu = (largest + 1).to_string();
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"generateName": "too-wide-"},
         "spec": {
             "schedulerName": scheduler,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}},
             "containers": [{"name": "app", "image": "app", "resources": {
                 "requests": {"cpu": cpu, "memory": "1Gi"},
                 "limits": {"cpu": cpu, "memory": "1Gi"}}}]
