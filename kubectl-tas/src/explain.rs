@@ -20,7 +20,7 @@ use tas_scheduler::cycle::{
     ClusterView, CycleSettings, PodInput, PreFilter, TopologyView, score_node_in,
 };
 use tas_scheduler::debug::Reservation;
-use tas_scheduler::filter::{NodeInfo, PodFilterInput};
+use tas_scheduler::filter::{NodeInfo, PodFilterInput, filter_node};
 use tas_scheduler::numa::{Amount, NodeTopology, PodRequest, ResourceKind, ScoreConfig};
 use tas_scheduler::state::ClusterState;
 
@@ -61,6 +61,9 @@ pub struct NodeExplain {
     /// The scheduler's reason when it does not (the `FailedScheduling` text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Whether the node passed every filter before the NUMA fit (node resources,
+    /// taints, affinity, spread...): only then do its zones decide.
+    pub node_level_fit: bool,
     /// Topology Manager policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
@@ -176,12 +179,14 @@ pub fn judge(
     for info in &infos {
         let topology = cluster.view(info.name());
         let verdict = score_node_in(&input, info, &pre, topology_view(&topology), &settings);
+        let node_level_fit = filter_node(&input.filter, info).is_ok() && pre.check(info).is_ok();
         let cached = cluster.cached(info.name());
         let known = topology.and_then(Result::ok);
         nodes.push(NodeExplain {
             node: info.name().to_owned(),
             fits: verdict.is_ok(),
             reason: verdict.err(),
+            node_level_fit,
             policy: known.as_ref().map(|t| t.policy().to_string()),
             scope: known.as_ref().map(|t| t.scope().to_string()),
             confirmed: cached.map(|c| c.confirmed),
@@ -308,7 +313,8 @@ fn need_text(n: &Need) -> String {
 }
 
 impl ExplainReport {
-    /// Plain aligned text: a summary, then per node its verdict, policy and zones.
+    /// Plain aligned text: a summary, then per node its verdict, policy and (for nodes
+    /// that pass the node-level filters) zones.
     pub fn render(&self) -> String {
         let mut out = format!(
             "Pod {} (QoS {}, schedulerName {}): {}/{} nodes fit",
@@ -363,7 +369,8 @@ impl ExplainReport {
                     amounts.join(", ")
                 ));
             }
-            if !n.zones.is_empty() {
+            // A node refused before the NUMA fit: its zones do not matter.
+            if n.node_level_fit && !n.zones.is_empty() {
                 let mut table = Table::new(&["ZONE", "RESOURCE", "FREE", "NEED", ""]);
                 for z in &n.zones {
                     for (i, r) in z.resources.iter().enumerate() {

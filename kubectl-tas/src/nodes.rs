@@ -116,7 +116,8 @@ impl NodesReport {
         }
     }
 
-    /// Plain aligned text: a line per node, then a line per zone and resource.
+    /// Plain aligned text: a line per node, then a line per zone and resource (those
+    /// with nothing allocatable and nothing free left out; `-o json` has them all).
     pub fn render(&self) -> String {
         let mut out = String::new();
         if let Some(e) = &self.scheduler_error {
@@ -160,7 +161,12 @@ impl NodesReport {
                 continue;
             }
             for z in &n.zones {
-                for (i, r) in z.resources.iter().enumerate() {
+                // Resources the zone has none of (e.g. hugepages not configured) say nothing.
+                let shown = z
+                    .resources
+                    .iter()
+                    .filter(|r| r.allocatable > 0 || r.free > 0);
+                for (i, r) in shown.enumerate() {
                     let kind = ResourceKind::of(&r.resource);
                     let show = |value| Amount { kind, value }.to_string();
                     let mut row = std::mem::replace(&mut head, vec![String::new(); 4]);
@@ -176,6 +182,10 @@ impl NodesReport {
                     row.push(r.scheduler_free.map_or_else(|| "-".to_owned(), show));
                     table.row(row);
                 }
+            }
+            if !head[0].is_empty() {
+                // Not consumed by a resource row: every zone was empty.
+                table.row(head);
             }
         }
         out.push_str(&table.render(0));
