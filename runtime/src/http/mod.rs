@@ -189,6 +189,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_components_routes_are_served_beside_the_common_ones() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let extra = Router::new().route("/debug/thing", axum::routing::get(|| async { "thing" }));
+        let server = tokio::spawn(serve_on_with(
+            listener,
+            Metrics::from_fn(|| Ok(String::new())),
+            Readiness::not_ready("starting"),
+            extra,
+            std::future::pending(),
+        ));
+        let thing = get(addr, "/debug/thing").await;
+        assert_eq!((thing.status, thing.body.as_str()), (200, "thing"));
+        assert_eq!(get(addr, "/healthz").await.status, 200);
+        server.abort();
+    }
+
+    #[tokio::test]
     async fn a_failing_metrics_source_answers_500() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
