@@ -8,10 +8,12 @@
 //! own ServiceAccount token (see [`processes`]). kwok keeps the nodes; the node
 //! simulator plays the kubelet for the workload.
 
+mod inspect;
 mod processes;
 mod report;
 mod workload;
 
+pub use inspect::{create_oversized_pod, kubectl_tas, wait_failed_scheduling};
 pub use processes::{
     NAME_LABEL, cmdline, is_ready, process_identity, start_runner, wait_ready_pods,
 };

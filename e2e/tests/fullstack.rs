@@ -198,6 +198,32 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         assert!(n <= 1, "{} was bound {n} times", p.pod);
     }
 
+    // `kubectl tas nodes`: the API server's service proxy reaches the scheduler process
+    // the pod runner started (its pod IP in the runner's network namespace), and the
+    // scheduler knows every node.
+    let seen = wait_for(
+        "kubectl tas nodes with the scheduler's view",
+        TIMEOUT,
+        || async {
+            let out = stack::kubectl_tas(&cluster, &["nodes", "-o", "json"]).await?;
+            let v: serde_json::Value =
+                serde_json::from_str(&out).map_err(stack::StackError::ctx("kubectl tas nodes"))?;
+            let known = |n: &serde_json::Value| n["fingerprint"] != "unknown";
+            let all = v["schedulerError"].is_null()
+                && v["nodes"].as_array().is_some_and(|ns| {
+                    scenario
+                        .nodes()
+                        .iter()
+                        .all(|s| ns.iter().any(|n| n["node"] == s.name.as_str() && known(n)))
+                });
+            Ok::<_, stack::StackError>(all.then_some(v))
+        },
+    )
+    .await
+    .expect("the scheduler's reservations through the service proxy");
+    // Which replica answered depends on the Service; either says whether it leads.
+    assert!(seen["schedulerLeader"].is_boolean(), "{seen:#}");
+
     // Faults: an updater restart, a deleted NRT, a corrupt NRT, a kube-apiserver restart.
     let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
     let victim = scenario.nodes()[0].name.clone();

@@ -205,7 +205,7 @@ where
     for node in nodes {
         match score_node_in(pod, node, pre, topology(node.name()), s) {
             Ok(c) => feasible.push((*node, c)),
-            Err(reason) => reasons.add(reason),
+            Err(reason) => reasons.add(node.name(), reason),
         }
     }
     (feasible, reasons)

@@ -8,14 +8,15 @@
 //! inter-pod [`affinity`], then the [`numa`] fit of the node's Topology Manager policy
 //! and scope, then scoring — assumes the pod and binds it in the background. A pod that
 //! fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. [`explain`] and
-//! [`events`] tell users why a pod waits. [`run`] wires it together with leader
-//! election and the HTTP endpoints ([`metrics`]); [`config`] validates the
-//! configuration file. Label selectors are matched by `tas_api::labels`.
+//! [`events`] tell users why a pod waits; [`debug`] serves the reserve cache to
+//! `kubectl tas`. [`run`] wires it together with leader election and the HTTP
+//! endpoints ([`metrics`]); [`config`] validates the configuration file. Label selectors are matched by `tas_api::labels`.
 
 pub mod affinity;
 pub mod cache;
 pub mod config;
 pub mod cycle;
+pub mod debug;
 pub mod events;
 pub mod explain;
 pub mod filter;

@@ -1,5 +1,5 @@
 //! Wires the scheduler together: watches, reserve-cache resync, leader election, the
-//! HTTP endpoints and the scheduling loop.
+//! HTTP endpoints (with the debug routes) and the scheduling loop.
 
 use crate::cache::{CacheConfig, CacheMetrics, ResyncOutcome, TopologyCache};
 use crate::config::Settings;
@@ -43,10 +43,11 @@ pub async fn run(
     let shared = Shared::new(settings, cache, metrics, events.clone());
 
     let readiness = Readiness::not_ready("watches have not listed yet");
-    let server = tokio::spawn(http::serve(
+    let server = tokio::spawn(http::serve_with(
         http_address,
         http::Metrics::from_registry(Arc::new(registry)),
         readiness.clone(),
+        crate::debug::router(shared.clone()),
     ));
 
     watch::spawn_all(&client, &shared);

@@ -6,7 +6,8 @@
 //! (from config/default's Deployment) and the node agents and the scheduler (from the
 //! DaemonSet and Deployment the operator rendered) as processes, and the demo lists them; places the scenario's workload with TAS, then the
 //! same workload with the default scheduler; prints where every pod went and how many
-//! pods the (simulated) kubelets rejected. The cluster stays up until Ctrl-C.
+//! pods the (simulated) kubelets rejected; ends with `kubectl tas nodes` and `kubectl tas
+//! explain` of a pod no NUMA zone can hold. The cluster stays up until Ctrl-C.
 
 use anyhow::Context;
 use clap::Parser;
@@ -26,8 +27,9 @@ use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 /// container runs: the operator, the node agents and the scheduler run inside this
 /// process, the operands with the command lines and configuration the operator rendered.
 /// Then it places the scenario's workload with TAS and with the default scheduler,
-/// prints the placements and the pods the simulated kubelets rejected, and keeps the
-/// cluster up until Ctrl-C (unless --no-wait).
+/// prints the placements and the pods the simulated kubelets rejected, then `kubectl tas
+/// nodes` and `kubectl tas explain` of a Pending pod, and keeps the cluster up until
+/// Ctrl-C (unless --no-wait).
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
@@ -100,6 +102,25 @@ async fn main() -> anyhow::Result<()> {
             p.pid
         );
     }
+    // Why a pod waits: with the default scheduler's pods gone, one pod that fits the
+    // single-numa-node nodes as a whole but none of their zones, and what `kubectl tas`
+    // says about it.
+    {
+        use k8s_openapi::api::core::v1::Namespace;
+        let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+        api.delete(&ns2, &Default::default()).await?;
+        stack::wait_settled(&client, &ns2, &sim, TIMEOUT).await?;
+    }
+    let ns3 = unique_namespace(&client, "demo-pending").await?;
+    let pending = stack::create_oversized_pod(&client, &ns3, "topology-aware-scheduler").await?;
+    stack::wait_failed_scheduling(&client, &ns3, &pending, TIMEOUT).await?;
+    println!("\n$ kubectl tas nodes");
+    print!("{}", stack::kubectl_tas(&cluster, &["nodes"]).await?);
+    println!("\n$ kubectl tas explain {pending} -n {ns3}");
+    print!(
+        "{}",
+        stack::kubectl_tas(&cluster, &["explain", &pending, "-n", &ns3]).await?
+    );
     if args.no_wait {
         runner.shutdown().await;
         return Ok(());
@@ -107,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
     // The kubectl the demo used (from the tools cache), which need not be on PATH.
     let kubectl = cluster.binaries_dir().join("kubectl");
     println!(
-        "\nThe cluster keeps running. Point kubectl at it (the demo's kubectl is {kubectl}):\n  export KUBECONFIG={}\n  {kubectl} get tas,noderesourcetopologies\n  {kubectl} get pods -n {ns2} -o wide\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
+        "\nThe cluster keeps running. Point kubectl at it (the demo's kubectl is {kubectl}):\n  export KUBECONFIG={}\n  {kubectl} get tas,noderesourcetopologies\n  {kubectl} describe pod -n {ns3} {pending}\n  cargo run -q -p kubectl-tas -- explain {pending} -n {ns3}\nPress Ctrl-C to stop it (every process and file of the demo goes away).",
         cluster.kubeconfig_path().display(),
         kubectl = kubectl.display(),
     );

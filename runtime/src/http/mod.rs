@@ -7,6 +7,8 @@
 //! | `/metrics` | the [`Metrics`] text, OpenMetrics format |
 //!
 //! The component keeps a [`Readiness`] clone and flips it; the server only reads it.
+//! A component adds its own routes (e.g. the scheduler's `/debug/reservations`) with
+//! [`serve_with`]: they are served like the others.
 
 mod metrics;
 mod readiness;
@@ -43,8 +45,18 @@ pub fn router(metrics: Metrics, readiness: Readiness) -> Router {
 
 /// Binds `addr` and serves until the process ends (or the socket fails).
 pub async fn serve(addr: SocketAddr, metrics: Metrics, readiness: Readiness) -> io::Result<()> {
+    serve_with(addr, metrics, readiness, Router::new()).await
+}
+
+/// As [`serve`], with the component's `extra` routes next to the common ones.
+pub async fn serve_with(
+    addr: SocketAddr,
+    metrics: Metrics,
+    readiness: Readiness,
+    extra: Router,
+) -> io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
-    serve_on(listener, metrics, readiness, std::future::pending()).await
+    serve_on_with(listener, metrics, readiness, extra, std::future::pending()).await
 }
 
 /// Serves on an already bound `listener` until `shutdown` resolves, then finishes the
@@ -55,10 +67,21 @@ pub async fn serve_on(
     readiness: Readiness,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_on_with(listener, metrics, readiness, Router::new(), shutdown).await
+}
+
+/// As [`serve_on`], with the component's `extra` routes next to the common ones.
+pub async fn serve_on_with(
+    listener: TcpListener,
+    metrics: Metrics,
+    readiness: Readiness,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     if let Ok(addr) = listener.local_addr() {
-        info!(%addr, "serving /healthz, /readyz and /metrics");
+        info!(%addr, "serving /healthz, /readyz, /metrics and the component's routes");
     }
-    axum::serve(listener, router(metrics, readiness))
+    axum::serve(listener, router(metrics, readiness).merge(extra))
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -163,6 +186,24 @@ mod tests {
 
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_components_routes_are_served_beside_the_common_ones() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let extra = Router::new().route("/debug/thing", axum::routing::get(|| async { "thing" }));
+        let server = tokio::spawn(serve_on_with(
+            listener,
+            Metrics::from_fn(|| Ok(String::new())),
+            Readiness::not_ready("starting"),
+            extra,
+            std::future::pending(),
+        ));
+        let thing = get(addr, "/debug/thing").await;
+        assert_eq!((thing.status, thing.body.as_str()), (200, "thing"));
+        assert_eq!(get(addr, "/healthz").await.status, 200);
+        server.abort();
     }
 
     #[tokio::test]

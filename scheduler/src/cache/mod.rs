@@ -36,6 +36,7 @@
 //! reservations that object cannot reflect yet.
 
 mod config;
+mod inspect;
 mod metrics;
 mod node;
 mod pod;
@@ -53,6 +54,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::ForeignPodsDetection;
 
 pub use config::{CacheConfig, ConfigError};
+pub use inspect::{NodeInspection, ReservationInspection};
 pub use metrics::CacheMetrics;
 pub use node::{NodeView, NrtUpdate};
 pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};

@@ -116,7 +116,7 @@ fn missing_topology_follows_the_setting() {
     };
     assert_eq!(
         r.message(1),
-        format!("0/1 nodes are available: 1 {NO_TOPOLOGY}.")
+        format!("0/1 nodes are available: 1 {NO_TOPOLOGY} (a).")
     );
 }
 
@@ -190,7 +190,7 @@ mod cluster_wide {
         };
         assert_eq!(
             r.message(3),
-            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules (a, b, c)."
         );
     }
 

@@ -252,6 +252,10 @@ async fn a_pod_that_fits_nowhere_stays_pending_with_an_explanation() {
     assert!(msg.contains("nodes are available"), "{msg}");
     assert!(msg.contains("NUMA"), "names the NUMA reason: {msg}");
     assert!(
+        msg.contains(&format!("(cpu: need 8, largest free zone 6) ({n})")),
+        "names the node with the NUMA reason: {msg}"
+    );
+    assert!(
         msg.contains("didn't match Pod's node affinity/selector"),
         "{msg}"
     );

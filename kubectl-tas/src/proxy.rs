@@ -1,0 +1,81 @@
+//! The scheduler's debug endpoint, read through the API server's service proxy:
+//! `GET /api/v1/namespaces/NS/services/[SCHEME:]NAME:PORT/proxy/debug/reservations`.
+//! The API server authorises it as `get` on `services/proxy` in NS and connects to one
+//! ready endpoint of the Service (kube-proxy is not involved).
+
+use http::Request;
+use kube::Client;
+use tas_scheduler::debug::{RESERVATIONS_PATH, ReservationsReport};
+
+use crate::error::Error;
+
+/// The Service the operator renders in front of the scheduler's HTTP port.
+pub const DEFAULT_SERVICE: &str = "tas-scheduler-metrics";
+/// Its port, by name.
+pub const DEFAULT_PORT: &str = "http";
+
+/// Where the scheduler's HTTP server is, as a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerService {
+    /// The Service's namespace (the stack's `spec.namespace`).
+    pub namespace: String,
+    /// The Service's name.
+    pub name: String,
+    /// The port, by name or number.
+    pub port: String,
+    /// `http` or `https`; empty lets the API server pick (`http`).
+    pub scheme: String,
+}
+
+impl SchedulerService {
+    /// The API server path that proxies `path` (starting with `/`) to the Service.
+    pub fn proxy_path(&self, path: &str) -> String {
+        let scheme = if self.scheme.is_empty() {
+            String::new()
+        } else {
+            format!("{}:", self.scheme)
+        };
+        format!(
+            "/api/v1/namespaces/{}/services/{scheme}{}:{}/proxy{path}",
+            self.namespace, self.name, self.port
+        )
+    }
+
+    /// Reads the scheduler's reserve cache.
+    pub async fn reservations(&self, client: &Client) -> Result<ReservationsReport, Error> {
+        let path = self.proxy_path(RESERVATIONS_PATH);
+        let request = Request::get(&path)
+            .body(Vec::new())
+            .map_err(|e| Error::api(path.clone())(kube::Error::HttpError(e)))?;
+        let text = client
+            .request_text(request)
+            .await
+            .map_err(Error::api(path.clone()))?;
+        serde_json::from_str(&text).map_err(|source| Error::Decode { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_the_service_proxy_path_with_and_without_a_scheme() {
+        let mut s = SchedulerService {
+            namespace: "tas-system".into(),
+            name: DEFAULT_SERVICE.into(),
+            port: DEFAULT_PORT.into(),
+            scheme: String::new(),
+        };
+        assert_eq!(
+            s.proxy_path(RESERVATIONS_PATH),
+            "/api/v1/namespaces/tas-system/services/tas-scheduler-metrics:http/proxy/debug/reservations"
+        );
+        s.scheme = "https".into();
+        s.port = "8443".into();
+        assert_eq!(
+            s.proxy_path("/debug/reservations"),
+            "/api/v1/namespaces/tas-system/services/https:tas-scheduler-metrics:8443/proxy/debug/reservations"
+        );
+    }
+}

@@ -1,0 +1,64 @@
+//! The `TopologyAwareScheduling` object (`default`) and what the commands take from it:
+//! where the scheduler's Service is, and how the scheduler treats nodes without NRT.
+
+use kube::{Api, Client};
+use tas_api::tas::{DEFAULT_NAMESPACE, NodesWithoutTopology, TopologyAwareScheduling};
+
+use crate::error::Error;
+use crate::proxy::{DEFAULT_PORT, DEFAULT_SERVICE, SchedulerService};
+
+/// The singleton's name.
+pub const STACK_NAME: &str = "default";
+
+/// Flags that locate the scheduler's Service; unset ones come from the stack object.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SchedulerFlags {
+    /// Namespace of the scheduler's Service (default: the stack's `spec.namespace`).
+    #[arg(long, global = true)]
+    pub scheduler_namespace: Option<String>,
+    /// The scheduler's Service.
+    #[arg(long, global = true, default_value = DEFAULT_SERVICE)]
+    pub scheduler_service: String,
+    /// The Service's port, by name or number.
+    #[arg(long, global = true, default_value = DEFAULT_PORT)]
+    pub scheduler_port: String,
+    /// Scheme the API server uses to reach the scheduler: `http` or `https` (when the
+    /// scheduler serves TLS). Empty: the API server's default.
+    #[arg(long, global = true, default_value = "")]
+    pub scheduler_scheme: String,
+}
+
+/// Reads the stack object; `None` when it does not exist (or its CRD is not installed).
+pub async fn read(client: &Client) -> Result<Option<TopologyAwareScheduling>, Error> {
+    let api: Api<TopologyAwareScheduling> = Api::all(client.clone());
+    match api.get_opt(STACK_NAME).await {
+        Ok(found) => Ok(found),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(Error::api("reading TopologyAwareScheduling default")(e)),
+    }
+}
+
+impl SchedulerFlags {
+    /// The Service, with the stack's namespace unless overridden.
+    pub fn service(&self, stack: Option<&TopologyAwareScheduling>) -> SchedulerService {
+        let namespace = self.scheduler_namespace.clone().unwrap_or_else(|| {
+            stack.map_or_else(
+                || DEFAULT_NAMESPACE.to_owned(),
+                |s| s.spec.namespace.clone(),
+            )
+        });
+        SchedulerService {
+            namespace,
+            name: self.scheduler_service.clone(),
+            port: self.scheduler_port.clone(),
+            scheme: self.scheduler_scheme.clone(),
+        }
+    }
+}
+
+/// How the scheduler treats nodes without an NRT object.
+pub fn nodes_without_topology(stack: Option<&TopologyAwareScheduling>) -> NodesWithoutTopology {
+    stack
+        .map(|s| s.spec.scheduler.nodes_without_topology)
+        .unwrap_or_default()
+}
