@@ -458,3 +458,32 @@ fn promtool_check_metrics(what: &str, text: &str) {
         text.lines().filter(|l| !l.starts_with('#')).count()
     );
 }
+
+/// The user guide's compatibility table names the versions the tools script builds and
+/// every test runs against (testcluster/tools/build.sh pins them).
+#[test]
+fn the_compatibility_table_names_the_tested_versions() {
+    let script = std::fs::read_to_string(repo().join("testcluster/tools/build.sh")).unwrap();
+    let guide = std::fs::read_to_string(repo().join("docs/user-guide.md")).unwrap();
+    let pinned = |var: &str| {
+        script
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{var}=")))
+            .unwrap_or_else(|| panic!("build.sh pins {var}"))
+            .to_owned()
+    };
+    let promtool = pinned("PROMTOOL_VERSION");
+    let promtool = format!("promtool 3.{}", promtool.trim_start_matches("v0.3"));
+    for version in [
+        format!("**{}**", pinned("K8S_VERSION")),
+        format!("| {} |", pinned("ETCD_VERSION")),
+        format!("| {} |", pinned("KWOK_VERSION")),
+        format!("**{}**", pinned("HELM_VERSION")),
+        promtool,
+    ] {
+        assert!(
+            guide.contains(&version),
+            "docs/user-guide.md#compatibility does not name {version}"
+        );
+    }
+}

@@ -352,7 +352,7 @@ operator:
     for (field, value) in &operator.blocks {
         out.push_str(&block(field, value, 2)?);
     }
-    out.push_str(&format!(
+    out.push_str(
         "  tolerations: []
 
 # The namespace of the operands' NetworkPolicies and ServiceMonitors: the
@@ -378,8 +378,8 @@ monitoring:
 # every field. Delete the object before `helm uninstall` (docs/user-guide.md#uninstall).
 topologyAwareScheduling:
   create: false
-"
-    ));
+",
+    );
     out.push_str(&block("spec", &sample["spec"], 2)?);
     Ok(out)
 }
