@@ -424,8 +424,41 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
     assert!(releases.trim().is_empty(), "release left: {releases}");
 }
 
-/// `promtool check metrics` on one component's exposition text.
-fn promtool_check_metrics(what: &str, text: &str) {
+/// The classic Prometheus text format of an OpenMetrics exposition, which is what
+/// `promtool check metrics` parses: a counter family's HELP and TYPE name its samples'
+/// `_total` name, and there is no `# EOF` line. Nothing else changes.
+fn classic_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::new();
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// `promtool check metrics` on one component's exposition text (OpenMetrics, as the
+/// components serve it, given to promtool in the classic text format it reads).
+fn promtool_check_metrics(what: &str, openmetrics: &str) {
+    assert!(
+        openmetrics.ends_with("# EOF\n"),
+        "{what} serves OpenMetrics:\n{openmetrics}"
+    );
+    let text = classic_text(openmetrics);
     let promtool = tools().binary("promtool");
     let mut child = Command::new(&promtool)
         .args(["check", "metrics"])

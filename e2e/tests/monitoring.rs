@@ -154,12 +154,21 @@ fn queried(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn rules_and_dashboard_query_metrics_the_components_export() {
-    // Each component's registry, built as its binary builds it.
+    // Each component's registry, built as its binary builds it, with one series in each
+    // labelled family (an empty family exposes nothing, not even its name).
     let operator = tas_operator::metrics::Metrics::new().render().unwrap();
     let mut scheduler = tas_scheduler::metrics::Metrics::new();
-    let _cache = tas_scheduler::cache::CacheMetrics::register(&mut scheduler.registry);
+    let cache = tas_scheduler::cache::CacheMetrics::register(&mut scheduler.registry);
+    scheduler.attempt("scheduled");
+    let _ = cache.resyncs(tas_scheduler::cache::ResyncOutcome::Forced);
     let scheduler = tas_runtime::metrics::encode(&scheduler.registry).unwrap();
-    let updater = tas_updater::metrics::Metrics::new().render().unwrap();
+    let updater = tas_updater::metrics::Metrics::new();
+    updater.published(true);
+    updater.failed("apply");
+    let _ = updater
+        .podresources_latency
+        .get_or_create(&tas_updater::metrics::CallLabel { call: "list" });
+    let updater = updater.render().unwrap();
     let known: BTreeSet<String> = [operator, scheduler, updater]
         .iter()
         .flat_map(|t| exported(t))
