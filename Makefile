@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds cluster-tools test unit-test clean-cluster-tools help images demo bench
+.PHONY: all build lint fmt crds chart cluster-tools test unit-test clean-cluster-tools help images demo bench
 
 all: build
 
@@ -22,7 +22,12 @@ fmt: ## Format the code
 crds: ## Regenerate config/crd/ from the Rust types in api/
 	$(CARGO) run --quiet -p tas-operator -- crd --out config/crd
 
-cluster-tools: ## Build etcd, kube-apiserver, controller-manager, kube-scheduler, kubectl, kwok (cached)
+chart: ## Regenerate charts/tas/ from config/default and config/prometheus (kubectl kustomize; a test checks it is current)
+	@bin=$$(TAS_TOOLS_ONLY=k8s testcluster/tools/build.sh | tail -n 1); \
+	test -n "$$bin" || { echo "make chart: building kubectl failed" >&2; exit 1; }; \
+	$(CARGO) run --quiet -p tas-e2e --bin tas-chart -- --kubectl "$$bin/kubectl"
+
+cluster-tools: ## Build etcd, kube-apiserver, controller-manager, kube-scheduler, kubectl, kwok, helm, promtool (cached)
 	@testcluster/tools/build.sh >/dev/null
 
 clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_TOOLS_CACHE); the next run rebuilds them

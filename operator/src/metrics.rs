@@ -62,6 +62,20 @@ pub struct ComponentLabel {
 }
 
 /// Upper bounds of the reconcile duration buckets, in seconds.
+/// The `condition` label of [`Metrics::set_conditions`]: a condition type.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConditionLabel {
+    /// `Available`, `Progressing` or `Degraded`.
+    pub condition: &'static str,
+}
+
+/// The condition types the `tas_operator_condition` gauge reports.
+const CONDITIONS: [&str; 3] = [
+    tas_api::tas::status::condition_type::AVAILABLE,
+    tas_api::tas::status::condition_type::PROGRESSING,
+    tas_api::tas::status::condition_type::DEGRADED,
+];
+
 const DURATION_BUCKETS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Values of the `component` label.
 const COMPONENTS: [&str; 2] = ["updater", "scheduler"];
@@ -73,6 +87,7 @@ pub struct Metrics {
     reconcile_duration: Family<ResultLabel, Histogram>,
     operands_ready: Family<ComponentLabel, Gauge>,
     stale_nrt_nodes: Gauge,
+    conditions: Family<ConditionLabel, Gauge>,
     readiness: Readiness,
     otel: Option<OtelInstruments>,
 }
@@ -121,12 +136,22 @@ impl Metrics {
             "Nodes of the node groups without a fresh NodeResourceTopology (agent not ready, or object missing or empty)",
             stale_nrt_nodes.clone(),
         );
+        let conditions = Family::<ConditionLabel, Gauge>::default();
+        registry.register(
+            "condition",
+            "1 while the TopologyAwareScheduling object's condition (Available, Progressing, Degraded) is True, else 0; set by the leader",
+            conditions.clone(),
+        );
+        for condition in CONDITIONS {
+            let _ = conditions.get_or_create(&ConditionLabel { condition });
+        }
         let metrics = Self {
             registry,
             reconciles,
             reconcile_duration,
             operands_ready,
             stale_nrt_nodes,
+            conditions,
             readiness: Readiness::not_ready("the controller's caches are not synced yet"),
             otel: None,
         };
@@ -231,6 +256,18 @@ impl Metrics {
     }
 
     /// Marks the operator ready (`/readyz`): its caches are synced.
+    /// Records which of the object's conditions are True.
+    pub fn set_conditions(&self, conditions: &[tas_api::tas::Condition]) {
+        for condition in CONDITIONS {
+            let on = conditions
+                .iter()
+                .any(|c| c.type_ == condition && c.status == "True");
+            self.conditions
+                .get_or_create(&ConditionLabel { condition })
+                .set(i64::from(on));
+        }
+    }
+
     pub fn set_ready(&self) {
         self.readiness.set_ready();
     }
@@ -268,6 +305,12 @@ mod tests {
         m.reconciled(ReconcileResult::TransientError, Duration::from_millis(5));
         m.set_operands_ready(3, 1);
         m.set_stale_nrt_nodes(2);
+        let degraded: tas_api::tas::Condition = serde_json::from_value(serde_json::json!({
+            "type": "Degraded", "status": "True", "reason": "ApplyFailed", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        m.set_conditions(&[degraded]);
         let text = m.render().unwrap();
         for want in [
             "tas_operator_reconciles_total{result=\"success\"} 1",
@@ -276,6 +319,8 @@ mod tests {
             "tas_operator_operands_ready{component=\"updater\"} 3",
             "tas_operator_operands_ready{component=\"scheduler\"} 1",
             "tas_operator_stale_nrt_nodes 2",
+            "tas_operator_condition{condition=\"Degraded\"} 1",
+            "tas_operator_condition{condition=\"Available\"} 0",
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }

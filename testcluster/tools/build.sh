@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components the integration tests run against, from the Go
-# modules pinned in testcluster/tools/{k8s,etcd,kwok,schedplugins}/go.mod, into a cache
+# modules pinned in testcluster/tools/{k8s,etcd,kwok,schedplugins}/go.mod (and the
+# ecosystem tools the chart and monitoring tests run: helm/, promtool/), into a cache
 # outside the work tree keyed by version (and by the go.sum that pins their
 # dependencies). A component already in the cache is not rebuilt. Prints the directory
 # holding the binaries last.
@@ -16,9 +17,10 @@
 #
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
-#   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok schedplugins
-#                    (default: k8s etcd kwok; schedplugins — kube-scheduler with the
-#                    scheduler-plugins NUMA plugin, for `make bench` — only on request)
+#   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok schedplugins helm promtool
+#                    (default: k8s etcd kwok helm promtool; schedplugins — kube-scheduler
+#                    with the scheduler-plugins NUMA plugin, for `make bench` — only on
+#                    request)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,10 +30,15 @@ K8S_VERSION=v1.34.4
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 SCHEDPLUGINS_VERSION=v0.33.5
+# The chart's tests (charts/tas) and the monitoring bundle's (config/prometheus). The
+# Prometheus module's v0.3XX.Y is Prometheus 3.XX.Y.
+HELM_VERSION=v4.3.1
+PROMTOOL_VERSION=v0.316.0
 
 if [ "${1:-}" = "--clean" ]; then
   for pinned in "k8s-$K8S_VERSION" "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
-    "schedplugins-$SCHEDPLUGINS_VERSION" "bin-$K8S_VERSION"; do
+    "schedplugins-$SCHEDPLUGINS_VERSION" "helm-$HELM_VERSION" "promtool-$PROMTOOL_VERSION" \
+    "bin-$K8S_VERSION"; do
     # <module>-<version>-<go.sum digest>, one per go.sum the version was built from.
     for dir in "$cache_root/$pinned" "$cache_root/$pinned"-*; do
       [ -d "$dir" ] || continue
@@ -45,13 +52,13 @@ elif [ $# -gt 0 ]; then
   exit 2
 fi
 
-only="${TAS_TOOLS_ONLY:-k8s etcd kwok}"
+only="${TAS_TOOLS_ONLY:-k8s etcd kwok helm promtool}"
 
 # The Go the selected modules need: the highest `go` directive of their go.mod files.
 required=
 for m in $only; do
   if [ ! -f "$here/$m/go.mod" ]; then
-    echo "unknown tool set: $m (known: k8s etcd kwok schedplugins)" >&2
+    echo "unknown tool set: $m (known: k8s etcd kwok schedplugins helm promtool)" >&2
     exit 2
   fi
   v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$m/go.mod")
@@ -91,7 +98,7 @@ key() { # module version
   printf '%s/%s-%s-%s' "$cache_root" "$1" "$2" "$sum"
 }
 
-build() { # module version ldflags name=package...
+build() { # module version ldflags name=package... (env BUILD_TAGS: go build -tags)
   local mod=$1 version=$2 ldflags=$3
   shift 3
   local dir missing=()
@@ -111,7 +118,8 @@ build() { # module version ldflags name=package...
   for pair in "${missing[@]}"; do
     echo "cluster-tools: building ${pair%%=*} ($mod $version) into $dir" >&2
     (cd "$here/$mod" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod \
-      go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/${pair%%=*}" "${pair#*=}")
+      go build -trimpath ${BUILD_TAGS:+-tags "$BUILD_TAGS"} -ldflags "-s -w $ldflags" \
+      -o "$tmp/${pair%%=*}" "${pair#*=}")
     mv "$tmp/${pair%%=*}" "$dir/"
   done
   rmdir "$tmp"
@@ -137,6 +145,13 @@ for m in $only; do
     schedplugins) build schedplugins "$SCHEDPLUGINS_VERSION" \
       "-X k8s.io/component-base/version.gitVersion=v1.33.13-scheduler-plugins-$SCHEDPLUGINS_VERSION" \
       kube-scheduler-plugins=sigs.k8s.io/scheduler-plugins/cmd/scheduler ;;
+    helm) build helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+      helm=helm.sh/helm/v4/cmd/helm ;;
+    # Without the service-discovery plugins (cloud SDKs): the rule and metrics checks
+    # need none of them, and they are most of the build.
+    promtool) BUILD_TAGS=remove_all_sd build promtool "$PROMTOOL_VERSION" \
+      "-X github.com/prometheus/common/version.Version=3.${PROMTOOL_VERSION#v0.3}" \
+      promtool=github.com/prometheus/prometheus/cmd/promtool ;;
     k8s) build k8s "$K8S_VERSION" "$k8s_ldflags" \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
       kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -159,4 +174,10 @@ sp="$(key schedplugins "$SCHEDPLUGINS_VERSION")/kube-scheduler-plugins"
 if [ -x "$sp" ]; then
   ln -sf "$sp" "$bin/kube-scheduler-plugins"
 fi
+for t in "helm $HELM_VERSION" "promtool $PROMTOOL_VERSION"; do
+  set -- $t
+  if [ -x "$(key "$1" "$2")/$1" ]; then
+    ln -sf "$(key "$1" "$2")/$1" "$bin/$1"
+  fi
+done
 echo "$bin"

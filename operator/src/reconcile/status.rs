@@ -79,6 +79,7 @@ pub async fn update(
         .set_operands_ready(summary.agents_ready.into(), summary.scheduler_ready.into());
     ctx.metrics
         .set_stale_nrt_nodes(i64::try_from(summary.stale).unwrap_or(i64::MAX));
+    ctx.metrics.set_conditions(&summary.status.conditions);
 
     let status = summary.status;
     if status == current {
