@@ -13,8 +13,8 @@
 //!
 //! With default values `helm template --include-crds` gives back what `kubectl
 //! kustomize config/default` gives, except the Namespace (Helm's release namespace,
-//! `--create-namespace`; the operator sets its Pod Security label when it applies the
-//! operands' namespace). `tests/chart.rs` checks both that and that the committed chart
+//! which the user creates with the Pod Security label config/default gives it: the
+//! operator never labels a namespace it did not create). `tests/chart.rs` checks both that and that the committed chart
 //! equals what [`generate`] produces now.
 
 mod files;

@@ -147,7 +147,7 @@ fn helm_lint_passes_with_defaults_and_every_switch_on() {
 }
 
 /// With default values the chart renders exactly config/default's objects, but the
-/// Namespace (Helm's `--create-namespace`); with the monitoring switches on, also
+/// Namespace (created and labelled by the user before `helm install`); with the monitoring switches on, also
 /// exactly config/prometheus's.
 #[test]
 fn helm_template_renders_what_kustomize_renders() {
@@ -243,8 +243,27 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
     let kubeconfig = cluster.kubeconfig_path();
     let kubeconfig = kubeconfig.to_str().unwrap();
 
-    // As the user guide says: the release namespace created by Helm, the chart's own
-    // TopologyAwareScheduling object switched on.
+    // As the user guide says: the release namespace created and labelled for the node
+    // agents' hostPaths first (the operator never labels a namespace it did not create),
+    // then the chart with its own TopologyAwareScheduling object switched on.
+    let labelled = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(NAMESPACE.to_owned()),
+            labels: Some(
+                [(
+                    "pod-security.kubernetes.io/enforce".to_owned(),
+                    "privileged".to_owned(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &labelled)
+        .await
+        .expect("create the release namespace");
     helm(
         home.path(),
         &[
@@ -255,7 +274,6 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
             kubeconfig,
             "--namespace",
             NAMESPACE,
-            "--create-namespace",
             "--set",
             "topologyAwareScheduling.create=true",
         ],
@@ -284,7 +302,7 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         .await
         .expect("the chart's TopologyAwareScheduling object becomes Available");
     eprintln!("stack Available {took:?} after the operator ran");
-    // The operator labels the namespace Helm created for the node agents' hostPaths.
+    // The namespace keeps exactly the labels the user gave it.
     let ns = Api::<Namespace>::all(client.clone())
         .get(NAMESPACE)
         .await
