@@ -6,6 +6,8 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::kubelet::TopologyManagerOverride;
+
 /// A Go-style duration such as `10s`, `1m30s` or `500ms`.
 /// (`[.]` rather than an escaped dot: the pattern is embedded in CEL string literals.)
 pub(crate) const DURATION_PATTERN: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";
@@ -50,6 +52,18 @@ pub struct UpdaterSpec {
     /// Compute resources of the agent's container.
     #[serde(default = "default_resources")]
     pub resources: ResourceRequirements,
+
+    /// Topology Manager settings to publish instead of the kubelet configuration's, for
+    /// kubelets configured by command-line flags.
+    #[serde(default, skip_serializing_if = "TopologyManagerOverride::is_empty")]
+    pub topology_manager: TopologyManagerOverride,
+
+    /// Write a node's NodeResourceTopology even when another field manager (e.g.
+    /// node-feature-discovery's topology-updater) writes it. By default the agent leaves
+    /// such an object alone and the operator reports the node in
+    /// `status.nodeGroups[].foreignNRTWriters`.
+    #[serde(default, rename = "takeOverNRT")]
+    pub take_over_nrt: bool,
 }
 
 impl Default for UpdaterSpec {
@@ -62,6 +76,8 @@ impl Default for UpdaterSpec {
             exclude_pods: Vec::new(),
             tolerations: default_tolerations(),
             resources: default_resources(),
+            topology_manager: TopologyManagerOverride::default(),
+            take_over_nrt: false,
         }
     }
 }
@@ -179,6 +195,18 @@ pub struct KubeletPaths {
     #[schemars(length(min = 1, max = 4096))]
     #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.updater.kubelet.configFile must be an absolute path"))]
     pub config_file: String,
+    /// The kubelet's drop-in directory (its `--config-dir`): files named `*.conf` in it
+    /// are merged over the config file in lexical order, as the kubelet does. Unset: the
+    /// kubelet has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.updater.kubelet.configDir must be an absolute path"))]
+    pub config_dir: Option<String>,
+    /// Read the running kubelet's configuration from its `/configz` endpoint, through the
+    /// API server's node proxy, instead of the files. Off by default: it grants the node
+    /// agents `nodes/proxy` (see docs/rbac.md).
+    #[serde(default)]
+    pub configz: bool,
 }
 
 impl Default for KubeletPaths {
@@ -186,6 +214,8 @@ impl Default for KubeletPaths {
         Self {
             pod_resources_dir: default_pod_resources_dir(),
             config_file: default_config_file(),
+            config_dir: None,
+            configz: false,
         }
     }
 }

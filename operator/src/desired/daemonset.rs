@@ -3,8 +3,9 @@
 //! One DaemonSet per group, placed by node affinity translated from the group's label
 //! selector, running `tas-updater` with the group's merged settings as flags
 //! ([`UpdaterArgs`]). The agent reads three host paths, all mounted read-only:
-//! `/sys` (NUMA topology), the kubelet's config file (Topology Manager policy and scope)
-//! and the kubelet's pod-resources directory (the gRPC socket).
+//! `/sys` (NUMA topology), the directory of the kubelet's config file (and its drop-in
+//! directory when it lies elsewhere: see [`KubeletMounts`]) and the kubelet's
+//! pod-resources directory (the gRPC socket).
 
 use super::BuildError;
 use super::hash::config_hash;
@@ -29,9 +30,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
-use tas_api::config::updater::{
-    HTTP_PORT, KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs,
-};
+use tas_api::config::kubelet_mounts::KubeletMounts;
+use tas_api::config::updater::{HTTP_PORT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs};
 use tas_api::tas::TopologyAwareSchedulingSpec;
 
 /// `app.kubernetes.io/name` of the node agent pods.
@@ -86,7 +86,7 @@ pub(crate) fn updater_daemon_set(
 
     let (volumes, volume_mounts) = host_volumes(
         &settings.kubelet.pod_resources_dir,
-        &settings.kubelet.config_file,
+        &KubeletMounts::for_paths(&settings.kubelet),
     );
     let container = Container {
         name: UPDATER_CONTAINER.to_owned(),
@@ -154,7 +154,7 @@ pub(crate) fn updater_daemon_set(
     })
 }
 
-/// The three host paths and where they are mounted, all read-only.
+/// The host paths and where they are mounted, all read-only.
 ///
 /// The pod-resources *directory* is mounted, not the socket file: the kubelet recreates
 /// the socket when it restarts, and a bind mount of the file would keep pointing at the
@@ -163,22 +163,27 @@ pub(crate) fn updater_daemon_set(
 /// the mount is writable (Linux refuses writes on read-only mounts only for regular
 /// files, directories and symlinks), so the agent can talk to the kubelet while being
 /// unable to create, replace or delete anything in the directory.
-fn host_volumes(pod_resources_dir: &str, kubelet_config: &str) -> (Vec<Volume>, Vec<VolumeMount>) {
-    let entries = [
-        ("sys", "/sys", "Directory", SYSFS_MOUNT),
-        (
-            "kubelet-config",
-            kubelet_config,
-            "File",
-            KUBELET_CONFIG_MOUNT,
-        ),
-        (
-            "pod-resources",
-            pod_resources_dir,
-            "Directory",
-            POD_RESOURCES_MOUNT,
-        ),
-    ];
+fn host_volumes(
+    pod_resources_dir: &str,
+    kubelet: &KubeletMounts,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
+    // The kubelet config's directory, not the file: a config replaced by rename stays
+    // visible (a bind mount of the file would keep the old inode).
+    let entries: Vec<(&str, &str, &str, &str)> =
+        std::iter::once(("sys", "/sys", "Directory", SYSFS_MOUNT))
+            .chain(
+                kubelet
+                    .mounts
+                    .iter()
+                    .map(|m| (m.name, m.host.as_str(), "Directory", m.container.as_str())),
+            )
+            .chain(std::iter::once((
+                "pod-resources",
+                pod_resources_dir,
+                "Directory",
+                POD_RESOURCES_MOUNT,
+            )))
+            .collect();
     let volumes = entries
         .iter()
         .map(|(name, host_path, type_, _)| Volume {

@@ -123,6 +123,7 @@ fn nrt_crd_follows_spec_nrt_crd() {
     c.spec.nrt_crd = tas_api::tas::NrtCrdSpec {
         manage: false,
         delete_on_uninstall: false,
+        take_over: false,
     };
     let d = desired(&c, &ctx()).unwrap();
     assert!(d.nrt_crd.is_none());
