@@ -7,6 +7,7 @@
 //! object and waiting for its operands to be gone.
 
 mod binary;
+mod coexistence;
 mod collector;
 mod harness;
 mod install;
@@ -55,6 +56,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     paused::scenario(&client, &operator).await;
     scale::scenario(&client, &operator).await;
     otlp::scenario(&client, &telemetry).await;
+    coexistence::scenario(&client).await;
     operator
         .stop(harness::TIMEOUT)
         .await
