@@ -105,9 +105,14 @@ pub async fn scenario(client: &Client) {
     let names = nodes(client, "coexist", 3, &[(POOL, &pool)]).await;
     let (foreign, unreadable, none) = (&names[0], &names[1], &names[2]);
     helm_applies_the_crd(client).await;
-    write_nrt(client, NFD_UPDATER, foreign, json!({
-        "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
-    }))
+    write_nrt(
+        client,
+        NFD_UPDATER,
+        foreign,
+        json!({
+            "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
+        }),
+    )
     .await;
     write_nrt(client, "tas-updater", unreadable, json!({
         "metadata": {"annotations": {
@@ -117,10 +122,15 @@ pub async fn scenario(client: &Client) {
         "attributes": [{"name": "topologyManagerPolicy", "value": "restricted"}],
     }))
     .await;
-    write_nrt(client, "tas-updater", none, json!({
-        "metadata": {"annotations": {KUBELET_CONFIG_SOURCE: "/var/lib/kubelet/config.yaml"}},
-        "attributes": [{"name": "topologyManagerPolicy", "value": "none"}],
-    }))
+    write_nrt(
+        client,
+        "tas-updater",
+        none,
+        json!({
+            "metadata": {"annotations": {KUBELET_CONFIG_SOURCE: "/var/lib/kubelet/config.yaml"}},
+            "attributes": [{"name": "topologyManagerPolicy", "value": "none"}],
+        }),
+    )
     .await;
 
     create(client, &with_groups(&ns, &[("numa", POOL, &pool)])).await;
@@ -134,9 +144,9 @@ pub async fn scenario(client: &Client) {
 
     let cr = wait_status(client, "the group's nodes reported", |cr| {
         cr.status.as_ref().is_some_and(|s| {
-            s.node_groups
-                .first()
-                .is_some_and(|g| g.kubelet_config_issues.len() == 2 && !g.foreign_nrt_writers.is_empty())
+            s.node_groups.first().is_some_and(|g| {
+                g.kubelet_config_issues.len() == 2 && !g.foreign_nrt_writers.is_empty()
+            })
         })
     })
     .await;
@@ -162,16 +172,19 @@ pub async fn scenario(client: &Client) {
     let selector = "involvedObject.name=default,reason=KubeletConfigUnreadable";
     let event = wait_for("the KubeletConfigUnreadable Event", TIMEOUT, || async {
         let list = events.list(&ListParams::default().fields(selector)).await?;
-        Ok::<_, kube::Error>(
-            list.items
-                .into_iter()
-                .find(|e| e.message.as_deref().is_some_and(|m| m.contains(unreadable.as_str()))),
-        )
+        Ok::<_, kube::Error>(list.items.into_iter().find(|e| {
+            e.message
+                .as_deref()
+                .is_some_and(|m| m.contains(unreadable.as_str()))
+        }))
     })
     .await
     .unwrap();
     let note = event.message.unwrap();
-    assert!(note.contains(BAD_FILE) && note.contains("does not parse"), "{note}");
+    assert!(
+        note.contains(BAD_FILE) && note.contains("does not parse"),
+        "{note}"
+    );
     assert_eq!(event.type_.as_deref(), Some("Warning"));
 
     // Take the CRD over: the operator applies it again (its label comes back); the
@@ -179,16 +192,23 @@ pub async fn scenario(client: &Client) {
     patch_spec(client, json!({"nrtCRD": {"takeOver": true}})).await;
     let cr = wait_condition(client, NRT_OWNERSHIP, "False", Some("NRTWrittenByOther")).await;
     let message = &condition(&cr, NRT_OWNERSHIP).unwrap().message;
-    assert!(message.contains(NFD_UPDATER) && message.contains(foreign.as_str()), "{message}");
+    assert!(
+        message.contains(NFD_UPDATER) && message.contains(foreign.as_str()),
+        "{message}"
+    );
     wait_for("the operator's label back on the CRD", TIMEOUT, || async {
-        Ok::<_, kube::Error>((crd_label(client).await.as_deref() == Some("tas-operator")).then_some(()))
+        Ok::<_, kube::Error>(
+            (crd_label(client).await.as_deref() == Some("tas-operator")).then_some(()),
+        )
     })
     .await
     .unwrap();
 
     // The other writer goes away: TAS alone writes NRT.
     let nrts = Api::<DynamicObject>::all_with(client.clone(), &nrt_resource());
-    nrts.delete(foreign, &DeleteParams::default()).await.unwrap();
+    nrts.delete(foreign, &DeleteParams::default())
+        .await
+        .unwrap();
     helm_lets_go(client).await;
     wait_condition(client, NRT_OWNERSHIP, "True", Some("AsExpected")).await;
 

@@ -7,6 +7,7 @@ use kube::core::discovery::Scope;
 use serde_json::Value;
 use tas_api::tas::TopologyAwareScheduling;
 
+mod kubelet;
 mod rbac;
 mod scheduler;
 
