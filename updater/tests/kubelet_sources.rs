@@ -233,7 +233,11 @@ async fn drop_ins_are_merged_and_a_renamed_file_is_seen_without_waiting_for_the_
         o.attribute("topologyManagerScope") == Some("container")
     })
     .await;
-    assert_eq!(policy(&nrt), Some("single-numa-node"), "10-topology.conf again");
+    assert_eq!(
+        policy(&nrt),
+        Some("single-numa-node"),
+        "10-topology.conf again"
+    );
 }
 
 #[tokio::test]
@@ -277,14 +281,19 @@ async fn bad_input_names_the_file_and_keeps_the_last_good_settings() {
         let problem = annotation(&nrt, KUBELET_CONFIG_PROBLEM).unwrap();
         assert!(problem.starts_with(path), "{file}: {problem}");
         assert_eq!(annotation(&nrt, KUBELET_CONFIG_SOURCE), Some(path));
-        assert_eq!(policy(&nrt), Some("restricted"), "{file}: not silently none");
+        assert_eq!(
+            policy(&nrt),
+            Some("restricted"),
+            "{file}: not silently none"
+        );
         assert_eq!(nrt.zones.len(), 1, "the node is still published");
         assert!(node.readiness.is_ready());
         // Repair before the next case.
         match file {
             "config.yaml" => node.replace(file, &good),
-            drop_in => std::fs::remove_file(node.kubelet_dir().join("config.d").join(drop_in))
-                .unwrap(),
+            drop_in => {
+                std::fs::remove_file(node.kubelet_dir().join("config.d").join(drop_in)).unwrap()
+            }
         }
         wait_nrt(&api, &node.name, "repaired", |o| {
             annotation(o, KUBELET_CONFIG_PROBLEM).is_none()
@@ -313,7 +322,10 @@ async fn a_config_never_read_is_published_without_zones_and_unready() {
         problem.contains("/etc/kubernetes/kubelet/config.yaml") && problem.contains("Static"),
         "{problem}"
     );
-    assert!(nrt.zones.is_empty() && nrt.attributes.is_empty(), "no guess");
+    assert!(
+        nrt.zones.is_empty() && nrt.attributes.is_empty(),
+        "no guess"
+    );
     assert!(node.readiness.check().is_err());
 
     // A missing file is not silent either: the defaults, said to be the defaults.
@@ -377,7 +389,10 @@ async fn another_writer_s_object_is_left_alone_unless_taken_over() {
     assert_eq!(policy(&now), Some("best-effort"), "their content stays");
     assert_eq!(node.publishes("applied"), 0);
     assert!(node.readiness.is_ready(), "yielding is not a failure");
-    assert_ne!(now.metadata.resource_version, created.metadata.resource_version);
+    assert_ne!(
+        now.metadata.resource_version,
+        created.metadata.resource_version
+    );
 
     // Told to take over, the agent writes its own view over theirs.
     node.agent.take().unwrap().abort();

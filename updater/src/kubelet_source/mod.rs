@@ -113,7 +113,7 @@ pub struct Problem {
     pub message: String,
     /// What to publish when nothing was ever read (only for a missing config file: the
     /// kubelet's defaults, which is what a kubelet started without `--config` runs).
-    pub fallback: Option<Loaded>,
+    pub fallback: Option<Box<Loaded>>,
 }
 
 impl Problem {
@@ -174,10 +174,10 @@ impl SourceConfig {
             // No file, no drop-in, no override: the path is wrong, or the kubelet is
             // configured by flags the agent cannot see.
             return Err(Problem {
-                fallback: Some(Loaded {
+                fallback: Some(Box::new(Loaded {
                     config: KubeletConfig::default(),
                     sources: Vec::new(),
-                }),
+                })),
                 ..Problem::new(
                     self.host_path(&self.file),
                     "not found: the kubelet's defaults (Topology Manager policy none) are published; set the node group's kubelet.configFile to the kubelet's --config, or its topologyManager to the kubelet's flags",
@@ -253,7 +253,10 @@ impl Discovery {
                 reading
             }
             Err(problem) => {
-                let kept = self.last_good.clone().or_else(|| problem.fallback.clone());
+                let kept = self
+                    .last_good
+                    .clone()
+                    .or_else(|| problem.fallback.as_deref().cloned());
                 let message = match (&self.last_good, &kept) {
                     (Some(_), _) => format!(
                         "{}: {} (publishing the last settings read)",
