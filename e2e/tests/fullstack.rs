@@ -263,9 +263,12 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         "metadata": {"name": corrupt},
         "zones": [{"name": "zone-without-an-id", "type": "Node",
                    "resources": [{"name": "cpu", "capacity": "4", "allocatable": "4", "available": "4"}]}]});
+    // Written as a person's kubectl edit: an edit is drift the agent repairs, whereas
+    // another field manager is another NRT publisher, which the agent leaves alone
+    // unless told to take over (tas_api::nrt::ownership).
     nrts.patch(
         &corrupt,
-        &PatchParams::apply("fault-injector").force(),
+        &PatchParams::apply("kubectl-edit").force(),
         &Patch::Apply(&garbage),
     )
     .await

@@ -548,6 +548,8 @@ fn the_full_sample_sets_every_spec_field() {
 /// Fields the full sample shows only as a comment.
 const COMMENTED: [&str; 6] = [
     "spec.updater.image",
+    "spec.updater.kubelet.configDir",
+    "spec.updater.topologyManager",
     "spec.nodeGroups[].updater.image",
     "spec.scheduler.image",
     "spec.observability.otlpEndpoint",

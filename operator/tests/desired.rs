@@ -4,9 +4,8 @@
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use std::collections::BTreeMap;
-use tas_api::config::updater::{
-    KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SOCKET_NAME, SYSFS_MOUNT, UpdaterArgs,
-};
+use tas_api::config::kubelet_mounts::KUBELET_CONFIG_DIR_MOUNT;
+use tas_api::config::updater::{POD_RESOURCES_MOUNT, SOCKET_NAME, SYSFS_MOUNT, UpdaterArgs};
 use tas_api::tas::{ScoringStrategy, TopologyAwareScheduling, UpdaterSpec};
 use tas_operator::desired::{self, BuildContext, CONFIG_HASH_ANNOTATION, Desired};
 use tas_operator::validate::validate;
@@ -242,9 +241,15 @@ fn host_paths_are_mounted_read_only_and_the_socket_directory_not_the_socket() {
         );
         assert!(host.values().all(|(path, _)| path != "/sys" && path != "/"));
         assert!(args(ds).contains(&format!("--sysfs-root={SYSFS_MOUNT}")));
+        // /etc/kubernetes holds the cluster's keys: the config file alone, never the
+        // directory (elsewhere the file's directory, so a rename is seen).
         assert_eq!(
-            at(KUBELET_CONFIG_MOUNT),
+            at(&format!("{KUBELET_CONFIG_DIR_MOUNT}/kubelet-config.yaml")),
             ("/etc/kubernetes/kubelet-config.yaml".into(), "File".into())
+        );
+        assert!(host.values().all(|(path, _)| path != "/etc/kubernetes"));
+        assert!(
+            args(ds).contains(&"--kubelet-config=/host-kubelet/kubelet-config.yaml".to_owned())
         );
         assert_eq!(
             at(POD_RESOURCES_MOUNT),

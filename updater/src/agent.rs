@@ -8,6 +8,7 @@
 //! log inside it while it waits.
 
 use crate::accounting::{self, AccountingOptions};
+use crate::kubelet_source::{Discovery, SourceConfig, configz, stamp};
 use crate::metrics::{CallLabel, Metrics};
 use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
@@ -20,7 +21,6 @@ use kube::{Api, Client};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 use tas_runtime::http::Readiness;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
@@ -32,12 +32,10 @@ pub struct AgentConfig {
     pub node_name: String,
     /// Where sysfs is mounted.
     pub sysfs_root: PathBuf,
-    /// The kubelet config file.
-    pub kubelet_config: PathBuf,
-    /// Override of the kubelet's Topology Manager policy.
-    pub policy_override: Option<TopologyManagerPolicy>,
-    /// Override of the kubelet's Topology Manager scope.
-    pub scope_override: Option<TopologyManagerScope>,
+    /// Where the kubelet's settings are, and the overrides.
+    pub kubelet: SourceConfig,
+    /// Write the node's object even when another NRT writer does.
+    pub take_over_nrt: bool,
     /// What triggers a publish.
     pub mode: Mode,
     /// Periodic interval.
@@ -53,9 +51,12 @@ pub struct AgentConfig {
 /// Why an observation failed (the kind is the metrics label).
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    /// sysfs or the kubelet config file could not be read.
+    /// sysfs could not be read.
     #[error(transparent)]
     NodeFiles(#[from] NodeFilesError),
+    /// No kubelet settings were ever read (the object was published without zones).
+    #[error(transparent)]
+    KubeletConfig(#[from] crate::kubelet_source::Problem),
     /// The kubelet's podresources API failed.
     #[error(transparent)]
     PodResources(#[from] crate::podresources::PodResourcesError),
@@ -67,7 +68,7 @@ pub enum ObserveError {
 impl ObserveError {
     fn kind(&self) -> &'static str {
         match self {
-            Self::NodeFiles(NodeFilesError::KubeletConfig(_)) => "kubelet_config",
+            Self::KubeletConfig(_) => "kubelet_config",
             Self::NodeFiles(NodeFilesError::Sysfs(_) | NodeFilesError::Cancelled) => "sysfs",
             Self::PodResources(e) => e.kind().as_str(),
             Self::Publish(_) => "apply",
@@ -84,7 +85,12 @@ pub struct Agent {
     readiness: Readiness,
     publisher: Publisher,
     node: NodeRef,
+    discovery: Discovery,
+    yielded_to: Vec<String>,
 }
+
+/// How often the kubelet's configuration files are checked for changes.
+const KUBELET_CONFIG_POLL: Duration = Duration::from_secs(1);
 
 impl Agent {
     /// An agent for `cfg.node_name`, reporting through `metrics` and `readiness`
@@ -96,7 +102,8 @@ impl Agent {
         metrics: Arc<Metrics>,
         readiness: Readiness,
     ) -> Self {
-        let publisher = Publisher::new(Api::all(client.clone()), cfg.reapply_interval);
+        let publisher = Publisher::new(Api::all(client.clone()), cfg.reapply_interval)
+            .take_over(cfg.take_over_nrt);
         let node = NodeRef {
             name: cfg.node_name.clone(),
             uid: String::new(),
@@ -109,6 +116,8 @@ impl Agent {
             readiness,
             publisher,
             node,
+            discovery: Discovery::default(),
+            yielded_to: Vec::new(),
         }
     }
 
@@ -131,6 +140,13 @@ impl Agent {
                 raw_tx,
             ));
         }
+        if !self.cfg.kubelet.configz {
+            tokio::spawn(stamp::watch(
+                self.cfg.kubelet.clone(),
+                KUBELET_CONFIG_POLL,
+                tx.clone(),
+            ));
+        }
         tokio::spawn(triggers::watch_own_object(
             Api::all(self.client.clone()),
             self.cfg.node_name.clone(),
@@ -138,6 +154,7 @@ impl Agent {
         ));
         while let Some(trigger) = rx.recv().await {
             if let Trigger::ObjectChanged(observed) = &trigger {
+                self.publisher.observe(observed.as_deref());
                 if self.publisher.is_current(observed.as_deref()) {
                     continue;
                 }
@@ -158,7 +175,19 @@ impl Agent {
     async fn publish_and_report(&mut self) {
         let started = Instant::now();
         match self.observe_and_publish().await {
+            Ok(Outcome::Yielded(managers)) => {
+                self.metrics.yielded();
+                self.readiness.set_ready();
+                if managers != self.yielded_to {
+                    tracing::warn!(
+                        writers = %managers.join(", "),
+                        "another writer publishes this node's NodeResourceTopology: leaving it alone (take it over with the node group's updater.takeOverNRT)"
+                    );
+                }
+                self.yielded_to = managers;
+            }
             Ok(outcome) => {
+                self.yielded_to.clear();
                 self.metrics.published(outcome == Outcome::Applied);
                 self.readiness.set_ready();
                 if outcome == Outcome::Applied {
@@ -190,15 +219,32 @@ impl Agent {
                 Err(e) => tracing::warn!(error = %e, "reading this Node for the owner reference"),
             }
         }
-        let NodeFiles { topology, kubelet } =
-            NodeFiles::read(&self.cfg.sysfs_root, &self.cfg.kubelet_config).await?;
-        let mut tm = kubelet.topology_manager_config();
-        if let Some(p) = self.cfg.policy_override {
-            tm.policy = p;
+        let kubelet = &self.cfg.kubelet;
+        let NodeFiles {
+            topology,
+            kubelet: read,
+        } = NodeFiles::read(&self.cfg.sysfs_root, (!kubelet.configz).then_some(kubelet)).await?;
+        let read = match read {
+            Some(read) => read,
+            None => configz::fetch(&self.client, &self.node.name, &kubelet.overrides).await,
+        };
+        let reading = self.discovery.settle(read);
+        if reading.problem.is_some() {
+            self.metrics.kubelet_config_problem();
         }
-        if let Some(s) = self.cfg.scope_override {
-            tm.scope = s;
-        }
+        let annotations = reading.report.to_annotations();
+        let Some(kubelet) = reading.config else {
+            // Nothing true to say about the kubelet: publish the report without zones,
+            // so no scheduler places pods by a guess, and stay unready.
+            let mut nrt = nrt_object::skeleton(&self.node);
+            nrt.metadata.annotations = Some(annotations);
+            self.publisher.publish(&nrt).await?;
+            return Err(reading
+                .problem
+                .expect("no settings without a problem")
+                .into());
+        };
+        let tm = kubelet.topology_manager_config();
         let t = Instant::now();
         let allocatable = self.podresources.get_allocatable().await?;
         self.observe_latency("get_allocatable", t);
@@ -229,6 +275,8 @@ impl Agent {
             resource_managers: &kubelet.resource_managers_config(),
             fingerprint,
         });
+        let mut nrt = nrt;
+        nrt.metadata.annotations = Some(annotations);
         Ok(self.publisher.publish(&nrt).await?)
     }
 
@@ -286,9 +334,11 @@ mod tests {
         let cfg = AgentConfig {
             node_name: "node-a".into(),
             sysfs_root: dir.join("sys"),
-            kubelet_config: dir.join("config.yaml"),
-            policy_override: None,
-            scope_override: None,
+            kubelet: SourceConfig {
+                file: dir.join("config.yaml"),
+                ..SourceConfig::default()
+            },
+            take_over_nrt: false,
             mode: Mode::Periodic,
             period: Duration::from_secs(3600),
             debounce: Duration::from_millis(100),

@@ -2,9 +2,11 @@
 //! in-process with exactly the flags a DaemonSet passes.
 
 use crate::agent::AgentConfig;
+use crate::kubelet_source::{Overrides, SourceConfig};
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::triggers::Mode;
 use clap::Parser;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::fingerprint::Method;
@@ -25,9 +27,30 @@ pub struct Args {
     #[arg(long, default_value = "/var/lib/kubelet/pod-resources/kubelet.sock")]
     pub podresources_socket: PathBuf,
     /// The kubelet's configuration file (Topology Manager policy/scope, CPU/memory manager
-    /// policies, reserved CPUs). A missing file means kubelet defaults.
+    /// policies, reserved CPUs). A missing file means kubelet defaults, reported as a
+    /// problem unless Topology Manager overrides are given.
     #[arg(long, default_value = "/var/lib/kubelet/config.yaml")]
     pub kubelet_config: PathBuf,
+    /// The kubelet's drop-in directory (its `--config-dir`): `*.conf` files merged over
+    /// the config file in lexical order.
+    #[arg(long)]
+    pub kubelet_config_dir: Option<PathBuf>,
+    /// Read the kubelet's configuration from `/configz` through the API server's node
+    /// proxy instead of the files (needs `get` on `nodes/proxy`).
+    #[arg(long)]
+    pub kubelet_configz: bool,
+    /// Topology Manager policy options to publish instead of the configuration's,
+    /// `name=value` pairs separated by commas.
+    #[arg(long, value_parser = parse_options)]
+    pub topology_manager_policy_options: Option<BTreeMap<String, String>>,
+    /// `CONTAINER=HOST`: a directory of this container that is a host directory, so that
+    /// problems name the host's files (repeatable).
+    #[arg(long = "host-path", value_parser = parse_host_path)]
+    pub host_paths: Vec<(PathBuf, String)>,
+    /// Write this node's NodeResourceTopology even when another field manager (another
+    /// NRT publisher) writes it.
+    #[arg(long)]
+    pub take_over_nrt: bool,
     /// Publish this Topology Manager policy instead of the kubelet config's.
     #[arg(long, value_parser = parse_policy)]
     pub topology_manager_policy: Option<TopologyManagerPolicy>,
@@ -63,6 +86,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn parse_policy(s: &str) -> Result<TopologyManagerPolicy, String> {
     s.parse().map_err(|e| format!("{e}"))
 }
+fn parse_options(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("{pair:?} is not name=value"))
+        })
+        .collect()
+}
+fn parse_host_path(s: &str) -> Result<(PathBuf, String), String> {
+    s.split_once('=')
+        .map(|(c, h)| (PathBuf::from(c), h.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not CONTAINER=HOST"))
+}
 fn parse_scope(s: &str) -> Result<TopologyManagerScope, String> {
     s.parse().map_err(|e| format!("{e}"))
 }
@@ -92,9 +130,18 @@ impl Args {
         Ok(AgentConfig {
             node_name: self.node_name.clone(),
             sysfs_root: self.sysfs_root.clone(),
-            kubelet_config: self.kubelet_config.clone(),
-            policy_override: self.topology_manager_policy,
-            scope_override: self.topology_manager_scope,
+            kubelet: SourceConfig {
+                file: self.kubelet_config.clone(),
+                config_dir: self.kubelet_config_dir.clone(),
+                configz: self.kubelet_configz,
+                overrides: Overrides {
+                    policy: self.topology_manager_policy,
+                    scope: self.topology_manager_scope,
+                    options: self.topology_manager_policy_options.clone(),
+                },
+                host_paths: self.host_paths.clone(),
+            },
+            take_over_nrt: self.take_over_nrt,
             mode: self.refresh_mode,
             period: self.refresh_period,
             debounce: self.debounce,
@@ -123,5 +170,47 @@ mod tests {
         let config = args.agent_config().unwrap();
         assert_eq!(config.node_name, "worker-1");
         assert_eq!(config.sysfs_root, PathBuf::from("/host-sys"));
+        assert_eq!(
+            config.kubelet.host_path(&config.kubelet.file),
+            "/var/lib/kubelet/config.yaml"
+        );
+    }
+
+    #[test]
+    fn a_group_s_kubelet_settings_parse() {
+        let spec: UpdaterSpec = serde_json::from_value(serde_json::json!({
+            "kubelet": {
+                "configFile": "/etc/kubernetes/kubelet/config.json",
+                "configDir": "/etc/kubernetes/kubelet/config.json.d",
+                "configz": true
+            },
+            "topologyManager": {
+                "policy": "restricted",
+                "scope": "pod",
+                "options": {"prefer-closest-numa-nodes": "true", "max-allowable-numa-nodes": "12"}
+            },
+            "takeOverNRT": true
+        }))
+        .unwrap();
+        let rendered = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        let argv = ["tas-updater", "--node-name=n"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(rendered);
+        let config = Args::try_parse_from(argv).unwrap().agent_config().unwrap();
+        let k = &config.kubelet;
+        assert_eq!(k.file, PathBuf::from("/host-kubelet/config.json"));
+        assert_eq!(
+            k.config_dir.as_deref(),
+            Some(std::path::Path::new("/host-kubelet/config.json.d"))
+        );
+        assert_eq!(
+            k.host_path(k.config_dir.as_ref().unwrap()),
+            "/etc/kubernetes/kubelet/config.json.d"
+        );
+        assert!(k.configz && config.take_over_nrt);
+        assert_eq!(k.overrides.policy, Some(TopologyManagerPolicy::Restricted));
+        assert_eq!(k.overrides.scope, Some(TopologyManagerScope::Pod));
+        assert_eq!(k.overrides.options.as_ref().map(BTreeMap::len), Some(2));
     }
 }

@@ -75,6 +75,10 @@ pub enum ParseError {
     /// Not YAML, or a key holds the wrong type of value.
     #[error("not a valid kubelet configuration: {0}")]
     Yaml(#[from] serde_norway::Error),
+    /// A merged (file, drop-ins, overrides) or `/configz` document holds the wrong type
+    /// of value for a key.
+    #[error("not a valid kubelet configuration: {0}")]
+    Json(#[from] serde_json::Error),
     /// The document declares a kind other than `KubeletConfiguration`.
     #[error("kind is {0:?}, expected KubeletConfiguration")]
     WrongKind(String),
@@ -143,7 +147,18 @@ impl KubeletConfig {
     /// the defaults.
     pub fn from_yaml(text: &str) -> Result<Self, ParseError> {
         let raw: Option<RawConfig> = serde_norway::from_str(text)?;
-        let raw = raw.unwrap_or_default();
+        Self::from_raw(raw.unwrap_or_default())
+    }
+
+    /// Parses a `KubeletConfiguration` already read into JSON (a merge of the config file
+    /// and its drop-ins, or the `kubeletconfig` of a `/configz` answer). `null` yields
+    /// the defaults.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, ParseError> {
+        let raw: Option<RawConfig> = serde_json::from_value(value)?;
+        Self::from_raw(raw.unwrap_or_default())
+    }
+
+    fn from_raw(raw: RawConfig) -> Result<Self, ParseError> {
         if let Some(kind) = raw.kind.filter(|kind| kind != "KubeletConfiguration") {
             return Err(ParseError::WrongKind(kind));
         }

@@ -14,6 +14,7 @@ pub mod accounting;
 pub mod agent;
 pub mod cli;
 pub mod kubelet_config;
+pub mod kubelet_source;
 pub mod metrics;
 pub mod node_files;
 pub mod nrt_object;

@@ -110,6 +110,23 @@ impl Metrics {
         self.last_publish_time.set(now);
     }
 
+    /// A publish left the object to another writer (`publishes_total{result="yielded"}`).
+    pub fn yielded(&self) {
+        self.publishes
+            .get_or_create(&ResultLabel::new("yielded"))
+            .inc();
+    }
+
+    /// The kubelet's configuration could not be read, yet the agent published (with the
+    /// last settings read): an error of kind `kubelet_config`, not a failed publish.
+    pub fn kubelet_config_problem(&self) {
+        self.errors
+            .get_or_create(&KindLabel {
+                kind: "kubelet_config",
+            })
+            .inc();
+    }
+
     /// Record a failed attempt.
     pub fn failed(&self, kind: &'static str) {
         self.publishes

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::kubelet_config::{KubeletConfig, KubeletConfigError};
+use crate::kubelet_source::{Loaded, Problem, SourceConfig};
 use crate::sysfs::{self, SysfsError, Topology};
 
 /// What the node's files say.
@@ -16,8 +16,9 @@ use crate::sysfs::{self, SysfsError, Topology};
 pub struct NodeFiles {
     /// NUMA zones, CPUs, memory, hugepages and distances.
     pub topology: Topology,
-    /// The kubelet's settings; its defaults when the file does not exist.
-    pub kubelet: KubeletConfig,
+    /// The kubelet's settings from its config file and drop-ins, or why they could not
+    /// be read; `None` when they come from elsewhere (`/configz`).
+    pub kubelet: Option<Result<Loaded, Problem>>,
 }
 
 /// Why the node's files could not be read.
@@ -26,23 +27,24 @@ pub enum NodeFilesError {
     /// sysfs could not be read.
     #[error(transparent)]
     Sysfs(#[from] SysfsError),
-    /// The kubelet config file is unreadable or malformed.
-    #[error(transparent)]
-    KubeletConfig(#[from] KubeletConfigError),
     /// The read was cancelled because the runtime is shutting down.
     #[error("reading sysfs and the kubelet config was cancelled")]
     Cancelled,
 }
 
 impl NodeFiles {
-    /// Reads sysfs under `sysfs_root` and the kubelet config at `kubelet_config` on the
-    /// blocking pool; log lines of the read belong to the caller's span.
-    pub async fn read(sysfs_root: &Path, kubelet_config: &Path) -> Result<Self, NodeFilesError> {
-        let (sysfs_root, kubelet_config): (PathBuf, PathBuf) =
-            (sysfs_root.to_owned(), kubelet_config.to_owned());
+    /// Reads sysfs under `sysfs_root` and, when `kubelet` is given, the kubelet's
+    /// configuration files, on the blocking pool; log lines of the read belong to the
+    /// caller's span.
+    pub async fn read(
+        sysfs_root: &Path,
+        kubelet: Option<&SourceConfig>,
+    ) -> Result<Self, NodeFilesError> {
+        let sysfs_root: PathBuf = sysfs_root.to_owned();
+        let kubelet = kubelet.cloned();
         let span = tracing::Span::current();
         let read = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| Self::read_blocking(&sysfs_root, &kubelet_config))
+            span.in_scope(|| Self::read_blocking(&sysfs_root, kubelet.as_ref()))
         });
         match read.await {
             Ok(files) => files,
@@ -55,16 +57,12 @@ impl NodeFiles {
     }
 
     /// The same read on the calling thread, which it blocks.
-    pub fn read_blocking(sysfs_root: &Path, kubelet_config: &Path) -> Result<Self, NodeFilesError> {
+    pub fn read_blocking(
+        sysfs_root: &Path,
+        kubelet: Option<&SourceConfig>,
+    ) -> Result<Self, NodeFilesError> {
         let topology = sysfs::discover(sysfs_root)?;
-        let kubelet = match KubeletConfig::load(kubelet_config) {
-            Ok(config) => config,
-            Err(KubeletConfigError::NotFound { path }) => {
-                tracing::debug!(path = %path.display(), "no kubelet config file: kubelet defaults");
-                KubeletConfig::default()
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let kubelet = kubelet.map(SourceConfig::read_files);
         Ok(Self { topology, kubelet })
     }
 }
@@ -100,8 +98,20 @@ mod tests {
         format!("kind: KubeletConfiguration\ntopologyManagerPolicy: {policy}\n")
     }
 
+    fn source(dir: &TempDir) -> SourceConfig {
+        SourceConfig {
+            file: dir.path().join("config.yaml"),
+            ..SourceConfig::default()
+        }
+    }
+
     async fn read(dir: &TempDir) -> Result<NodeFiles, NodeFilesError> {
-        NodeFiles::read(&dir.path().join("sys"), &dir.path().join("config.yaml")).await
+        NodeFiles::read(&dir.path().join("sys"), Some(&source(dir))).await
+    }
+
+    fn policy(files: &NodeFiles) -> TopologyManagerPolicy {
+        let loaded = files.kubelet.clone().unwrap().expect("settings read");
+        loaded.config.topology_manager_policy
     }
 
     #[tokio::test]
@@ -109,36 +119,25 @@ mod tests {
         let dir = node_dir();
         let files = read(&dir).await.unwrap();
         assert_eq!(files.topology.zones.len(), 1);
-        assert_eq!(
-            files.kubelet.topology_manager_policy,
-            KubeletConfig::default().topology_manager_policy,
-            "no file: kubelet defaults"
-        );
+        let missing = files.kubelet.unwrap().unwrap_err();
+        assert!(missing.message.contains("not found"), "no file: a problem");
 
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, config_with_policy("single-numa-node")).unwrap();
         let files = read(&dir).await.unwrap();
-        assert_eq!(
-            files.kubelet.topology_manager_policy,
-            TopologyManagerPolicy::SingleNumaNode
-        );
+        assert_eq!(policy(&files), TopologyManagerPolicy::SingleNumaNode);
 
         std::fs::write(&config, config_with_policy("restricted")).unwrap();
         let files = read(&dir).await.unwrap();
-        assert_eq!(
-            files.kubelet.topology_manager_policy,
-            TopologyManagerPolicy::Restricted
-        );
+        assert_eq!(policy(&files), TopologyManagerPolicy::Restricted);
     }
 
     #[tokio::test]
     async fn a_malformed_kubelet_config_or_sysfs_tree_is_an_error() {
         let dir = node_dir();
         std::fs::write(dir.path().join("config.yaml"), "topologyManagerPolicy: [").unwrap();
-        assert!(matches!(
-            read(&dir).await,
-            Err(NodeFilesError::KubeletConfig(_))
-        ));
+        let files = read(&dir).await.unwrap();
+        assert!(matches!(files.kubelet, Some(Err(_))));
         std::fs::remove_dir_all(dir.path().join("sys")).unwrap();
         assert!(matches!(read(&dir).await, Err(NodeFilesError::Sysfs(_))));
     }
@@ -166,7 +165,12 @@ mod tests {
         });
 
         let sysfs_root = dir.path().join("sys");
-        let reading = tokio::spawn(async move { NodeFiles::read(&sysfs_root, &config).await });
+        let kubelet = SourceConfig {
+            file: config,
+            ..SourceConfig::default()
+        };
+        let reading =
+            tokio::spawn(async move { NodeFiles::read(&sysfs_root, Some(&kubelet)).await });
         // Let the read start, then show this thread still serves timers and tasks.
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
@@ -180,9 +184,6 @@ mod tests {
             writer.join().unwrap(),
             "the async thread was blocked by the read"
         );
-        assert_eq!(
-            files.kubelet.topology_manager_policy,
-            TopologyManagerPolicy::BestEffort
-        );
+        assert_eq!(policy(&files), TopologyManagerPolicy::BestEffort);
     }
 }

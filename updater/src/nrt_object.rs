@@ -40,20 +40,27 @@ pub struct Observed<'a> {
     pub fingerprint: Option<(String, Method)>,
 }
 
-/// The object to apply.
-pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
-    let mut nrt = NodeResourceTopology::new(o.node.name.clone());
+/// The object's metadata alone, without zones or attributes: what the agent publishes
+/// when it has no kubelet settings to tell (a configuration that never could be read).
+pub fn skeleton(node: &NodeRef) -> NodeResourceTopology {
+    let mut nrt = NodeResourceTopology::new(node.name.clone());
     nrt.metadata.labels =
         Some([(MANAGED_BY_LABEL.0.to_owned(), MANAGED_BY_LABEL.1.to_owned())].into());
-    if !o.node.uid.is_empty() {
+    if !node.uid.is_empty() {
         nrt.metadata.owner_references = Some(vec![OwnerReference {
             api_version: "v1".to_owned(),
             kind: "Node".to_owned(),
-            name: o.node.name.clone(),
-            uid: o.node.uid.clone(),
+            name: node.name.clone(),
+            uid: node.uid.clone(),
             ..OwnerReference::default()
         }]);
     }
+    nrt
+}
+
+/// The object to apply.
+pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
+    let mut nrt = skeleton(o.node);
     let tm = &o.topology_manager;
     let mut attributes = vec![
         AttributeInfo::new(attr::TOPOLOGY_MANAGER_POLICY, tm.policy.as_str()),

@@ -6,22 +6,33 @@
 //! write); afterwards it never reads. A write happens when the desired content differs
 //! from the remembered one, or when the safety interval has passed since the last write
 //! (this repairs an object someone else edited, without a watch).
+//!
+//! Another NRT writer (node-feature-discovery's topology-updater,
+//! resource-topology-exporter, ...) may already publish the node's object: the agent
+//! then does not force over it unless told to ([`Publisher::take_over`]); it reports
+//! [`Outcome::Yielded`] with the other writers' field managers, read from the object's
+//! `managedFields` ([`tas_api::nrt::ownership`]).
 
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use tas_api::nrt::ownership::foreign_nrt_writers;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "tas-updater";
 
 /// What a publish did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The object was written.
     Applied,
     /// The content was unchanged; nothing was written.
     Unchanged,
+    /// Another writer publishes this object and the agent does not take over: nothing
+    /// was written. The other writers' field managers.
+    Yielded(Vec<String>),
 }
 
 /// Errors of a publish (always transient from the agent's point of view: retried on the
@@ -44,6 +55,9 @@ pub enum PublishError {
     },
 }
 
+/// Prefix of the annotations the agent writes.
+const AGENT_ANNOTATION_PREFIX: &str = "tas.dev/kubelet-config";
+
 /// The part of the object the agent owns; two objects with equal content need no write.
 #[derive(Debug, Clone, PartialEq)]
 struct Content {
@@ -51,6 +65,8 @@ struct Content {
     attributes: Vec<tas_api::nrt::v1alpha2::AttributeInfo>,
     zones: Vec<tas_api::nrt::v1alpha2::Zone>,
     owners: Vec<String>,
+    /// The agent's own annotations (its report on the kubelet configuration).
+    annotations: BTreeMap<String, String>,
 }
 
 impl Content {
@@ -67,6 +83,14 @@ impl Content {
             attributes: obj.attributes.clone(),
             zones: obj.zones.clone(),
             owners,
+            annotations: obj
+                .metadata
+                .annotations
+                .iter()
+                .flatten()
+                .filter(|(k, _)| k.starts_with(AGENT_ANNOTATION_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
     }
 }
@@ -77,6 +101,8 @@ pub struct Publisher {
     safety_interval: Duration,
     last: Option<(Content, Instant)>,
     initialised: bool,
+    take_over: bool,
+    foreign: Vec<String>,
 }
 
 impl Publisher {
@@ -87,7 +113,23 @@ impl Publisher {
             safety_interval,
             last: None,
             initialised: false,
+            take_over: false,
+            foreign: Vec::new(),
         }
+    }
+
+    /// Whether to write the object even when another field manager writes it.
+    #[must_use]
+    pub fn take_over(mut self, take_over: bool) -> Self {
+        self.take_over = take_over;
+        self
+    }
+
+    /// Notes who else writes the object, from a copy of it seen by a watch.
+    pub fn observe(&mut self, observed: Option<&NodeResourceTopology>) {
+        self.foreign = observed.map_or_else(Vec::new, |o| {
+            foreign_nrt_writers(&o.metadata, FIELD_MANAGER)
+        });
     }
 
     /// Make the object equal `desired`, writing only when needed.
@@ -108,8 +150,14 @@ impl Publisher {
                     name: name.clone(),
                     source,
                 })?;
+            self.observe(existing.as_ref());
             self.last = existing.map(|o| (Content::of(&o), Instant::now()));
             self.initialised = true;
+        }
+        if !self.foreign.is_empty() && !self.take_over {
+            // Not ours to write: forget the content, so a later take-over writes.
+            self.last = None;
+            return Ok(Outcome::Yielded(self.foreign.clone()));
         }
         if let Some((last, at)) = &self.last
             && *last == content

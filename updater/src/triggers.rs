@@ -23,6 +23,8 @@ pub enum Trigger {
     Tick,
     /// Pods on the node changed (after debouncing).
     Pods,
+    /// The kubelet's configuration files changed.
+    KubeletConfig,
     /// The published object was deleted or edited by someone else.
     ObjectChanged(Option<Box<NodeResourceTopology>>),
 }

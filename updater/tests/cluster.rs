@@ -17,6 +17,7 @@ use tas_testcluster::{
     FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name, wait_for,
 };
 use tas_updater::agent::{Agent, AgentConfig};
+use tas_updater::kubelet_source::SourceConfig;
 use tas_updater::metrics::Metrics;
 use tas_updater::podresources::v1::{
     AllocatableResourcesResponse, ContainerResources, PodResources,
@@ -138,9 +139,11 @@ async fn start(client: &Client, mode: Mode, period: Duration) -> SimNode {
     let cfg = AgentConfig {
         node_name: name.clone(),
         sysfs_root: dir.path().join("sys"),
-        kubelet_config: dir.path().join("config.yaml"),
-        policy_override: None,
-        scope_override: None,
+        kubelet: SourceConfig {
+            file: dir.path().join("config.yaml"),
+            ..SourceConfig::default()
+        },
+        take_over_nrt: false,
         mode,
         period,
         debounce: Duration::from_millis(50),

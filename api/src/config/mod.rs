@@ -3,5 +3,6 @@
 //! TopologyAwareScheduling object; the operands parse them. Keeping both sides on these
 //! types means a setting cannot be rendered in a form the operand does not read.
 
+pub mod kubelet_mounts;
 pub mod scheduler;
 pub mod updater;

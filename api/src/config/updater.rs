@@ -1,5 +1,6 @@
 //! The node agent's command line, as the operator renders it into the DaemonSet.
 
+use super::kubelet_mounts::KubeletMounts;
 use crate::tas::{PodsFingerprint, RefreshMode, UpdaterSpec};
 
 /// The agent's sysfs root in its container (`--sysfs-root`). The DaemonSet mounts only the
@@ -7,7 +8,8 @@ use crate::tas::{PodsFingerprint, RefreshMode, UpdaterSpec};
 pub const SYSFS_MOUNT: &str = "/host-sys";
 /// Container directory the host's pod-resources directory is mounted at.
 pub const POD_RESOURCES_MOUNT: &str = "/host-pod-resources";
-/// Container path the host's kubelet config file is mounted at.
+/// Container path of the kubelet config file with the default `spec.updater.kubelet` (its
+/// directory is mounted, see [`super::kubelet_mounts`]).
 pub const KUBELET_CONFIG_MOUNT: &str = "/host-kubelet/config.yaml";
 /// Name of the kubelet's socket inside the pod-resources directory.
 pub const SOCKET_NAME: &str = "kubelet.sock";
@@ -37,16 +39,32 @@ pub struct UpdaterArgs {
     pub http_address: String,
     /// `--log-level`
     pub log_level: String,
+    /// `--kubelet-config-dir` (the drop-in directory, inside the container)
+    pub kubelet_config_dir: Option<String>,
+    /// `--host-path` (one flag per mount: `container=host`)
+    pub host_paths: Vec<String>,
+    /// `--kubelet-configz`
+    pub kubelet_configz: bool,
+    /// `--topology-manager-policy`
+    pub topology_manager_policy: Option<String>,
+    /// `--topology-manager-scope`
+    pub topology_manager_scope: Option<String>,
+    /// `--topology-manager-policy-options` (`name=value` pairs joined by commas)
+    pub topology_manager_policy_options: Option<String>,
+    /// `--take-over-nrt`
+    pub take_over_nrt: bool,
 }
 
 impl UpdaterArgs {
     /// The arguments for an agent in a DaemonSet pod, with host paths mounted at the
     /// `*_MOUNT` locations.
     pub fn for_daemonset(spec: &UpdaterSpec, log_level: &str) -> Self {
+        let mounts = KubeletMounts::for_paths(&spec.kubelet);
+        let tm = &spec.topology_manager;
         Self {
             sysfs_root: SYSFS_MOUNT.to_owned(),
             podresources_socket: format!("{POD_RESOURCES_MOUNT}/{SOCKET_NAME}"),
-            kubelet_config: KUBELET_CONFIG_MOUNT.to_owned(),
+            kubelet_config: mounts.config_file.clone(),
             refresh_mode: spec.refresh.mode,
             refresh_period: spec.refresh.period.clone(),
             debounce: spec.refresh.debounce.clone(),
@@ -54,6 +72,19 @@ impl UpdaterArgs {
             exclude_pods: spec.exclude_pods.clone(),
             http_address: format!("0.0.0.0:{HTTP_PORT}"),
             log_level: log_level.to_owned(),
+            kubelet_config_dir: mounts.config_dir.clone(),
+            host_paths: mounts.host_path_flags(),
+            kubelet_configz: spec.kubelet.configz,
+            topology_manager_policy: tm.policy.clone(),
+            topology_manager_scope: tm.scope.clone(),
+            topology_manager_policy_options: tm.options.as_ref().map(|options| {
+                options
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+            take_over_nrt: spec.take_over_nrt,
         }
     }
 
@@ -78,6 +109,39 @@ impl UpdaterArgs {
         );
         args.push(format!("--http-address={}", self.http_address));
         args.push(format!("--log-level={}", self.log_level));
+        args.extend(self.kubelet_args());
+        args
+    }
+
+    /// The kubelet discovery and NRT ownership flags, after the others (only those that
+    /// differ from the agent's defaults, except `--host-path`).
+    fn kubelet_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = self
+            .host_paths
+            .iter()
+            .map(|m| format!("--host-path={m}"))
+            .collect();
+        if let Some(dir) = &self.kubelet_config_dir {
+            args.push(format!("--kubelet-config-dir={dir}"));
+        }
+        if self.kubelet_configz {
+            args.push("--kubelet-configz".to_owned());
+        }
+        for (flag, value) in [
+            ("topology-manager-policy", &self.topology_manager_policy),
+            ("topology-manager-scope", &self.topology_manager_scope),
+            (
+                "topology-manager-policy-options",
+                &self.topology_manager_policy_options,
+            ),
+        ] {
+            if let Some(value) = value {
+                args.push(format!("--{flag}={value}"));
+            }
+        }
+        if self.take_over_nrt {
+            args.push("--take-over-nrt".to_owned());
+        }
         args
     }
 }
@@ -119,6 +183,7 @@ mod tests {
                 "--pods-fingerprint=with-exclusive-resources",
                 "--http-address=0.0.0.0:8080",
                 "--log-level=info",
+                "--host-path=/host-kubelet/config.yaml=/var/lib/kubelet/config.yaml",
             ]
         );
     }

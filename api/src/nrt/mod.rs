@@ -21,8 +21,10 @@
 //! Readers convert a `v1alpha1` object with `v1alpha2::NodeResourceTopology::from` and
 //! then use the `v1alpha2` readers only.
 
+pub mod agent_report;
 pub mod attributes;
 mod crd;
+pub mod ownership;
 mod quantity;
 pub mod resource_managers;
 pub mod topology_manager;

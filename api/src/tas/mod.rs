@@ -9,6 +9,7 @@
 //! (defaults, enums, ranges and CEL rules declared on these types); what only the
 //! operator can judge (e.g. overlapping node groups) becomes a `Degraded` condition.
 
+mod kubelet;
 mod node_group;
 mod pod;
 mod scheduler;
@@ -18,6 +19,7 @@ mod updater;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use kubelet::{KubeletOverride, TopologyManagerOverride};
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
 pub use pod::{
     DEFAULT_SCHEDULER_PRIORITY_CLASS, DEFAULT_UPDATER_PRIORITY_CLASS, ImagePullPolicy,
@@ -28,8 +30,8 @@ pub use scheduler::{
     PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
 };
 pub use status::{
-    Condition, NodeGroupStatus, NrtCrdStatus, RelatedObject, SchedulerStatus,
-    TopologyAwareSchedulingStatus,
+    Condition, ForeignNrtWriter, KubeletConfigIssue, NodeGroupStatus, NrtCrdStatus, RelatedObject,
+    SchedulerStatus, TopologyAwareSchedulingStatus,
 };
 pub use updater::{KubeletPaths, PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec};
 
@@ -146,6 +148,12 @@ pub struct NrtCrdSpec {
     /// may read or write NodeResourceTopology objects.
     #[serde(default)]
     pub delete_on_uninstall: bool,
+    /// With `manage`, apply the CRD even when another field manager (e.g.
+    /// node-feature-discovery's Helm release) manages it, taking over the fields both
+    /// set. By default the operator leaves such a CRD alone and reports its manager in
+    /// the `NRTOwnership` condition.
+    #[serde(default)]
+    pub take_over: bool,
 }
 
 impl Default for NrtCrdSpec {
@@ -153,6 +161,7 @@ impl Default for NrtCrdSpec {
         Self {
             manage: true,
             delete_on_uninstall: false,
+            take_over: false,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Node groups: sets of nodes, chosen by label selector, that run one node-agent
 //! DaemonSet with one set of settings.
 
+use super::kubelet::{KubeletOverride, TopologyManagerOverride};
 use super::updater::{PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec, period_rule};
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -78,6 +79,7 @@ impl NodeGroup {
         if let Some(r) = &o.resources {
             merged.resources = r.clone();
         }
+        merge_kubelet(&mut merged, o);
         merged
     }
 }
@@ -140,6 +142,22 @@ pub struct NodeGroupUpdater {
     #[schemars(schema_with = "super::pod::max_unavailable_override_schema")]
     #[x_kube(validation = super::pod::max_unavailable("spec.nodeGroups[].updater.maxUnavailable"))]
     pub max_unavailable: Option<IntOrString>,
+    /// Where this group's kubelets keep their files; unset fields inherit
+    /// `spec.updater.kubelet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletOverride>,
+    /// Topology Manager settings to publish on this group's nodes (kubelets configured by
+    /// flags); unset fields inherit `spec.updater.topologyManager`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_manager: Option<TopologyManagerOverride>,
+    /// Whether this group's agents write NodeResourceTopology objects that another field
+    /// manager writes (inherits `spec.updater.takeOverNRT`).
+    #[serde(
+        default,
+        rename = "takeOverNRT",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub take_over_nrt: Option<bool>,
 }
 
 /// Per-group overrides of `spec.updater.refresh`.
@@ -159,4 +177,29 @@ pub struct RefreshOverride {
     #[schemars(length(max = 32))]
     #[x_kube(validation = Rule::new(super::updater::debounce_rule()).message("spec.nodeGroups[].updater.refresh.debounce must be a duration between 0s and 10s"))]
     pub debounce: Option<String>,
+}
+
+/// The kubelet paths, Topology Manager overrides and NRT take-over of a group.
+fn merge_kubelet(merged: &mut UpdaterSpec, o: &NodeGroupUpdater) {
+    if let Some(k) = &o.kubelet {
+        let paths = &mut merged.kubelet;
+        if let Some(dir) = &k.pod_resources_dir {
+            paths.pod_resources_dir = dir.clone();
+        }
+        if let Some(file) = &k.config_file {
+            paths.config_file = file.clone();
+        }
+        if let Some(dir) = &k.config_dir {
+            paths.config_dir = Some(dir.clone());
+        }
+        if let Some(configz) = k.configz {
+            paths.configz = configz;
+        }
+    }
+    if let Some(tm) = &o.topology_manager {
+        merged.topology_manager = merged.topology_manager.merged(tm);
+    }
+    if let Some(take_over) = o.take_over_nrt {
+        merged.take_over_nrt = take_over;
+    }
 }

@@ -12,6 +12,9 @@ pub mod condition_type {
     pub const PROGRESSING: &str = "Progressing";
     /// Something needs attention; the reason and message say what.
     pub const DEGRADED: &str = "Degraded";
+    /// Who writes the NodeResourceTopology CRD and objects: True when TAS alone does
+    /// (or was told to take over); False names the other field managers.
+    pub const NRT_OWNERSHIP: &str = "NRTOwnership";
 }
 
 /// Observed state of the topology-aware scheduling stack.
@@ -70,6 +73,10 @@ pub struct NrtCrdStatus {
     /// The version objects are stored as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_version: Option<String>,
+    /// Field managers other than the operator that manage the CRD's spec (e.g. a
+    /// node-feature-discovery Helm release).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_managers: Vec<String>,
 }
 
 /// Node agents of one node group.
@@ -89,6 +96,17 @@ pub struct NodeGroupStatus {
     /// Nodes whose NodeResourceTopology is missing or stale (at most 20 listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_nodes: Vec<String>,
+    /// Nodes whose kubelet configuration the agent cannot read, or whose Topology
+    /// Manager policy is `none` (at most 20 listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kubelet_config_issues: Vec<KubeletConfigIssue>,
+    /// Nodes whose NodeResourceTopology another field manager writes (at most 20).
+    #[serde(
+        default,
+        rename = "foreignNRTWriters",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub foreign_nrt_writers: Vec<ForeignNrtWriter>,
 }
 
 /// The scheduler Deployment.
@@ -119,4 +137,31 @@ pub struct RelatedObject {
     pub namespace: Option<String>,
     /// Name.
     pub name: String,
+}
+
+/// A node whose kubelet configuration needs attention.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletConfigIssue {
+    /// The node.
+    pub node: String,
+    /// `ConfigUnreadable` (the agent keeps publishing the last settings it could read, if
+    /// any) or `PolicyNone` (the Topology Manager aligns nothing on this node).
+    pub reason: String,
+    /// Where the agent read, or tried to read, the configuration (host paths, or
+    /// `/configz`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// What is wrong, naming the file.
+    pub message: String,
+}
+
+/// A node whose NodeResourceTopology another field manager writes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct ForeignNrtWriter {
+    /// The node (and object) name.
+    pub node: String,
+    /// The other writers' field managers, e.g. `nfd-topology-updater`.
+    pub field_managers: Vec<String>,
 }

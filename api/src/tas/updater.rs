@@ -8,6 +8,8 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::kubelet::TopologyManagerOverride;
+
 /// A Go-style duration such as `10s`, `1m30s` or `500ms`.
 /// (`[.]` rather than an escaped dot: the pattern is embedded in CEL string literals.)
 pub(crate) const DURATION_PATTERN: &str = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$";
@@ -95,6 +97,17 @@ pub struct UpdaterSpec {
     #[schemars(schema_with = "pod::max_unavailable_schema")]
     #[x_kube(validation = pod::max_unavailable("spec.updater.maxUnavailable"))]
     pub max_unavailable: IntOrString,
+    /// Topology Manager settings to publish instead of the kubelet configuration's, for
+    /// kubelets configured by command-line flags.
+    #[serde(default, skip_serializing_if = "TopologyManagerOverride::is_empty")]
+    pub topology_manager: TopologyManagerOverride,
+
+    /// Write a node's NodeResourceTopology even when another field manager (e.g.
+    /// node-feature-discovery's topology-updater) writes it. By default the agent leaves
+    /// such an object alone and the operator reports the node in
+    /// `status.nodeGroups[].foreignNRTWriters`.
+    #[serde(default, rename = "takeOverNRT")]
+    pub take_over_nrt: bool,
 }
 
 impl Default for UpdaterSpec {
@@ -111,6 +124,8 @@ impl Default for UpdaterSpec {
             pod_labels: BTreeMap::new(),
             pod_annotations: BTreeMap::new(),
             max_unavailable: pod::default_max_unavailable(),
+            topology_manager: TopologyManagerOverride::default(),
+            take_over_nrt: false,
         }
     }
 }
@@ -234,6 +249,19 @@ fn pod_resources_dir_rule() -> String {
     format!("self.matches('{POD_RESOURCES_DIR_PATTERN}')")
 }
 
+/// The kubelet drop-in directories (`--config-dir`) the agent may read: a `*.d` directory
+/// in EKS's `/etc/kubernetes/kubelet`, or one named for the kubelet directly in a
+/// directory kubelet configuration lives in.
+pub const KUBELET_CONFIG_DIR_PATTERN: &str = concat!(
+    "^(/etc/kubernetes/kubelet/[A-Za-z0-9_.-]+[.]d",
+    "|(/etc|/etc/kubernetes|/var/lib/kubelet|/home/kubernetes|/var/lib/k0s|/var/lib/rancher/(k3s|rke2)/agent/etc)",
+    "/[A-Za-z0-9_.-]*kubelet[A-Za-z0-9_.-]*[.]d)/?$"
+);
+
+fn config_dir_rule() -> String {
+    format!("self.matches('{KUBELET_CONFIG_DIR_PATTERN}')")
+}
+
 fn config_file_rule() -> String {
     format!("self.matches('{KUBELET_CONFIG_FILE_PATTERN}')")
 }
@@ -258,6 +286,18 @@ pub struct KubeletPaths {
     #[schemars(length(min = 1, max = 256))]
     #[x_kube(validation = Rule::new(config_file_rule()).message("spec.updater.kubelet.configFile must be a kubelet configuration file: a .yaml/.yml/.json/.conf file directly in /var/lib/kubelet (kubeadm: config.yaml), /etc/kubernetes/kubelet/kubelet-config.json or config.json (EKS), /home/kubernetes/kubelet-config.yaml (GKE), /etc/kubernetes/kubelet.conf (OpenShift), /etc/kubernetes/kubelet-config.yaml (Kubespray), /var/lib/rancher/k3s|rke2/agent/etc/kubelet.conf.d/*.conf (k3s, RKE2) or /var/lib/k0s/kubelet-config.yaml (k0s)"))]
     pub config_file: String,
+    /// The kubelet's drop-in directory (its `--config-dir`): files named `*.conf` in it
+    /// are merged over the config file in lexical order, as the kubelet does. Unset: the
+    /// kubelet has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new(config_dir_rule()).message("spec.updater.kubelet.configDir must be a kubelet drop-in directory: a directory named *.d directly in /etc/kubernetes/kubelet (EKS: config.json.d), or a *kubelet*.d directory directly in /etc, /etc/kubernetes, /var/lib/kubelet, /home/kubernetes, /var/lib/k0s or /var/lib/rancher/k3s|rke2/agent/etc"))]
+    pub config_dir: Option<String>,
+    /// Read the running kubelet's configuration from its `/configz` endpoint, through the
+    /// API server's node proxy, instead of the files. Off by default: it grants the node
+    /// agents `nodes/proxy` (see docs/rbac.md).
+    #[serde(default)]
+    pub configz: bool,
 }
 
 impl Default for KubeletPaths {
@@ -265,6 +305,8 @@ impl Default for KubeletPaths {
         Self {
             pod_resources_dir: default_pod_resources_dir(),
             config_file: default_config_file(),
+            config_dir: None,
+            configz: false,
         }
     }
 }

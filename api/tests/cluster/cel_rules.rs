@@ -314,6 +314,14 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
                 "spec.updater.kubelet.configFile must be a kubelet configuration file",
             )
         }))
+        .chain(REFUSED_CONFIG_DIRS.iter().map(|dir| {
+            (
+                *dir,
+                "default",
+                json!({"updater": {"kubelet": {"configDir": dir}}}),
+                "spec.updater.kubelet.configDir must be a kubelet drop-in directory",
+            )
+        }))
         .chain(
             [
                 "default",
@@ -436,6 +444,16 @@ const REFUSED_CONFIG_FILES: [&str; 8] = [
     "/etc/shadow",
 ];
 
+/// Host directories the agent must not get as `configDir` (the drop-in directory).
+const REFUSED_CONFIG_DIRS: [&str; 6] = [
+    "/",
+    "/etc",
+    "/etc/kubernetes",
+    "/etc/kubernetes/pki",
+    "/etc/sudoers.d",
+    "/var/lib/kubelet/../../etc/kubelet.d",
+];
+
 /// Every documented kubelet layout is accepted (docs/user-guide.md, "Host paths").
 #[tokio::test]
 async fn the_kubelet_paths_of_every_documented_layout_are_accepted() {
@@ -465,6 +483,14 @@ async fn the_kubelet_paths_of_every_documented_layout_are_accepted() {
             files
                 .iter()
                 .map(|f| json!({"updater": {"kubelet": {"configFile": f}}})),
+        )
+        .chain(
+            [
+                "/etc/kubernetes/kubelet/config.json.d",
+                "/etc/kubernetes/kubelet.conf.d",
+                "/etc/kubelet.conf.d/",
+            ]
+            .map(|d| json!({"updater": {"kubelet": {"configDir": d}}})),
         )
         .chain([json!({"namespace": "numa-operands"})])
     {

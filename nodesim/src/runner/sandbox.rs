@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 /// A node's host paths: where a `hostPath` of the node lives in the simulator's files.
 ///
 /// The simulated node's kubelet keeps its files where a kubelet does by default:
-/// `/var/lib/kubelet/config.yaml` and `/var/lib/kubelet/pod-resources/`; `/sys` holds the
+/// `/var/lib/kubelet/config.yaml` and `/var/lib/kubelet/pod-resources/`, so
+/// `/var/lib/kubelet` is the node's directory; `/sys` holds the
 /// node's fake sysfs. Any other host path lives under `<node-dir>/host/<path>`.
 #[derive(Debug, Clone)]
 pub struct HostPaths {
@@ -82,6 +83,9 @@ impl HostPaths {
                 "/var/lib/kubelet/pod-resources",
                 self.node_dir.join("pod-resources"),
             ),
+            // The directory of the kubelet's config file (the node agent mounts it, not
+            // the file); it holds the two entries above.
+            ("/var/lib/kubelet", self.node_dir.clone()),
         ];
         for (prefix, target) in table {
             if path == prefix {
@@ -297,6 +301,7 @@ mod tests {
             h.map("/var/lib/kubelet/config.yaml"),
             node.join("config.yaml")
         );
+        assert_eq!(h.map("/var/lib/kubelet"), node.to_path_buf());
         assert_eq!(h.map("/opt/x"), node.join("host/opt/x"));
     }
 

@@ -4,9 +4,10 @@
 //! selector, running `tas-updater` with the group's merged settings as flags
 //! ([`UpdaterArgs`]). The agent reads three host paths, all mounted read-only:
 //! `/sys/devices/system/node` (NUMA topology: the only part of sysfs it reads, see
-//! `updater/src/sysfs`), the kubelet's config file (Topology Manager policy and scope)
-//! and the kubelet's pod-resources directory (the gRPC socket). Which host paths the
-//! last two may name is bounded by the CRD's allow-list (`tas_api::tas::KubeletPaths`).
+//! `updater/src/sysfs`), the directory of the kubelet's config file (and its drop-in
+//! directory when it lies elsewhere: see [`KubeletMounts`]) and the kubelet's
+//! pod-resources directory (the gRPC socket). Which host paths the kubelet settings may
+//! name is bounded by the CRD's allow-list (`tas_api::tas::KubeletPaths`).
 
 use super::BuildError;
 use super::hash::config_hash;
@@ -31,9 +32,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use std::collections::BTreeMap;
-use tas_api::config::updater::{
-    HTTP_PORT, KUBELET_CONFIG_MOUNT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs,
-};
+use tas_api::config::kubelet_mounts::KubeletMounts;
+use tas_api::config::updater::{HTTP_PORT, POD_RESOURCES_MOUNT, SYSFS_MOUNT, UpdaterArgs};
 use tas_api::tas::TopologyAwareSchedulingSpec;
 
 /// The part of the host's sysfs the agent reads: the NUMA nodes.
@@ -93,7 +93,7 @@ pub(crate) fn updater_daemon_set(
 
     let (volumes, volume_mounts) = host_volumes(
         &settings.kubelet.pod_resources_dir,
-        &settings.kubelet.config_file,
+        &KubeletMounts::for_paths(&settings.kubelet),
     );
     let container = Container {
         name: UPDATER_CONTAINER.to_owned(),
@@ -167,7 +167,7 @@ pub(crate) fn updater_daemon_set(
     })
 }
 
-/// The three host paths and where they are mounted, all read-only.
+/// The host paths and where they are mounted, all read-only.
 ///
 /// The pod-resources *directory* is mounted, not the socket file: the kubelet recreates
 /// the socket when it restarts, and a bind mount of the file would keep pointing at the
@@ -176,30 +176,34 @@ pub(crate) fn updater_daemon_set(
 /// the mount is writable (Linux refuses writes on read-only mounts only for regular
 /// files, directories and symlinks), so the agent can talk to the kubelet while being
 /// unable to create, replace or delete anything in the directory.
-fn host_volumes(pod_resources_dir: &str, kubelet_config: &str) -> (Vec<Volume>, Vec<VolumeMount>) {
+fn host_volumes(
+    pod_resources_dir: &str,
+    kubelet: &KubeletMounts,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
     // The NUMA nodes only, at the same place under the agent's sysfs root: not the rest
     // of /sys (cgroups, firmware, debugfs, device attributes).
     let sysfs_nodes = format!("{SYSFS_MOUNT}/{SYSFS_NODE_DIR}");
-    let entries = [
-        (
-            "sysfs-numa-nodes",
-            SYSFS_NODE_HOST_PATH,
-            "Directory",
-            sysfs_nodes.as_str(),
-        ),
-        (
-            "kubelet-config",
-            kubelet_config,
-            "File",
-            KUBELET_CONFIG_MOUNT,
-        ),
-        (
-            "pod-resources",
-            pod_resources_dir,
-            "Directory",
-            POD_RESOURCES_MOUNT,
-        ),
-    ];
+    // The kubelet config's directory, not the file: a config replaced by rename stays
+    // visible (a bind mount of the file would keep the old inode).
+    let entries: Vec<(&str, &str, &str, &str)> = std::iter::once((
+        "sysfs-numa-nodes",
+        SYSFS_NODE_HOST_PATH,
+        "Directory",
+        sysfs_nodes.as_str(),
+    ))
+    .chain(
+        kubelet
+            .mounts
+            .iter()
+            .map(|m| (m.name, m.host.as_str(), m.kind, m.container.as_str())),
+    )
+    .chain(std::iter::once((
+        "pod-resources",
+        pod_resources_dir,
+        "Directory",
+        POD_RESOURCES_MOUNT,
+    )))
+    .collect();
     let volumes = entries
         .iter()
         .map(|(name, host_path, type_, _)| Volume {

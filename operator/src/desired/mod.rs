@@ -111,11 +111,14 @@ pub fn build(valid: &ValidatedSpec<'_>) -> Result<Desired, BuildError> {
 
     let rbac::Rbac {
         service_accounts,
-        cluster_roles,
+        mut cluster_roles,
         cluster_role_bindings,
         roles,
         role_bindings,
     } = rbac::rbac(&stack, &config.leader_election);
+    if valid.groups.iter().any(|g| g.updater.kubelet.configz) {
+        rbac::allow_configz(&mut cluster_roles);
+    }
 
     Ok(Desired {
         namespace: namespace::namespace(&stack),

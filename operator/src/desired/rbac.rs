@@ -209,3 +209,19 @@ fn subject(stack: &Stack, service_account: &str) -> Subject {
         ..Subject::default()
     }
 }
+
+/// Adds to the node agents' ClusterRole what `/configz` needs (when a node group reads
+/// the kubelet's configuration from it): `get` on `nodes/proxy`.
+pub(crate) fn allow_configz(cluster_roles: &mut [ClusterRole]) {
+    let updater = cluster_roles
+        .iter_mut()
+        .filter(|r| r.metadata.name.as_deref() == Some(UPDATER_CLUSTER_ROLE));
+    for role in updater {
+        // Read the running kubelet's configuration from its /configz endpoint through
+        // the API server's node proxy. nodes/proxy reaches every kubelet endpoint of
+        // every node (see docs/rbac.md), so it is granted only when a group asks.
+        role.rules
+            .get_or_insert_with(Vec::new)
+            .push(rule(CORE, &["nodes/proxy"], &["get"]));
+    }
+}

@@ -9,8 +9,8 @@ use super::conditions::Change;
 use crate::context::Context;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
-use tas_api::tas::TopologyAwareScheduling;
 use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED};
+use tas_api::tas::{TopologyAwareScheduling, TopologyAwareSchedulingStatus};
 
 /// Events API limit on `note`.
 const MAX_NOTE: usize = 1024;
@@ -89,5 +89,46 @@ async fn publish(
     };
     if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
         tracing::warn!(error = %e, reason, "could not record an Event");
+    }
+}
+
+/// A Warning per node whose kubelet configuration issue is new in `after` (or changed
+/// reason or path): the node, the reason, the path tried and what is wrong.
+pub async fn new_kubelet_config_issues(
+    ctx: &Context,
+    cr: &TopologyAwareScheduling,
+    before: &TopologyAwareSchedulingStatus,
+    after: &TopologyAwareSchedulingStatus,
+) {
+    let known: std::collections::BTreeSet<(&str, &str, &str)> = before
+        .node_groups
+        .iter()
+        .flat_map(|g| &g.kubelet_config_issues)
+        .map(|i| (i.node.as_str(), i.reason.as_str(), i.path.as_str()))
+        .collect();
+    for group in &after.node_groups {
+        for issue in &group.kubelet_config_issues {
+            if known.contains(&(
+                issue.node.as_str(),
+                issue.reason.as_str(),
+                issue.path.as_str(),
+            )) {
+                continue;
+            }
+            let note = format!(
+                "node {} (node group {}): {} [{}]",
+                issue.node, group.name, issue.message, issue.path
+            );
+            let reason = format!("Kubelet{}", issue.reason);
+            publish(
+                ctx,
+                cr,
+                EventType::Warning,
+                &reason,
+                "ReadKubeletConfig",
+                note,
+            )
+            .await;
+        }
     }
 }

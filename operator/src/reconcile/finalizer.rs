@@ -20,7 +20,16 @@ use tas_api::tas::TopologyAwareScheduling;
 pub async fn cleanup(cr: &TopologyAwareScheduling, ctx: &Context) -> Result<Action, Error> {
     let name = cr.name_any();
     let nrt = &cr.spec.nrt_crd;
-    let crd = if nrt.manage && nrt.delete_on_uninstall {
+    // A CRD another manager manages (and that the operator yields to) is not the
+    // operator's to delete.
+    let foreign = super::coexistence::crd_foreign_managers(
+        ctx.stores.nrt_crd().as_deref(),
+        super::FIELD_MANAGER,
+    );
+    let crd = if nrt.manage
+        && nrt.delete_on_uninstall
+        && !super::coexistence::yields_crd(nrt, &foreign)
+    {
         CrdPolicy::Delete
     } else {
         CrdPolicy::Keep

@@ -14,6 +14,7 @@
 //! per-object backoff ([`error_policy`]). Every failure is also a Warning Event.
 
 pub mod apply;
+pub mod coexistence;
 pub mod conditions;
 pub mod events;
 pub mod finalizer;
@@ -184,9 +185,19 @@ async fn converge(
     ctx: &Context,
     objects: &[ApiObject],
 ) -> Result<(), Error> {
+    // Another manager's NRT CRD is not forced over unless spec.nrtCRD.takeOver says so
+    // (the NRTOwnership condition reports it).
+    let crd_foreign =
+        coexistence::crd_foreign_managers(ctx.stores.nrt_crd().as_deref(), FIELD_MANAGER);
+    let yield_crd = coexistence::yields_crd(&cr.spec.nrt_crd, &crd_foreign);
+    let to_apply: Vec<ApiObject> = objects
+        .iter()
+        .filter(|o| !(yield_crd && o.resource.kind == "CustomResourceDefinition"))
+        .cloned()
+        .collect();
     apply::apply_all(
         &ctx.client,
-        objects,
+        &to_apply,
         ctx.config.crd_established_timeout,
         ctx.config.identity.as_ref(),
     )

@@ -58,6 +58,7 @@ pub fn nrt_crd_status(crd: Option<&CustomResourceDefinition>, managed: bool) -> 
             .map(|v| v.name.clone())
             .collect(),
         storage_version: versions.iter().find(|v| v.storage).map(|v| v.name.clone()),
+        foreign_managers: super::coexistence::crd_foreign_managers(Some(crd), super::FIELD_MANAGER),
     }
 }
 
@@ -133,6 +134,8 @@ pub fn group_status(
             .take(MAX_STALE_NODES)
             .cloned()
             .collect(),
+        kubelet_config_issues: Vec::new(),
+        foreign_nrt_writers: Vec::new(),
     }
 }
 

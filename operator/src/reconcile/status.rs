@@ -11,6 +11,7 @@
 //! operator stops reporting (e.g. a removed node group) disappears from the status.
 
 use super::FIELD_MANAGER;
+use super::coexistence;
 use super::conditions::{self, Facts, Problem};
 use super::events;
 use super::observed::{
@@ -103,6 +104,7 @@ pub async fn update(
     tracing::debug!("status updated");
     let changes = conditions::changes(&current.conditions, &status.conditions);
     events::condition_changes(ctx, cr, &changes).await;
+    events::new_kubelet_config_issues(ctx, cr, &current, &status).await;
     Ok(())
 }
 
@@ -135,6 +137,7 @@ fn compute(
         .filter_map(|n| n.metadata.name.clone())
         .collect();
 
+    let reports = coexistence::node_reports(stores.nrts.state().iter().map(AsRef::as_ref));
     let empty = BTreeSet::new();
     let mut stale = BTreeSet::new();
     let mut fresh = BTreeSet::new();
@@ -142,12 +145,10 @@ fn compute(
     let mut daemon_sets = Vec::new();
     for group in &input.membership.groups {
         let ready = agent_ready.get(&group.name).unwrap_or(&empty);
-        node_groups.push(group_status(
-            &group.name,
-            &group.nodes,
-            ready,
-            &nrt_with_zones,
-        ));
+        let mut status = group_status(&group.name, &group.nodes, ready, &nrt_with_zones);
+        (status.kubelet_config_issues, status.foreign_nrt_writers) =
+            coexistence::for_group(&group.nodes, &reports);
+        node_groups.push(status);
         let group_stale: BTreeSet<&String> =
             observed::stale_nodes(&group.nodes, ready, &nrt_with_zones).collect();
         fresh.extend(group.nodes.iter().filter(|n| !group_stale.contains(n)));
@@ -173,17 +174,22 @@ fn compute(
         desired_nodes: input.membership.total_nodes(),
     };
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let conditions = conditions::merge(
-        &current.conditions,
-        conditions::decide(&facts),
-        cr.metadata.generation,
-        &now,
-    );
+    let nrt_crd = nrt_crd_status(stores.nrt_crd().as_deref(), cr.spec.nrt_crd.manage);
+    let writers: Vec<_> = node_groups
+        .iter()
+        .flat_map(|g| g.foreign_nrt_writers.iter().cloned())
+        .collect();
+    let mut decided = conditions::decide(&facts);
+    decided.push(coexistence::ownership(
+        &cr.spec.nrt_crd,
+        &nrt_crd.foreign_managers,
+        &writers,
+    ));
+    let conditions = conditions::merge(&current.conditions, decided, cr.metadata.generation, &now);
 
     let related_objects = input
         .related
         .unwrap_or_else(|| current.related_objects.clone());
-    let nrt_crd = nrt_crd_status(stores.nrt_crd().as_deref(), cr.spec.nrt_crd.manage);
     let status = TopologyAwareSchedulingStatus {
         observed_generation: cr.metadata.generation,
         conditions,

@@ -65,10 +65,23 @@ pub fn labels<K: Resource>(o: &K) -> u64 {
     hash(&o.meta().labels)
 }
 
-/// A NodeResourceTopology: freshness only asks whether it has zones; the updater
-/// rewrites it on every allocation change, which is not the operator's business.
+/// A NodeResourceTopology: whether it has zones (freshness), the agent's report on the
+/// kubelet configuration, the Topology Manager policy and its foreign writers (status);
+/// the updater rewrites it on every allocation change, which is not the operator's
+/// business.
 pub fn nrt(o: &NodeResourceTopology) -> u64 {
-    hash(&!o.zones.is_empty())
+    let report =
+        tas_api::nrt::agent_report::AgentReport::from_annotations(o.metadata.annotations.as_ref());
+    hash(&(
+        !o.zones.is_empty(),
+        report.source,
+        report.problem,
+        o.attribute(tas_api::nrt::attributes::TOPOLOGY_MANAGER_POLICY),
+        tas_api::nrt::ownership::foreign_nrt_writers(
+            &o.metadata,
+            crate::reconcile::coexistence::UPDATER_FIELD_MANAGER,
+        ),
+    ))
 }
 
 /// A node agent pod: where it runs, whether it is Ready, whether it is going away.
@@ -88,5 +101,6 @@ pub fn crd(o: &CustomResourceDefinition) -> u64 {
         o.metadata.generation,
         &o.metadata.labels,
         crate::reconcile::observed::crd_established(o),
+        tas_api::nrt::ownership::foreign_crd_managers(&o.metadata, crate::reconcile::FIELD_MANAGER),
     ))
 }

@@ -7,6 +7,7 @@
 //! object and waiting for its operands to be gone.
 
 mod binary;
+mod coexistence;
 mod collector;
 mod harness;
 mod install;
@@ -58,6 +59,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     scale::scenario(&client, &operator).await;
     pods::scenario(&client).await;
     otlp::scenario(&client, &telemetry).await;
+    coexistence::scenario(&client).await;
     operator
         .stop(harness::TIMEOUT)
         .await

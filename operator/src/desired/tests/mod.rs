@@ -7,6 +7,7 @@ use kube::core::discovery::Scope;
 use serde_json::Value;
 use tas_api::tas::TopologyAwareScheduling;
 
+mod kubelet;
 mod pods;
 mod rbac;
 mod scheduler;
@@ -124,6 +125,7 @@ fn nrt_crd_follows_spec_nrt_crd() {
     c.spec.nrt_crd = tas_api::tas::NrtCrdSpec {
         manage: false,
         delete_on_uninstall: false,
+        take_over: false,
     };
     let d = desired(&c, &ctx()).unwrap();
     assert!(d.nrt_crd.is_none());
