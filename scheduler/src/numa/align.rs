@@ -79,15 +79,6 @@ impl Reqs {
         out
     }
 
-    /// The total amount the requests of `group` ask for.
-    pub(crate) fn need_of(&self, group: u32) -> i64 {
-        self.as_slice()
-            .iter()
-            .filter(|r| r.group == group)
-            .map(|r| r.need)
-            .sum()
-    }
-
     pub(crate) fn as_slice(&self) -> &[Req] {
         if self.spill.is_empty() {
             &self.inline[..self.len]

@@ -33,14 +33,15 @@ use std::borrow::Cow;
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
 use super::align::{
-    CPU_GROUP, Cause, FIRST_DEVICE_GROUP, Goal, MEMORY_GROUP, Req, Reqs, align, allocate,
-    best_effort,
+    CPU_GROUP, Cause, FIRST_DEVICE_GROUP, Goal, MEMORY_GROUP, Req, Reqs, align, all_zones,
+    allocate, best_effort,
 };
 use super::mask::NumaSet;
+use super::memory::MemoryManager;
 use super::request::{ContainerKind, ContainerRequest, PodRequest};
 use super::resources::{Amount, ResourceKind, Resources};
 use super::topology::NodeTopology;
-use super::unfit::{Unfit, UnfitReason, UnfitTarget};
+use super::unfit::{MemoryRefusal, Unfit, UnfitReason, UnfitTarget};
 
 /// Where the pod's NUMA-aligned resources would come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,17 +80,33 @@ pub fn fit(
         policy,
         TopologyManagerPolicy::None | TopologyManagerPolicy::BestEffort
     ) {
-        // The memory manager refuses by itself under the lenient policies.
-        super::memory::check(node, pod)?;
+        // Aligned CPUs are enough CPUs; without alignment the count can still fall short.
+        check_cpu_count(node, pod)?;
     }
+    // The memory manager pins memory of Guaranteed pods under every policy.
+    let mut memory = if pod.is_guaranteed() && node.static_memory() {
+        MemoryManager::new(node, node.free())
+    } else {
+        None
+    };
     let goal = match policy {
-        TopologyManagerPolicy::None => return Ok(Placement::unconstrained()),
+        TopologyManagerPolicy::None => {
+            if let Some(mm) = memory.as_mut() {
+                for c in pod.containers() {
+                    let reqs = memory_reqs(node, &c.resources);
+                    mm.allocate(c.kind, reqs.as_slice(), None)
+                        .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
+                }
+            }
+            return Ok(Placement::unconstrained());
+        }
         TopologyManagerPolicy::BestEffort => None,
         TopologyManagerPolicy::Restricted => Some(Goal::MinimumWidth),
         TopologyManagerPolicy::SingleNumaNode => Some(Goal::SingleZone),
     };
     let guaranteed = pod.is_guaranteed();
     let nres = node.resource_count();
+    let all = all_zones(node.zone_count() as u32);
     let mut reqs = Reqs::default();
 
     if node.scope() == TopologyManagerScope::Pod {
@@ -110,6 +127,8 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(request, pos)))?;
+        // The memory manager's pod hints count only memory types app containers ask for.
+        let reqs = without_init_only_memory(pod, request, &reqs);
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, node.free(), reqs.as_slice(), goal, 0)
@@ -118,6 +137,14 @@ pub fn fit(
             }
             None => best_effort(node, node.free(), reqs.as_slice(), 0),
         };
+        if let Some(mm) = memory.as_mut() {
+            // Every container is allocated against the pod's hint.
+            for c in pod.containers() {
+                let mem = memory_reqs(node, &c.resources);
+                mm.allocate(c.kind, mem.as_slice(), Some((mask.unwrap_or(all), aligned)))
+                    .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
+            }
+        }
         return Ok(Placement {
             zones: mask.map(|m| node.numa_set(m)),
             containers: Vec::new(),
@@ -131,12 +158,12 @@ pub fn fit(
     let mut placed = Vec::with_capacity(containers.len());
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
-    // CPUs of regular init containers that later containers reuse first, and the zones
-    // holding them: while any are left, the CPU manager only hints masks containing
-    // those zones (generateCPUTopologyHints). Init containers are never subtracted from
-    // `free`, so `free` already counts the reusable CPUs as free on their zones.
-    let mut reusable_cpus = 0i64;
-    let mut reuse_zones = 0u64;
+    // CPUs and devices of regular init containers that later containers reuse first,
+    // and the zones holding them: while any are left, the CPU and device managers only
+    // hint masks containing those zones (generateCPUTopologyHints,
+    // generateDeviceTopologyHints). Init containers are never subtracted from `free`,
+    // so `free` already counts the reusable ones as free on their zones.
+    let mut reuse = Reuse::default();
     for (i, c) in containers.iter().enumerate() {
         let fail = |reason| container_unfit(policy, c, reason);
         reqs.clear();
@@ -150,8 +177,7 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
-        let cpus = reqs.need_of(CPU_GROUP);
-        let must = if cpus > 0 { reuse_zones } else { 0 };
+        let must = reuse.must(reqs.as_slice());
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, &free, reqs.as_slice(), goal, must)
@@ -160,16 +186,13 @@ pub fn fit(
             }
             None => best_effort(node, &free, reqs.as_slice(), must),
         };
-        if let (Some(mask), true) = (mask, cpus > 0) {
-            if c.kind == ContainerKind::Init {
-                reusable_cpus = reusable_cpus.max(cpus);
-                reuse_zones |= mask;
-            } else {
-                reusable_cpus = (reusable_cpus - cpus).max(0);
-                if reusable_cpus == 0 {
-                    reuse_zones = 0;
-                }
-            }
+        if let Some(mask) = mask {
+            reuse.record(c.kind, reqs.as_slice(), mask);
+        }
+        if let Some(mm) = memory.as_mut() {
+            let mem = reqs.only(MEMORY_GROUP);
+            mm.allocate(c.kind, mem.as_slice(), Some((mask.unwrap_or(all), aligned)))
+                .map_err(|r| fail(memory_refusal(r)))?;
         }
         all_aligned &= aligned;
         if let Some(mask) = mask {
@@ -185,6 +208,109 @@ pub fn fit(
         containers: placed,
         aligned: all_aligned,
     })
+}
+
+/// CPUs and devices that regular init containers hold and later containers reuse,
+/// per resource: how many are left and on which zones.
+#[derive(Default)]
+struct Reuse {
+    /// (node resource index, amount left, zone-index mask).
+    held: Vec<(u32, i64, u64)>,
+}
+
+impl Reuse {
+    /// The zones every hint for `reqs` must contain.
+    fn must(&self, reqs: &[Req]) -> u64 {
+        self.held
+            .iter()
+            .filter(|&&(res, left, _)| left > 0 && reqs.iter().any(|r| r.res == res))
+            .fold(0, |acc, &(_, _, zones)| acc | zones)
+    }
+
+    /// Notes what a container of `kind` aligned on `mask` takes or leaves to reuse.
+    fn record(&mut self, kind: ContainerKind, reqs: &[Req], mask: u64) {
+        for r in reqs.iter().filter(|r| r.group != MEMORY_GROUP) {
+            let at = self.held.iter().position(|&(res, _, _)| res == r.res);
+            match (kind, at) {
+                (ContainerKind::Init, Some(i)) => {
+                    let held = &mut self.held[i];
+                    held.1 = held.1.max(r.need);
+                    held.2 |= mask;
+                }
+                (ContainerKind::Init, None) => self.held.push((r.res, r.need, mask)),
+                (_, Some(i)) => {
+                    let held = &mut self.held[i];
+                    held.1 = (held.1 - r.need).max(0);
+                    if held.1 == 0 {
+                        held.2 = 0;
+                    }
+                }
+                (_, None) => {}
+            }
+        }
+    }
+}
+
+/// The memory and hugepages of `request` the memory manager pins.
+fn memory_reqs(node: &NodeTopology, request: &Resources) -> Reqs {
+    let mut reqs = Reqs::default();
+    // Not strict: memory no zone reports is not pinned to zones.
+    let _ = collect(node, request, true, false, &|_| false, false, &mut reqs);
+    reqs.only(MEMORY_GROUP)
+}
+
+/// `reqs` without memory types only init containers (and sidecars) ask for: the memory
+/// manager's pod-scope hints count the types of app containers only.
+fn without_init_only_memory(pod: &PodRequest, request: &Resources, reqs: &Reqs) -> Reqs {
+    let mut out = Reqs::default();
+    for r in reqs.as_slice() {
+        let name = &request.entries()[r.pos as usize].name;
+        let by_app = pod
+            .containers()
+            .iter()
+            .any(|c| c.kind == ContainerKind::App && c.resources.get(name) > 0);
+        if r.group != MEMORY_GROUP || by_app {
+            out.push(*r);
+        }
+    }
+    out
+}
+
+/// The CPU manager `static` gives each container its whole CPUs from what is free
+/// (with those of earlier regular init containers, which it reuses) and fails when
+/// there are fewer: "not enough cpus available to satisfy request".
+fn check_cpu_count(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> {
+    if !node.static_cpus() || !pod.is_guaranteed() {
+        return Ok(());
+    }
+    let Some(ri) = node.resource_index("cpu") else {
+        return Ok(());
+    };
+    let nres = node.resource_count();
+    let mut left: i64 = (0..node.zone_count())
+        .map(|z| node.free()[z * nres + ri])
+        .sum();
+    for c in pod.containers().iter().filter(|c| c.exclusive_cpu) {
+        let need = c.resources.get("cpu");
+        if need > left {
+            return Err(container_unfit(
+                node.policy(),
+                c,
+                UnfitReason::NotEnoughCpus {
+                    need: need / 1000,
+                    free: left.max(0) / 1000,
+                },
+            ));
+        }
+        if c.kind != ContainerKind::Init {
+            left -= need;
+        }
+    }
+    Ok(())
+}
+
+fn memory_refusal(refusal: MemoryRefusal) -> UnfitReason {
+    UnfitReason::MemoryPlacement { refusal }
 }
 
 /// Gathers the resources of `request` that a hint provider aligns: whole CPUs when the

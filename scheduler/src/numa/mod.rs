@@ -30,7 +30,7 @@ pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, Request
 pub use resources::{Amount, ResourceKind, Resources};
 pub use score::{ScoreConfig, ScoringStrategy, score};
 pub use topology::{NodeTopology, TopologyError};
-pub use unfit::{Unfit, UnfitReason, UnfitTarget};
+pub use unfit::{MemoryRefusal, Unfit, UnfitReason, UnfitTarget};
 
 #[cfg(test)]
 mod tests;
