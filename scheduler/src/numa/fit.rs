@@ -135,7 +135,14 @@ pub fn fit(
                     .map_err(|cause| fail(reason(node, request, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, node.free(), reqs.as_slice(), 0),
+            None => lenient(
+                node,
+                node.free(),
+                reqs.as_slice(),
+                0,
+                &|_| 0,
+                memory.as_ref(),
+            ),
         };
         if let Some(mm) = memory.as_mut() {
             // Every container is allocated against the pod's hint.
@@ -184,7 +191,14 @@ pub fn fit(
                     .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, &free, reqs.as_slice(), must),
+            None => lenient(
+                node,
+                &free,
+                reqs.as_slice(),
+                must,
+                &|res| reuse.zones_of(res),
+                memory.as_ref(),
+            ),
         };
         if let Some(mask) = mask {
             reuse.record(c.kind, reqs.as_slice(), mask);
@@ -227,6 +241,14 @@ impl Reuse {
             .fold(0, |acc, &(_, _, zones)| acc | zones)
     }
 
+    /// The zones holding what is left to reuse of node resource `res`.
+    fn zones_of(&self, res: u32) -> u64 {
+        self.held
+            .iter()
+            .find(|&&(r, left, _)| r == res && left > 0)
+            .map_or(0, |&(_, _, zones)| zones)
+    }
+
     /// Notes what a container of `kind` aligned on `mask` takes or leaves to reuse.
     fn record(&mut self, kind: ContainerKind, reqs: &[Req], mask: u64) {
         for r in reqs.iter().filter(|r| r.group != MEMORY_GROUP) {
@@ -248,6 +270,29 @@ impl Reuse {
                 (_, None) => {}
             }
         }
+    }
+}
+
+/// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
+/// the kubelet's merge picks (see the `providers` module), or an approximation of it
+/// when that is too costly to compute. The flag says whether the hint is preferred.
+fn lenient(
+    node: &NodeTopology,
+    free: &[i64],
+    reqs: &[Req],
+    must: u64,
+    must_of: &dyn Fn(u32) -> u64,
+    memory: Option<&MemoryManager<'_>>,
+) -> (Option<u64>, bool) {
+    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must) {
+        return (mask, true);
+    }
+    match super::providers::merged(node, free, reqs, must_of, memory) {
+        Some(hint) => (
+            Some(hint.mask.unwrap_or(all_zones(node.zone_count() as u32))),
+            hint.preferred,
+        ),
+        None => best_effort(node, free, reqs, must),
     }
 }
 

@@ -88,7 +88,7 @@ impl<'n> MemoryManager<'n> {
     }
 
     /// The memory manager's hints for `reqs` (calculateHints).
-    fn hints(&self, reqs: &[Req]) -> Vec<MemoryHint> {
+    pub(crate) fn hints(&self, reqs: &[Req]) -> Vec<MemoryHint> {
         let n = self.node.zone_count() as u32;
         let allocatable = self.node.allocatable_table();
         let mut min_width = n;

@@ -18,6 +18,7 @@ pub mod fit;
 pub mod hint;
 mod mask;
 mod memory;
+mod providers;
 pub mod request;
 pub mod resources;
 pub mod score;
