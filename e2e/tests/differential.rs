@@ -48,13 +48,9 @@ const ATTEMPTS_PER_NODE: usize = 15;
 /// 200 nodes × 15 attempts.
 const NODES: usize = 200;
 
-/// False-admits on the true-state view that the default seed still finds: known
-/// disagreements with the kubelet's memory manager (hint extension and "preferred hint
-/// violates NUMA node allocation" under best-effort, restricted and single-numa-node),
-/// init containers under restricted/single-numa-node container scope, and exclusive
-/// CPUs under policy `none` — issue 15 is open until this is 0. A ratchet: any new
-/// false-admit fails the test; lower it when a fix lands.
-const KNOWN_FALSE_ADMITS: u64 = 9;
+/// False-admits on the true-state view the default seed may find: none. Kept as a
+/// knob (any false-admit there is a model bug and fails the test).
+const KNOWN_FALSE_ADMITS: u64 = 0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_agrees_with_the_kubelet() {

@@ -1,25 +1,32 @@
 //! [`fit`]: would the node's kubelet Topology Manager admit the pod?
 //!
 //! Per policy:
-//! - `none`: no NUMA opinion; refused only where the memory manager `Static` refuses by
-//!   itself (see the `memory` module);
-//! - `best-effort`: the same refusals; the placement reports the zones the kubelet would
-//!   prefer and whether that hint is preferred (for scoring);
+//! - `none`: no NUMA opinion; refused only where the CPU manager `static` has too few
+//!   free CPUs for a container's exclusive ones, or the memory manager `Static` cannot
+//!   place its memory (see the `memory` module);
+//! - `best-effort`: the same refusals, against the hint the kubelet's merge hands the
+//!   memory manager: the aligned one when there is one, otherwise the non-preferred one
+//!   its literal merge picks (see the `providers` module); the placement reports those
+//!   zones and whether the hint is preferred (for scoring);
 //! - `restricted`: only when every container (or the pod) gets a preferred merged hint:
-//!   a zone set of the common minimum width with enough free of everything aligned;
+//!   a zone set of the common minimum width with enough free of everything aligned,
+//!   and the memory manager can place each container's memory with it;
 //! - `single-numa-node`: the same with width one.
 //!
 //! Per scope:
 //! - `container`: containers in admission order (init containers, sidecars included, in
 //!   spec order, then app containers). Each is aligned against what is still free.
-//!   Regular init containers are not subtracted (their CPUs and memory are reused by
-//!   later containers); sidecars and app containers are. While reusable init-container
-//!   CPUs remain, the CPU manager only hints masks containing their zones, so later
-//!   containers with exclusive CPUs must include those zones. Each goes to the zone set the
-//!   kubelet itself would pick: the numerically lowest preferred mask, i.e. the lowest
-//!   NUMA id for single zones. Picking by a scoring strategy instead would predict an
-//!   allocation the kubelet does not make and so mis-judge the containers after it.
-//! - `pod`: one alignment of [`PodRequest::numa_request`].
+//!   Regular init containers are not subtracted (their CPUs, devices and memory are
+//!   reused by later containers); sidecars and app containers are. While reusable
+//!   init-container CPUs or devices remain, the CPU and device managers only hint
+//!   masks containing their zones, so later containers asking for them must include
+//!   those zones. Each goes to the zone set the kubelet itself would pick: the
+//!   numerically lowest preferred mask, i.e. the lowest NUMA id for single zones.
+//!   Picking by a scoring strategy instead would predict an allocation the kubelet
+//!   does not make and so mis-judge the containers after it.
+//! - `pod`: one alignment of [`PodRequest::numa_request`] (its memory types only those
+//!   app containers ask for, like the memory manager's pod hints); every container's
+//!   memory is then placed against that one hint.
 //!
 //! Which resources are aligned follows the kubelet's hint providers: exclusive CPUs
 //! (CPU manager `static`) and memory/hugepages (memory manager `Static`) of Guaranteed
@@ -36,6 +43,7 @@ use super::align::{
     CPU_GROUP, Cause, FIRST_DEVICE_GROUP, Goal, MEMORY_GROUP, Req, Reqs, align, all_zones,
     allocate, best_effort,
 };
+use super::managers::{Reuse, check_cpu_count};
 use super::mask::NumaSet;
 use super::memory::MemoryManager;
 use super::request::{ContainerKind, ContainerRequest, PodRequest};
@@ -224,55 +232,6 @@ pub fn fit(
     })
 }
 
-/// CPUs and devices that regular init containers hold and later containers reuse,
-/// per resource: how many are left and on which zones.
-#[derive(Default)]
-struct Reuse {
-    /// (node resource index, amount left, zone-index mask).
-    held: Vec<(u32, i64, u64)>,
-}
-
-impl Reuse {
-    /// The zones every hint for `reqs` must contain.
-    fn must(&self, reqs: &[Req]) -> u64 {
-        self.held
-            .iter()
-            .filter(|&&(res, left, _)| left > 0 && reqs.iter().any(|r| r.res == res))
-            .fold(0, |acc, &(_, _, zones)| acc | zones)
-    }
-
-    /// The zones holding what is left to reuse of node resource `res`.
-    fn zones_of(&self, res: u32) -> u64 {
-        self.held
-            .iter()
-            .find(|&&(r, left, _)| r == res && left > 0)
-            .map_or(0, |&(_, _, zones)| zones)
-    }
-
-    /// Notes what a container of `kind` aligned on `mask` takes or leaves to reuse.
-    fn record(&mut self, kind: ContainerKind, reqs: &[Req], mask: u64) {
-        for r in reqs.iter().filter(|r| r.group != MEMORY_GROUP) {
-            let at = self.held.iter().position(|&(res, _, _)| res == r.res);
-            match (kind, at) {
-                (ContainerKind::Init, Some(i)) => {
-                    let held = &mut self.held[i];
-                    held.1 = held.1.max(r.need);
-                    held.2 |= mask;
-                }
-                (ContainerKind::Init, None) => self.held.push((r.res, r.need, mask)),
-                (_, Some(i)) => {
-                    let held = &mut self.held[i];
-                    held.1 = (held.1 - r.need).max(0);
-                    if held.1 == 0 {
-                        held.2 = 0;
-                    }
-                }
-                (_, None) => {}
-            }
-        }
-    }
-}
-
 /// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
 /// the kubelet's merge picks (see the `providers` module), or an approximation of it
 /// when that is too costly to compute. The flag says whether the hint is preferred.
@@ -319,39 +278,6 @@ fn without_init_only_memory(pod: &PodRequest, request: &Resources, reqs: &Reqs) 
         }
     }
     out
-}
-
-/// The CPU manager `static` gives each container its whole CPUs from what is free
-/// (with those of earlier regular init containers, which it reuses) and fails when
-/// there are fewer: "not enough cpus available to satisfy request".
-fn check_cpu_count(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> {
-    if !node.static_cpus() || !pod.is_guaranteed() {
-        return Ok(());
-    }
-    let Some(ri) = node.resource_index("cpu") else {
-        return Ok(());
-    };
-    let nres = node.resource_count();
-    let mut left: i64 = (0..node.zone_count())
-        .map(|z| node.free()[z * nres + ri])
-        .sum();
-    for c in pod.containers().iter().filter(|c| c.exclusive_cpu) {
-        let need = c.resources.get("cpu");
-        if need > left {
-            return Err(container_unfit(
-                node.policy(),
-                c,
-                UnfitReason::NotEnoughCpus {
-                    need: need / 1000,
-                    free: left.max(0) / 1000,
-                },
-            ));
-        }
-        if c.kind != ContainerKind::Init {
-            left -= need;
-        }
-    }
-    Ok(())
 }
 
 fn memory_refusal(refusal: MemoryRefusal) -> UnfitReason {

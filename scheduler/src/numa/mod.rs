@@ -16,6 +16,7 @@
 mod align;
 pub mod fit;
 pub mod hint;
+mod managers;
 mod mask;
 mod memory;
 mod providers;
