@@ -102,7 +102,7 @@ pub fn fit(
             if let Some(mm) = memory.as_mut() {
                 for c in pod.containers() {
                     let reqs = memory_reqs(node, &c.resources);
-                    mm.allocate(c.kind, reqs.as_slice(), None)
+                    mm.allocate(c.kind, reqs.as_slice(), None, false)
                         .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
                 }
             }
@@ -136,7 +136,10 @@ pub fn fit(
         )
         .map_err(|pos| fail(not_reported(request, pos)))?;
         // The memory manager's pod hints count only memory types app containers ask for.
-        let reqs = without_init_only_memory(pod, request, &reqs);
+        let mut reqs = without_init_only_memory(pod, request, &reqs);
+        if goal.is_some() {
+            reqs = without_indifferent_memory(reqs, memory.as_ref());
+        }
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, node.free(), reqs.as_slice(), goal, 0)
@@ -156,7 +159,8 @@ pub fn fit(
             // Every container is allocated against the pod's hint.
             for c in pod.containers() {
                 let mem = memory_reqs(node, &c.resources);
-                mm.allocate(c.kind, mem.as_slice(), Some((mask.unwrap_or(all), aligned)))
+                let hint = handed_over(policy, mask, all);
+                mm.allocate(c.kind, mem.as_slice(), hint, aligned)
                     .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
             }
         }
@@ -192,6 +196,11 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
+        // The memory of this container, whatever the merge makes of it.
+        let mem = reqs.only(MEMORY_GROUP);
+        if goal.is_some() {
+            reqs = without_indifferent_memory(reqs, memory.as_ref());
+        }
         let must = reuse.must(reqs.as_slice());
         let (mask, aligned) = match goal {
             Some(goal) => {
@@ -212,9 +221,13 @@ pub fn fit(
             reuse.record(c.kind, reqs.as_slice(), mask);
         }
         if let Some(mm) = memory.as_mut() {
-            let mem = reqs.only(MEMORY_GROUP);
-            mm.allocate(c.kind, mem.as_slice(), Some((mask.unwrap_or(all), aligned)))
-                .map_err(|r| fail(memory_refusal(r)))?;
+            mm.allocate(
+                c.kind,
+                mem.as_slice(),
+                handed_over(policy, mask, all),
+                aligned,
+            )
+            .map_err(|r| fail(memory_refusal(r)))?;
         }
         all_aligned &= aligned;
         if let Some(mask) = mask {
@@ -252,6 +265,28 @@ fn lenient(
             hint.preferred,
         ),
         None => best_effort(node, free, reqs, must),
+    }
+}
+
+/// The zones of the merged hint the memory manager gets: every zone when nothing was
+/// aligned, none (no NUMA affinity) when `single-numa-node` would hand over every zone.
+fn handed_over(policy: TopologyManagerPolicy, mask: Option<u64>, all: u64) -> Option<u64> {
+    let mask = mask.unwrap_or(all);
+    (policy != TopologyManagerPolicy::SingleNumaNode || mask != all).then_some(mask)
+}
+
+/// `reqs` without its memory when the memory manager has no hint at all for it: the
+/// Topology Manager then merges as if it had no preference (its Allocate still runs).
+fn without_indifferent_memory(reqs: Reqs, memory: Option<&MemoryManager<'_>>) -> Reqs {
+    match memory {
+        Some(mm) if mm.indifferent(reqs.only(MEMORY_GROUP).as_slice()) => {
+            let mut out = Reqs::default();
+            for r in reqs.as_slice().iter().filter(|r| r.group != MEMORY_GROUP) {
+                out.push(*r);
+            }
+            out
+        }
+        _ => reqs,
     }
 }
 

@@ -121,20 +121,34 @@ impl<'n> MemoryManager<'n> {
             .collect()
     }
 
+    /// Whether the memory manager has no hint at all for `reqs`: the Topology Manager
+    /// then reads it as having no preference.
+    pub(crate) fn indifferent(&self, reqs: &[Req]) -> bool {
+        !reqs.is_empty() && self.hints(reqs).is_empty()
+    }
+
     /// Allocates `reqs` (the container's memory and hugepages) for a container of
-    /// `kind` given the Topology Manager's `hint`; returns the zones used.
+    /// `kind` given the Topology Manager's hint (`mask`, `None`: no NUMA affinity) and
+    /// whether it is preferred; returns the zones used.
     pub(crate) fn allocate(
         &mut self,
         kind: ContainerKind,
         reqs: &[Req],
-        hint: Option<MemoryHint>,
+        mask: Option<u64>,
+        preferred: bool,
     ) -> Result<u64, MemoryRefusal> {
         if reqs.is_empty() {
             return Ok(0);
         }
-        let mut best = match hint {
-            Some(h) => h,
-            None => best_hint(self.hints(reqs)).ok_or(MemoryRefusal::NoZones)?,
+        let mut best = match mask {
+            Some(m) => (m, preferred),
+            None => {
+                let default = best_hint(self.hints(reqs)).ok_or(MemoryRefusal::NoZones)?;
+                if !default.1 && preferred {
+                    return Err(MemoryRefusal::DefaultNotPreferred);
+                }
+                default
+            }
         };
         let satisfied = reqs
             .iter()

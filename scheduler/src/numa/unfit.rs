@@ -97,6 +97,9 @@ pub enum UnfitReason {
 pub enum MemoryRefusal {
     /// No zone set has enough free memory ("no NUMA nodes with enough memory").
     NoZones,
+    /// The hint has no zones and is preferred, the memory manager's own best is not
+    /// ("failed to find the default preferred hint").
+    DefaultNotPreferred,
     /// No zone set holding the hint's zones has enough free ("failed to find NUMA nodes
     /// to extend the current topology hint").
     CannotExtend,
@@ -112,6 +115,7 @@ impl fmt::Display for MemoryRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::NoZones => "no NUMA zones with enough free memory",
+            Self::DefaultNotPreferred => "its own best NUMA zones would not be preferred",
             Self::CannotExtend => "no NUMA zones to extend the topology hint with",
             Self::ExtensionNotPreferred => "the extended topology hint would not be preferred",
             Self::MixesGroups => {

@@ -143,3 +143,36 @@ fn memory_manager_never_mixes_groups_on_the_pod_hint() {
     let relaxed = managers_node("best-effort", "pod", &zones, &[MEMORY_NONE]);
     assert_fit("relaxed", &relaxed, &pod, Ok(&[0, 1]));
 }
+
+/// Pod scope, no CPU manager: the pod's 3.5Gi fit no free zone and the only two-zone
+/// set mixes allocations, so the memory manager has no hint and the Topology Manager
+/// reads it as "no preference". `single-numa-node` then hands over no NUMA affinity
+/// and each container takes its own zone (admitted); `restricted` hands over both
+/// zones, which mix allocations ("preferred hint violates NUMA node allocation").
+#[test]
+fn memory_manager_without_hints_has_no_preference() {
+    let zones = [
+        (
+            0,
+            vec![("cpu", "2", "2", "2"), ("memory", "1Gi", "4Gi", "4Gi")],
+        ),
+        (
+            1,
+            vec![("cpu", "2", "2", "2"), ("memory", "2560Mi", "4Gi", "4Gi")],
+        ),
+    ];
+    let pod = pod(vec![
+        g("app0", &[("cpu", "500m"), ("memory", "1Gi")]),
+        g("app1", &[("cpu", "500m"), ("memory", "2560Mi")]),
+    ]);
+    let cpu_none = [("cpuManagerPolicy", "none")];
+    let single = managers_node("single-numa-node", "pod", &zones, &cpu_none);
+    assert_fit("single-numa-node", &single, &pod, Ok(&[]));
+    let restricted = managers_node("restricted", "pod", &zones, &cpu_none);
+    assert_fit(
+        "restricted",
+        &restricted,
+        &pod,
+        Err("container app0: the zones would mix"),
+    );
+}
