@@ -87,31 +87,37 @@ impl<'n> MemoryManager<'n> {
             })
     }
 
-    /// The memory manager's hints for `reqs` (calculateHints).
-    pub(crate) fn hints(&self, reqs: &[Req]) -> Vec<MemoryHint> {
-        let n = self.node.zone_count() as u32;
-        let allocatable = self.node.allocatable_table();
-        let mut min_width = n;
-        let mut found = Vec::new();
-        for mask in 1..(1u64 << n) {
-            if !reqs
-                .iter()
-                .all(|r| self.sum(allocatable, mask, r.res) >= r.need)
-            {
-                continue;
-            }
-            min_width = min_width.min(mask.count_ones());
-            if mask.count_ones() == 1 && self.cells[mask.trailing_zeros() as usize] != mask {
-                continue;
-            }
-            if self.violates(mask) {
-                continue;
-            }
-            if reqs.iter().all(|r| {
+    /// Whether `mask` is one of the memory manager's hints for `reqs`, leaving aside
+    /// whether its allocatable holds them.
+    fn usable(&self, mask: u64, reqs: &[Req]) -> bool {
+        let alone_in_group =
+            mask.count_ones() != 1 || self.cells[mask.trailing_zeros() as usize] == mask;
+        alone_in_group
+            && !self.violates(mask)
+            && reqs.iter().all(|r| {
                 self.sum(&self.free, mask, r.res)
                     .saturating_add(self.reuse(mask, r.res))
                     >= r.need
-            }) {
+            })
+    }
+
+    fn holds(&self, mask: u64, reqs: &[Req]) -> bool {
+        let allocatable = self.node.allocatable_table();
+        reqs.iter()
+            .all(|r| self.sum(allocatable, mask, r.res) >= r.need)
+    }
+
+    /// The memory manager's hints for `reqs` (calculateHints).
+    pub(crate) fn hints(&self, reqs: &[Req]) -> Vec<MemoryHint> {
+        let n = self.node.zone_count() as u32;
+        let mut min_width = n;
+        let mut found = Vec::new();
+        for mask in 1..(1u64 << n) {
+            if !self.holds(mask, reqs) {
+                continue;
+            }
+            min_width = min_width.min(mask.count_ones());
+            if self.usable(mask, reqs) {
                 found.push(mask);
             }
         }
@@ -124,7 +130,8 @@ impl<'n> MemoryManager<'n> {
     /// Whether the memory manager has no hint at all for `reqs`: the Topology Manager
     /// then reads it as having no preference.
     pub(crate) fn indifferent(&self, reqs: &[Req]) -> bool {
-        !reqs.is_empty() && self.hints(reqs).is_empty()
+        let n = self.node.zone_count() as u32;
+        !reqs.is_empty() && !(1..(1u64 << n)).any(|m| self.usable(m, reqs) && self.holds(m, reqs))
     }
 
     /// Allocates `reqs` (the container's memory and hugepages) for a container of
