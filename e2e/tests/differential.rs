@@ -13,7 +13,9 @@
 //! Differences on the updater's view, false-rejects and zone mismatches are reported.
 //!
 //! `make test` runs the default size; `make bench` runs the ignored test: another seed,
-//! ten times the size. `TAS_DIFF_SEED` replaces the seed of either.
+//! ten times the size. `TAS_DIFF_SEED` replaces the seed of either; `TAS_DIFF_CASES=DIR`
+//! writes every failing case (machine, kubelet config, pods on the node, the pod, both
+//! verdicts) to its own JSON file in DIR.
 
 #[path = "differential/random.rs"]
 mod random;
