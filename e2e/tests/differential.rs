@@ -15,7 +15,7 @@
 //! `make test` runs the default size; `make bench` runs the ignored test: another seed,
 //! ten times the size. `TAS_DIFF_SEED` replaces the seed of either; `TAS_DIFF_CASES=DIR`
 //! writes every failing case (machine, kubelet config, pods on the node, the pod, both
-//! verdicts) to its own JSON file in DIR.
+//! verdicts) to its own JSON file in DIR; `TAS_DIFF_NODES=3,17` runs only those nodes.
 
 #[path = "differential/random.rs"]
 mod random;
@@ -79,7 +79,14 @@ fn seed(default: u64) -> u64 {
 async fn run(seed: u64, nodes: usize, allowed: u64) {
     let referee = Arc::new(Referee::start().unwrap_or_else(|e| panic!("{e}")));
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let outcomes: Vec<Vec<Attempt>> = futures::stream::iter(0..nodes)
+    // `TAS_DIFF_NODES=3,17`: only these node indices (to re-check failing cases).
+    let only: Option<Vec<usize>> = std::env::var("TAS_DIFF_NODES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect());
+    let indices: Vec<usize> = (0..nodes)
+        .filter(|i| only.as_ref().is_none_or(|o| o.contains(i)))
+        .collect();
+    let outcomes: Vec<Vec<Attempt>> = futures::stream::iter(indices)
         .map(|i| run_node(referee.clone(), dir.path(), seed, i))
         .buffer_unordered(PARALLEL_NODES)
         .collect()
