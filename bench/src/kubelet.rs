@@ -1,16 +1,29 @@
-//! The kubelets of the benchmark nodes: one nodesim admission model per node, fed every
-//! placement in the order the runner's watch saw the binds.
+//! The kubelets of the benchmark nodes.
 //!
-//! This is both the NUMA-correctness referee (a pod the model rejects is a pod a real
-//! kubelet with single-numa-node would have failed with `TopologyAffinityError`) and
-//! the source of what the node agent publishes (free CPUs and memory per zone, and the
-//! admitted pods' fingerprint), as a node agent reading a real kubelet would.
+//! During a run, one nodesim admission model per node ([`Kubelets`]), fed every
+//! placement in the order the runner's watch saw the binds, is the source of what the
+//! node agent publishes (free CPUs and memory per zone, and the admitted pods'
+//! fingerprint), as a node agent reading a real kubelet would: in-process and
+//! synchronous, so publishing keeps up with hundreds of binds a second.
+//!
+//! The correctness columns come from the referee when there is one
+//! ([`referee_replay`]): after the run every placement is replayed, in bind order per
+//! node, through the kubelet's own Topology, CPU, memory and device managers; a pod it
+//! rejects is a pod a real kubelet would have failed. Without the referee the model's
+//! own tally stands in.
 
 use std::collections::BTreeMap;
 
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
 use tas_nodesim::machine::{KubeletSettings, Machine};
+use tas_nodesim::referee::convert::{self, with_cpu_reservation};
+use tas_nodesim::referee::{AddNode, Referee, RefereeError};
 use tas_nodesim::request::PodRequest;
 use tas_nodesim::{Admission, NodeState, TOPOLOGY_AFFINITY_ERROR};
+
+/// Nodes the referee replays side by side (its nodes run in parallel).
+const REPLAY_PARALLEL_NODES: usize = 8;
 
 /// Admission outcomes of one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -103,6 +116,63 @@ pub fn replay<'a>(
     kubelets.tally
 }
 
+/// Replays `placements` (node, pod as bound), in bind order per node, through the
+/// referee on fresh nodes named `<run>-<node>` (removed afterwards), and tallies the
+/// kubelet's verdicts.
+pub async fn referee_replay(
+    referee: &Referee,
+    run: &str,
+    names: &[String],
+    machine: &Machine,
+    settings: KubeletSettings,
+    placements: &[(String, Pod)],
+) -> Result<AdmissionTally, RefereeError> {
+    let machine = with_cpu_reservation(machine, &settings);
+    let mut tally = AdmissionTally::default();
+    let mut per_node: BTreeMap<&str, Vec<&Pod>> =
+        names.iter().map(|n| (n.as_str(), Vec::new())).collect();
+    for (node, pod) in placements {
+        match per_node.get_mut(node.as_str()) {
+            Some(pods) => pods.push(pod),
+            None => tally.unknown_node += 1,
+        }
+    }
+    let verdicts: Vec<Vec<Result<(), String>>> = futures::stream::iter(per_node)
+        .map(|(node, pods)| {
+            let name = format!("{run}-{node}");
+            let add = AddNode {
+                node: name.clone(),
+                machine: convert::machine(&machine),
+                kubelet: convert::kubelet_config(&machine, &settings),
+                ..AddNode::default()
+            };
+            async move {
+                referee.add_node(&add).await?;
+                let mut out = Vec::with_capacity(pods.len());
+                for pod in pods {
+                    let verdict = referee.admit(&name, pod).await?;
+                    out.push(if verdict.admit {
+                        Ok(())
+                    } else {
+                        Err(verdict.reason)
+                    });
+                }
+                referee.remove_node(&name).await?;
+                Ok::<_, RefereeError>(out)
+            }
+        })
+        .buffer_unordered(REPLAY_PARALLEL_NODES)
+        .try_collect()
+        .await?;
+    for verdict in verdicts.into_iter().flatten() {
+        match verdict {
+            Ok(()) => tally.admitted += 1,
+            Err(reason) => *tally.rejected.entry(reason).or_default() += 1,
+        }
+    }
+    Ok(tally)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +244,76 @@ mod tests {
         assert_eq!(tally.admitted, 1);
         assert_eq!(tally.topology_errors(), 0);
         assert_eq!(tally.rejected.get("OutOfpods"), Some(&1));
+    }
+
+    fn bound(name: &str, cpus: u32) -> Pod {
+        let mut pod = guaranteed_pod(name, "s", "r", &cpus.to_string(), &format!("{cpus}Gi"));
+        pod.metadata.uid = Some(format!("uid-{name}"));
+        pod
+    }
+
+    /// The referee's replay gives the verdicts of the model's tests above: the
+    /// kubelet's own managers reject the 2-CPU pod no zone can hold, and the pod over
+    /// the node's pod limit.
+    #[tokio::test]
+    async fn referee_replay_judges_with_the_kubelets_managers() {
+        let referee = Referee::start().unwrap_or_else(|e| panic!("{e}"));
+        let shape = ClusterShape {
+            nodes: 2,
+            zones: 2,
+            zone_cpus: 4,
+            zone_memory_gib: 8,
+            max_pods: 110,
+        };
+        let names = shape.node_names();
+        let placements: Vec<(String, Pod)> = [
+            (&names[0], bound("a", 3)),
+            (&names[0], bound("b", 3)),
+            (&names[0], bound("c", 2)),
+            (&names[1], bound("d", 2)),
+            (&names[1], bound("e", 4)),
+            (&"elsewhere".to_owned(), bound("f", 2)),
+        ]
+        .into_iter()
+        .map(|(n, p)| (n.clone(), p))
+        .collect();
+        let tally = referee_replay(
+            &referee,
+            "r0",
+            &names,
+            &shape.machine(),
+            ClusterShape::kubelet(),
+            &placements,
+        )
+        .await
+        .expect("replay");
+        assert_eq!(tally.admitted, 4, "{tally:?}");
+        assert_eq!(tally.topology_errors(), 1, "{tally:?}");
+        assert_eq!(tally.other_rejections(), 0, "{tally:?}");
+        assert_eq!(tally.unknown_node, 1);
+
+        let one = ClusterShape {
+            max_pods: 1,
+            nodes: 1,
+            zones: 1,
+            ..shape
+        };
+        let names = one.node_names();
+        let placements = vec![
+            (names[0].clone(), bound("g", 1)),
+            (names[0].clone(), bound("h", 1)),
+        ];
+        let tally = referee_replay(
+            &referee,
+            "r1",
+            &names,
+            &one.machine(),
+            ClusterShape::kubelet(),
+            &placements,
+        )
+        .await
+        .expect("replay");
+        assert_eq!(tally.admitted, 1, "{tally:?}");
+        assert_eq!(tally.rejected.get("OutOfpods"), Some(&1), "{tally:?}");
     }
 }

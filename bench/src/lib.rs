@@ -78,6 +78,10 @@ pub struct Bench {
     pub namespace: String,
     /// The configuration.
     pub options: Options,
+    /// The kubelet's own admission code (`nodesim/referee`) that judges every run's
+    /// placements, when `TAS_REFEREE_BIN` names it; otherwise the node simulator's
+    /// Rust model judges.
+    pub referee: Option<std::sync::Arc<tas_nodesim::referee::Referee>>,
 }
 
 /// Why the benchmark stopped.
@@ -98,6 +102,9 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
+    /// The referee could not start or answer.
+    #[error("referee: {0}")]
+    Referee(#[from] tas_nodesim::referee::RefereeError),
     /// A scheduler binary is not there.
     #[error("{what} not found at {}: {hint}", path.display())]
     MissingBinary {

@@ -282,7 +282,7 @@ const NOTES: [&str; 6] = [
     "Throughput: pods bound ÷ time from the first creation request to the last bind the runner's watch saw.",
     "Latency: from the runner sending the pod's create request to its watch seeing `spec.nodeName` set (a watch, not polling). The pod's `creationTimestamp` has one-second resolution, so the runner's own clock is used; everything runs on one machine.",
     "CPU: utime + stime of the scheduler process from `/proc/<pid>/stat`, from just before the first creation to the end of the run (startup and warm-up excluded). Peak RSS: `VmHWM` from `/proc/<pid>/status` at the end of the run (startup included).",
-    "Kubelet rejections: every placement is replayed in bind order through the node simulator's kubelet model (Topology Manager single-numa-node, container scope, CPU manager static, memory manager static, same zones as the NRTs). A TopologyAffinityError is a pod a real kubelet would have failed.",
+    "Kubelet rejections: after each run every placement is replayed, in bind order per node, through the referee: the kubelet's own Topology, CPU, memory and device managers (k8s.io/kubernetes v1.34; Topology Manager single-numa-node, container scope, CPU manager static, memory manager Static, same zones as the NRTs). A TopologyAffinityError is a pod a real kubelet would have failed. Without `TAS_REFEREE_BIN` (`make bench` sets it) the node simulator's Rust model judges instead.",
     "Each scheduler starts fresh for each run and must first bind a BestEffort warm-up pod, which is deleted before the measured pods are created.",
     "The machine is shared by the control plane, kwok, the runner and the scheduler: figures compare schedulers on the same machine, not absolute capacity.",
 ];

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::agent::{NodeAgent, PublishStats, publish_all};
 use crate::binder::Binder;
 use crate::create::{CreateOutcome, create_pods};
-use crate::kubelet::{AdmissionTally, Kubelets};
+use crate::kubelet::{AdmissionTally, Kubelets, referee_replay};
 use crate::procfs::{self, ProcessSample};
 use crate::schedulers::{Launch, SchedulerKind, SchedulerProcess};
 use crate::stats::percentile;
@@ -136,6 +136,8 @@ pub async fn run_once(
 
     let n = options.workload.pods;
     let mut bound_at: Vec<Option<Instant>> = vec![None; n];
+    // Every bind in the order the watch saw it, for the referee's replay.
+    let mut placements: Vec<(String, Pod)> = Vec::with_capacity(n);
     let mut submitted = vec![false; n];
     let mut bound = 0;
     let mut last_progress = Instant::now();
@@ -157,6 +159,7 @@ pub async fn run_once(
                         bound += 1;
                         last_progress = now;
                         agent.on_bound(node, &pod);
+                        placements.push((node.to_owned(), pod.clone()));
                     }
                     None if !submitted[i] => {
                         if let Some(binder) = &binder {
@@ -200,8 +203,22 @@ pub async fn run_once(
     delete_pods(&pods, &selector).await?;
 
     let result = summarise(kind, round, &created, &bound_at, before, after);
+    let tally = match &bench.referee {
+        Some(referee) => {
+            referee_replay(
+                referee,
+                &tag,
+                &options.shape.node_names(),
+                &machine,
+                ClusterShape::kubelet(),
+                &placements,
+            )
+            .await?
+        }
+        None => kubelets.tally().clone(),
+    };
     Ok(RunResult {
-        tally: kubelets.tally().clone(),
+        tally,
         published,
         ..result
     })

@@ -5,12 +5,14 @@
 //! so nobody removes the `node.kubernetes.io/not-ready` taint the API server puts on
 //! every new node: the runner removes it once kwok reports the node Ready.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
+use tas_nodesim::referee::{Referee, RefereeError};
 
 use crate::schedulers::SchedulerKind;
 use crate::{Bench, BenchError, Options};
@@ -47,11 +49,23 @@ pub async fn setup(options: Options) -> Result<Bench, BenchError> {
         .await?;
     wait_nodes_ready(&client, shape.nodes).await?;
     untaint_nodes(&client, &shape.node_names()).await?;
+    let referee = match Referee::start() {
+        Ok(referee) => Some(Arc::new(referee)),
+        Err(RefereeError::NotConfigured) => {
+            eprintln!(
+                "tas-bench: {} is not set; the node simulator's Rust model judges the placements",
+                tas_nodesim::referee::BIN_ENV
+            );
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(Bench {
         cluster,
         client,
         namespace,
         options,
+        referee,
     })
 }
 

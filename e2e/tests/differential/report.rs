@@ -70,6 +70,22 @@ impl Report {
             Kind::FalseReject => row.false_rejects += 1,
             Kind::ZoneMismatch => row.zone_mismatches += 1,
         }
+        if let Ok(dir) = std::env::var("TAS_DIFF_CASES") {
+            // Every failing case, one file each, for study: `TAS_DIFF_CASES=DIR`.
+            let n = self.classes.values().sum::<u64>();
+            let path = std::path::Path::new(&dir).join(format!(
+                "v{}-{}-{}-{}-{n}.json",
+                f.view,
+                f.kind.name().replace(' ', "_"),
+                f.policy,
+                f.scope
+            ));
+            let text = serde_json::to_string_pretty(&f.case).unwrap_or_default();
+            if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text))
+            {
+                println!("cannot write {}: {e}", path.display());
+            }
+        }
         *self
             .classes
             .entry((f.view, f.kind, f.policy.clone(), f.class.clone()))

@@ -79,15 +79,6 @@ impl Reqs {
         out
     }
 
-    /// The total amount the requests of `group` ask for.
-    pub(crate) fn need_of(&self, group: u32) -> i64 {
-        self.as_slice()
-            .iter()
-            .filter(|r| r.group == group)
-            .map(|r| r.need)
-            .sum()
-    }
-
     pub(crate) fn as_slice(&self) -> &[Req] {
         if self.spill.is_empty() {
             &self.inline[..self.len]
@@ -340,7 +331,8 @@ fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Caus
 /// `best-effort`: the aligned mask when there is one, else the narrowest (then lowest)
 /// mask with enough free of everything, else every zone. The flag says whether the
 /// kubelet's merged hint would be preferred. The non-preferred choice approximates the
-/// kubelet's (which depends on hint order); it only steers scoring, never admission.
+/// kubelet's (which depends on hint order); `fit` uses it only where the literal merge
+/// (the `providers` module) would cost too much.
 pub(crate) fn best_effort(
     node: &NodeTopology,
     free: &[i64],

@@ -1,25 +1,32 @@
 //! [`fit`]: would the node's kubelet Topology Manager admit the pod?
 //!
 //! Per policy:
-//! - `none`: no NUMA opinion; refused only where the memory manager `Static` refuses by
-//!   itself (see the `memory` module);
-//! - `best-effort`: the same refusals; the placement reports the zones the kubelet would
-//!   prefer and whether that hint is preferred (for scoring);
+//! - `none`: no NUMA opinion; refused only where the CPU manager `static` has too few
+//!   free CPUs for a container's exclusive ones, or the memory manager `Static` cannot
+//!   place its memory (see the `memory` module);
+//! - `best-effort`: the same refusals, against the hint the kubelet's merge hands the
+//!   memory manager: the aligned one when there is one, otherwise the non-preferred one
+//!   its literal merge picks (see the `providers` module); the placement reports those
+//!   zones and whether the hint is preferred (for scoring);
 //! - `restricted`: only when every container (or the pod) gets a preferred merged hint:
-//!   a zone set of the common minimum width with enough free of everything aligned;
+//!   a zone set of the common minimum width with enough free of everything aligned,
+//!   and the memory manager can place each container's memory with it;
 //! - `single-numa-node`: the same with width one.
 //!
 //! Per scope:
 //! - `container`: containers in admission order (init containers, sidecars included, in
 //!   spec order, then app containers). Each is aligned against what is still free.
-//!   Regular init containers are not subtracted (their CPUs and memory are reused by
-//!   later containers); sidecars and app containers are. While reusable init-container
-//!   CPUs remain, the CPU manager only hints masks containing their zones, so later
-//!   containers with exclusive CPUs must include those zones. Each goes to the zone set the
-//!   kubelet itself would pick: the numerically lowest preferred mask, i.e. the lowest
-//!   NUMA id for single zones. Picking by a scoring strategy instead would predict an
-//!   allocation the kubelet does not make and so mis-judge the containers after it.
-//! - `pod`: one alignment of [`PodRequest::numa_request`].
+//!   Regular init containers are not subtracted (their CPUs, devices and memory are
+//!   reused by later containers); sidecars and app containers are. While reusable
+//!   init-container CPUs or devices remain, the CPU and device managers only hint
+//!   masks containing their zones, so later containers asking for them must include
+//!   those zones. Each goes to the zone set the kubelet itself would pick: the
+//!   numerically lowest preferred mask, i.e. the lowest NUMA id for single zones.
+//!   Picking by a scoring strategy instead would predict an allocation the kubelet
+//!   does not make and so mis-judge the containers after it.
+//! - `pod`: one alignment of [`PodRequest::numa_request`] (its memory types only those
+//!   app containers ask for, like the memory manager's pod hints); every container's
+//!   memory is then placed against that one hint.
 //!
 //! Which resources are aligned follows the kubelet's hint providers: exclusive CPUs
 //! (CPU manager `static`) and memory/hugepages (memory manager `Static`) of Guaranteed
@@ -33,14 +40,16 @@ use std::borrow::Cow;
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
 use super::align::{
-    CPU_GROUP, Cause, FIRST_DEVICE_GROUP, Goal, MEMORY_GROUP, Req, Reqs, align, allocate,
-    best_effort,
+    CPU_GROUP, Cause, FIRST_DEVICE_GROUP, Goal, MEMORY_GROUP, Req, Reqs, align, all_zones,
+    allocate, best_effort,
 };
+use super::managers::{Reuse, check_cpu_count};
 use super::mask::NumaSet;
+use super::memory::MemoryManager;
 use super::request::{ContainerKind, ContainerRequest, PodRequest};
 use super::resources::{Amount, ResourceKind, Resources};
 use super::topology::NodeTopology;
-use super::unfit::{Unfit, UnfitReason, UnfitTarget};
+use super::unfit::{MemoryRefusal, Unfit, UnfitReason, UnfitTarget};
 
 /// Where the pod's NUMA-aligned resources would come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,17 +88,33 @@ pub fn fit(
         policy,
         TopologyManagerPolicy::None | TopologyManagerPolicy::BestEffort
     ) {
-        // The memory manager refuses by itself under the lenient policies.
-        super::memory::check(node, pod)?;
+        // Aligned CPUs are enough CPUs; without alignment the count can still fall short.
+        check_cpu_count(node, pod)?;
     }
+    // The memory manager pins memory of Guaranteed pods under every policy.
+    let mut memory = if pod.is_guaranteed() && node.static_memory() {
+        MemoryManager::new(node, node.free())
+    } else {
+        None
+    };
     let goal = match policy {
-        TopologyManagerPolicy::None => return Ok(Placement::unconstrained()),
+        TopologyManagerPolicy::None => {
+            if let Some(mm) = memory.as_mut() {
+                for c in pod.containers() {
+                    let reqs = memory_reqs(node, &c.resources);
+                    mm.allocate(c.kind, reqs.as_slice(), None, false)
+                        .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
+                }
+            }
+            return Ok(Placement::unconstrained());
+        }
         TopologyManagerPolicy::BestEffort => None,
         TopologyManagerPolicy::Restricted => Some(Goal::MinimumWidth),
         TopologyManagerPolicy::SingleNumaNode => Some(Goal::SingleZone),
     };
     let guaranteed = pod.is_guaranteed();
     let nres = node.resource_count();
+    let all = all_zones(node.zone_count() as u32);
     let mut reqs = Reqs::default();
 
     if node.scope() == TopologyManagerScope::Pod {
@@ -110,14 +135,35 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(request, pos)))?;
+        // The memory manager's pod hints count only memory types app containers ask for.
+        let mut reqs = without_init_only_memory(pod, request, &reqs);
+        if goal.is_some() {
+            reqs = without_indifferent_memory(reqs, memory.as_ref());
+        }
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, node.free(), reqs.as_slice(), goal, 0)
                     .map_err(|cause| fail(reason(node, request, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, node.free(), reqs.as_slice(), 0),
+            None => lenient(
+                node,
+                node.free(),
+                reqs.as_slice(),
+                0,
+                &|_| 0,
+                memory.as_ref(),
+            ),
         };
+        if let Some(mm) = memory.as_mut() {
+            // Every container is allocated against the pod's hint.
+            for c in pod.containers() {
+                let mem = memory_reqs(node, &c.resources);
+                let hint = handed_over(policy, mask, all);
+                mm.allocate(c.kind, mem.as_slice(), hint, aligned)
+                    .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
+            }
+        }
         return Ok(Placement {
             zones: mask.map(|m| node.numa_set(m)),
             containers: Vec::new(),
@@ -131,12 +177,12 @@ pub fn fit(
     let mut placed = Vec::with_capacity(containers.len());
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
-    // CPUs of regular init containers that later containers reuse first, and the zones
-    // holding them: while any are left, the CPU manager only hints masks containing
-    // those zones (generateCPUTopologyHints). Init containers are never subtracted from
-    // `free`, so `free` already counts the reusable CPUs as free on their zones.
-    let mut reusable_cpus = 0i64;
-    let mut reuse_zones = 0u64;
+    // CPUs and devices of regular init containers that later containers reuse first,
+    // and the zones holding them: while any are left, the CPU and device managers only
+    // hint masks containing those zones (generateCPUTopologyHints,
+    // generateDeviceTopologyHints). Init containers are never subtracted from `free`,
+    // so `free` already counts the reusable ones as free on their zones.
+    let mut reuse = Reuse::default();
     for (i, c) in containers.iter().enumerate() {
         let fail = |reason| container_unfit(policy, c, reason);
         reqs.clear();
@@ -150,26 +196,38 @@ pub fn fit(
             &mut reqs,
         )
         .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
-        let cpus = reqs.need_of(CPU_GROUP);
-        let must = if cpus > 0 { reuse_zones } else { 0 };
+        // The memory of this container, whatever the merge makes of it.
+        let mem = reqs.only(MEMORY_GROUP);
+        if goal.is_some() {
+            reqs = without_indifferent_memory(reqs, memory.as_ref());
+        }
+        let must = reuse.must(reqs.as_slice());
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, &free, reqs.as_slice(), goal, must)
                     .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
                 (mask, true)
             }
-            None => best_effort(node, &free, reqs.as_slice(), must),
+            None => lenient(
+                node,
+                &free,
+                reqs.as_slice(),
+                must,
+                &|res| reuse.zones_of(res),
+                memory.as_ref(),
+            ),
         };
-        if let (Some(mask), true) = (mask, cpus > 0) {
-            if c.kind == ContainerKind::Init {
-                reusable_cpus = reusable_cpus.max(cpus);
-                reuse_zones |= mask;
-            } else {
-                reusable_cpus = (reusable_cpus - cpus).max(0);
-                if reusable_cpus == 0 {
-                    reuse_zones = 0;
-                }
-            }
+        if let Some(mask) = mask {
+            reuse.record(c.kind, reqs.as_slice(), mask);
+        }
+        if let Some(mm) = memory.as_mut() {
+            mm.allocate(
+                c.kind,
+                mem.as_slice(),
+                handed_over(policy, mask, all),
+                aligned,
+            )
+            .map_err(|r| fail(memory_refusal(r)))?;
         }
         all_aligned &= aligned;
         if let Some(mask) = mask {
@@ -185,6 +243,80 @@ pub fn fit(
         containers: placed,
         aligned: all_aligned,
     })
+}
+
+/// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
+/// the kubelet's merge picks (see the `providers` module), or an approximation of it
+/// when that is too costly to compute. The flag says whether the hint is preferred.
+fn lenient(
+    node: &NodeTopology,
+    free: &[i64],
+    reqs: &[Req],
+    must: u64,
+    must_of: &dyn Fn(u32) -> u64,
+    memory: Option<&MemoryManager<'_>>,
+) -> (Option<u64>, bool) {
+    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must) {
+        return (mask, true);
+    }
+    match super::providers::merged(node, free, reqs, must_of, memory) {
+        Some(hint) => (
+            Some(hint.mask.unwrap_or(all_zones(node.zone_count() as u32))),
+            hint.preferred,
+        ),
+        None => best_effort(node, free, reqs, must),
+    }
+}
+
+/// The zones of the merged hint the memory manager gets: every zone when nothing was
+/// aligned, none (no NUMA affinity) when `single-numa-node` would hand over every zone.
+fn handed_over(policy: TopologyManagerPolicy, mask: Option<u64>, all: u64) -> Option<u64> {
+    let mask = mask.unwrap_or(all);
+    (policy != TopologyManagerPolicy::SingleNumaNode || mask != all).then_some(mask)
+}
+
+/// `reqs` without its memory when the memory manager has no hint at all for it: the
+/// Topology Manager then merges as if it had no preference (its Allocate still runs).
+fn without_indifferent_memory(reqs: Reqs, memory: Option<&MemoryManager<'_>>) -> Reqs {
+    match memory {
+        Some(mm) if mm.indifferent(reqs.only(MEMORY_GROUP).as_slice()) => {
+            let mut out = Reqs::default();
+            for r in reqs.as_slice().iter().filter(|r| r.group != MEMORY_GROUP) {
+                out.push(*r);
+            }
+            out
+        }
+        _ => reqs,
+    }
+}
+
+/// The memory and hugepages of `request` the memory manager pins.
+fn memory_reqs(node: &NodeTopology, request: &Resources) -> Reqs {
+    let mut reqs = Reqs::default();
+    // Not strict: memory no zone reports is not pinned to zones.
+    let _ = collect(node, request, true, false, &|_| false, false, &mut reqs);
+    reqs.only(MEMORY_GROUP)
+}
+
+/// `reqs` without memory types only init containers (and sidecars) ask for: the memory
+/// manager's pod-scope hints count the types of app containers only.
+fn without_init_only_memory(pod: &PodRequest, request: &Resources, reqs: &Reqs) -> Reqs {
+    let mut out = Reqs::default();
+    for r in reqs.as_slice() {
+        let name = &request.entries()[r.pos as usize].name;
+        let by_app = pod
+            .containers()
+            .iter()
+            .any(|c| c.kind == ContainerKind::App && c.resources.get(name) > 0);
+        if r.group != MEMORY_GROUP || by_app {
+            out.push(*r);
+        }
+    }
+    out
+}
+
+fn memory_refusal(refusal: MemoryRefusal) -> UnfitReason {
+    UnfitReason::MemoryPlacement { refusal }
 }
 
 /// Gathers the resources of `request` that a hint provider aligns: whole CPUs when the

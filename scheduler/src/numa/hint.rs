@@ -167,7 +167,7 @@ fn merge_permutation(default: u64, permutation: impl Iterator<Item = Hint>) -> H
 }
 
 /// `a` is narrower than `b`: fewer NUMA nodes, then numerically lower.
-fn narrower(a: u64, b: u64) -> bool {
+pub(crate) fn narrower(a: u64, b: u64) -> bool {
     (a.count_ones(), a) < (b.count_ones(), b)
 }
 

@@ -1,77 +1,222 @@
-//! The memory manager's own admission check under the Topology Manager policies that
-//! never refuse a pod themselves (`none`, `best-effort`).
+//! The memory manager `Static`'s own Allocate step, after the Topology Manager's merge.
 //!
-//! With the memory manager `Static`, every container of a Guaranteed pod gets its memory
-//! and hugepages pinned to NUMA zones even when the Topology Manager has no opinion: the
-//! memory manager then takes its own best hint (the narrowest set of zones with enough
-//! free, the lowest first) or extends the Topology Manager's hint to such a set, and
-//! refuses the pod (`UnexpectedAdmissionError`: "no NUMA nodes with enough memory",
-//! "failed to find NUMA nodes to extend the current topology hint", "preferred hint
-//! violates NUMA node allocation") when there is none. This pass walks the containers
-//! in admission order like the memory manager does, so one container's allocation
-//! narrows the next one's choice. Regular init containers are not subtracted: app
-//! containers reuse their memory.
+//! Every container of a Guaranteed pod gets its memory and hugepages pinned, under
+//! every Topology Manager policy and in both scopes, from the hint the Topology Manager
+//! hands over (the container's merged hint, the pod's in `pod` scope, none under policy
+//! `none`). The memory manager then, per container in admission order:
+//! - without a hint, takes its own best one: among its hints (below) the preferred,
+//!   then narrowest, then lowest ("no NUMA nodes with enough memory" when it has none);
+//! - when the hint's zones do not have enough free of each requested memory type,
+//!   extends it: its best hint among those holding the hint's zones ("failed to find
+//!   NUMA nodes to extend the current topology hint" when none; "failed to find the
+//!   extended preferred hint" when the hint was preferred and the extension is not);
+//! - refuses zones that would mix a single-zone and a multi-zone allocation, or two
+//!   multi-zone groups ("preferred hint violates NUMA node allocation");
+//! - takes the memory zone by zone in ascending order, less what the pod's regular init
+//!   containers left on exactly these zones (app containers reuse it).
+//!
+//! Its hints: every zone set whose allocatable holds the request, that does not mix
+//! groups, and whose free (plus reusable) holds it; preferred when of the fewest zones
+//! whose allocatable holds it. The NRT does not say which zones form a multi-zone group,
+//! so a zone already holding memory is taken as holding a single-zone allocation; the
+//! groups the pod itself forms are tracked exactly.
 
-use std::borrow::Cow;
-
-use super::align::{MEMORY_GROUP, Reqs, allocate, narrowest};
-use super::fit::{collect, container_unfit, not_reported};
-use super::request::{ContainerKind, PodRequest};
-use super::resources::Amount;
+use super::align::Req;
+use super::hint::narrower;
+use super::mask::bits;
+use super::request::ContainerKind;
 use super::topology::NodeTopology;
-use super::unfit::{Unfit, UnfitReason};
+use super::unfit::MemoryRefusal;
 
-/// `Err` when the memory manager would refuse `pod` on `node`; see the module docs.
-pub(crate) fn check(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> {
-    if !node.static_memory() || !pod.is_guaranteed() {
-        return Ok(());
-    }
-    let nres = node.resource_count();
-    let mut free = Cow::Borrowed(node.free());
-    let mut reqs = Reqs::default();
-    let containers = pod.containers();
-    for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| container_unfit(node.policy(), c, reason);
-        reqs.clear();
-        collect(
+/// Zone counts up to this are emulated (every zone set is enumerated); beyond, the
+/// memory manager's own step is not checked.
+const MAX_ZONES: usize = 12;
+
+/// A hint as the memory manager sees it: a zone-index mask and whether it is preferred.
+pub(crate) type MemoryHint = (u64, bool);
+
+/// The memory manager's state for one pod's admission.
+pub(crate) struct MemoryManager<'n> {
+    node: &'n NodeTopology,
+    /// Zone-major free amounts, like [`NodeTopology::free`].
+    free: Vec<i64>,
+    /// Per zone: the zone set its allocations belong to (its own bit when alone).
+    cells: Vec<u64>,
+    /// Per zone: whether it holds any allocation.
+    assigned: Vec<bool>,
+    /// What regular init containers left to reuse: (zone set, resource, amount).
+    reusable: Vec<(u64, u32, i64)>,
+}
+
+impl<'n> MemoryManager<'n> {
+    /// The state seen in `free`; `None` when the node has too many zones to emulate.
+    pub(crate) fn new(node: &'n NodeTopology, free: &[i64]) -> Option<Self> {
+        let n = node.zone_count();
+        if n > MAX_ZONES {
+            return None;
+        }
+        Some(Self {
             node,
-            &c.resources,
-            true,
-            false,
-            &|_| false,
-            false,
-            &mut reqs,
-        )
-        .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
-        let memory = reqs.only(MEMORY_GROUP);
-        if memory.as_slice().is_empty() {
-            continue;
-        }
-        let Some(mask) = narrowest(node, &free, memory.as_slice(), 0) else {
-            let r = memory.as_slice()[0];
-            let entry = &c.resources.entries()[r.pos as usize];
-            let width = node.zone_count() as u32;
-            let best_free = (0..node.zone_count())
-                .filter(|&z| node.memory_untouched(&free, z) || width == 1)
-                .map(|z| free[z * nres + r.res as usize])
-                .max()
-                .unwrap_or(0);
-            return Err(fail(UnfitReason::Insufficient {
-                resource: entry.name.clone(),
-                need: Amount {
-                    kind: entry.kind,
-                    value: entry.amount,
-                },
-                best_free: Amount {
-                    kind: entry.kind,
-                    value: best_free,
-                },
-                width: 1,
-            }));
-        };
-        if c.kind != ContainerKind::Init && i + 1 < containers.len() {
-            allocate(free.to_mut(), nres, mask, memory.as_slice());
-        }
+            free: free.to_vec(),
+            cells: (0..n).map(|z| 1 << z).collect(),
+            assigned: (0..n).map(|z| !node.memory_untouched(free, z)).collect(),
+            reusable: Vec::new(),
+        })
     }
-    Ok(())
+
+    fn sum(&self, table: &[i64], mask: u64, res: u32) -> i64 {
+        let nres = self.node.resource_count();
+        bits(mask).fold(0i64, |acc, z| {
+            acc.saturating_add(table[z as usize * nres + res as usize])
+        })
+    }
+
+    fn reuse(&self, mask: u64, res: u32) -> i64 {
+        self.reusable
+            .iter()
+            .find(|&&(m, r, _)| m == mask && r == res)
+            .map_or(0, |&(_, _, a)| a)
+    }
+
+    /// Whether a multi-zone `mask` would mix groups.
+    fn violates(&self, mask: u64) -> bool {
+        mask.count_ones() > 1
+            && bits(mask).any(|z| {
+                let z = z as usize;
+                self.assigned[z] && self.cells[z] != mask
+            })
+    }
+
+    /// Whether `mask` is one of the memory manager's hints for `reqs`, leaving aside
+    /// whether its allocatable holds them.
+    fn usable(&self, mask: u64, reqs: &[Req]) -> bool {
+        let alone_in_group =
+            mask.count_ones() != 1 || self.cells[mask.trailing_zeros() as usize] == mask;
+        alone_in_group
+            && !self.violates(mask)
+            && reqs.iter().all(|r| {
+                self.sum(&self.free, mask, r.res)
+                    .saturating_add(self.reuse(mask, r.res))
+                    >= r.need
+            })
+    }
+
+    fn holds(&self, mask: u64, reqs: &[Req]) -> bool {
+        let allocatable = self.node.allocatable_table();
+        reqs.iter()
+            .all(|r| self.sum(allocatable, mask, r.res) >= r.need)
+    }
+
+    /// The memory manager's hints for `reqs` (calculateHints).
+    pub(crate) fn hints(&self, reqs: &[Req]) -> Vec<MemoryHint> {
+        let n = self.node.zone_count() as u32;
+        let mut min_width = n;
+        let mut found = Vec::new();
+        for mask in 1..(1u64 << n) {
+            if !self.holds(mask, reqs) {
+                continue;
+            }
+            min_width = min_width.min(mask.count_ones());
+            if self.usable(mask, reqs) {
+                found.push(mask);
+            }
+        }
+        found
+            .into_iter()
+            .map(|m| (m, m.count_ones() == min_width))
+            .collect()
+    }
+
+    /// Whether the memory manager has no hint at all for `reqs`: the Topology Manager
+    /// then reads it as having no preference.
+    pub(crate) fn indifferent(&self, reqs: &[Req]) -> bool {
+        let n = self.node.zone_count() as u32;
+        !reqs.is_empty() && !(1..(1u64 << n)).any(|m| self.usable(m, reqs) && self.holds(m, reqs))
+    }
+
+    /// Allocates `reqs` (the container's memory and hugepages) for a container of
+    /// `kind` given the Topology Manager's hint (`mask`, `None`: no NUMA affinity) and
+    /// whether it is preferred; returns the zones used.
+    pub(crate) fn allocate(
+        &mut self,
+        kind: ContainerKind,
+        reqs: &[Req],
+        mask: Option<u64>,
+        preferred: bool,
+    ) -> Result<u64, MemoryRefusal> {
+        if reqs.is_empty() {
+            return Ok(0);
+        }
+        let mut best = match mask {
+            Some(m) => (m, preferred),
+            None => {
+                let default = best_hint(self.hints(reqs)).ok_or(MemoryRefusal::NoZones)?;
+                if !default.1 && preferred {
+                    return Err(MemoryRefusal::DefaultNotPreferred);
+                }
+                default
+            }
+        };
+        let satisfied = reqs
+            .iter()
+            .all(|r| self.sum(&self.free, best.0, r.res) >= r.need);
+        if !satisfied {
+            let within = best.0;
+            let candidates = self
+                .hints(reqs)
+                .into_iter()
+                .filter(|&(m, _)| m & within == within);
+            let extended = best_hint(candidates).ok_or(MemoryRefusal::CannotExtend)?;
+            if !extended.1 && best.1 {
+                return Err(MemoryRefusal::ExtensionNotPreferred);
+            }
+            best = extended;
+        }
+        let mask = best.0;
+        if self.violates(mask) {
+            return Err(MemoryRefusal::MixesGroups);
+        }
+        let nres = self.node.resource_count();
+        for r in reqs {
+            let mut need = (r.need - self.reuse(mask, r.res)).max(0);
+            for z in bits(mask) {
+                let z = z as usize;
+                self.assigned[z] = true;
+                self.cells[z] = mask;
+                let free = &mut self.free[z * nres + r.res as usize];
+                let take = need.min((*free).max(0));
+                *free -= take;
+                need -= take;
+            }
+        }
+        for r in reqs {
+            let at = self
+                .reusable
+                .iter()
+                .position(|&(m, res, _)| m == mask && res == r.res);
+            match (kind, at) {
+                (ContainerKind::Init, Some(i)) => {
+                    self.reusable[i].2 = self.reusable[i].2.max(r.need);
+                }
+                (ContainerKind::Init, None) => self.reusable.push((mask, r.res, r.need)),
+                (_, Some(i)) => self.reusable[i].2 = (self.reusable[i].2 - r.need).max(0),
+                (_, None) => {}
+            }
+        }
+        Ok(mask)
+    }
+}
+
+/// findBestHint: preferred first, then the narrowest, then the lowest.
+fn best_hint(hints: impl IntoIterator<Item = MemoryHint>) -> Option<MemoryHint> {
+    let mut best: Option<MemoryHint> = None;
+    for h in hints {
+        best = match best {
+            None => Some(h),
+            Some(b) if h.1 && !b.1 => Some(h),
+            Some(b) if h.1 == b.1 && narrower(h.0, b.0) => Some(h),
+            keep => keep,
+        };
+    }
+    best
 }

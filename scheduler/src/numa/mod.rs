@@ -16,8 +16,10 @@
 mod align;
 pub mod fit;
 pub mod hint;
+mod managers;
 mod mask;
 mod memory;
+mod providers;
 pub mod request;
 pub mod resources;
 pub mod score;
@@ -30,7 +32,7 @@ pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, Request
 pub use resources::{Amount, ResourceKind, Resources};
 pub use score::{ScoreConfig, ScoringStrategy, score};
 pub use topology::{NodeTopology, TopologyError};
-pub use unfit::{Unfit, UnfitReason, UnfitTarget};
+pub use unfit::{MemoryRefusal, Unfit, UnfitReason, UnfitTarget};
 
 #[cfg(test)]
 mod tests;

@@ -392,6 +392,11 @@ impl NodeTopology {
         &self.available
     }
 
+    /// Zone-major allocatable amounts, laid out like [`Self::free`].
+    pub(crate) fn allocatable_table(&self) -> &[i64] {
+        &self.allocatable
+    }
+
     pub(crate) fn hint_total(&self, zone: usize, resource: usize) -> i64 {
         self.hint_total[zone * self.resources.len() + resource]
     }

@@ -76,6 +76,53 @@ pub enum UnfitReason {
         /// Number of zones.
         zones: u32,
     },
+    /// The memory manager `Static` cannot place the container's memory on zones that
+    /// go with the Topology Manager's hint.
+    MemoryPlacement {
+        /// What the memory manager found.
+        refusal: MemoryRefusal,
+    },
+    /// The CPU manager `static` has fewer free CPUs than the container asks for
+    /// exclusively (CPUs of earlier init containers included).
+    NotEnoughCpus {
+        /// Whole CPUs requested.
+        need: i64,
+        /// Whole CPUs free.
+        free: i64,
+    },
+}
+
+/// The memory manager `Static`'s refusals, as the kubelet words them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryRefusal {
+    /// No zone set has enough free memory ("no NUMA nodes with enough memory").
+    NoZones,
+    /// The hint has no zones and is preferred, the memory manager's own best is not
+    /// ("failed to find the default preferred hint").
+    DefaultNotPreferred,
+    /// No zone set holding the hint's zones has enough free ("failed to find NUMA nodes
+    /// to extend the current topology hint").
+    CannotExtend,
+    /// The hint was preferred but its extension is not ("failed to find the extended
+    /// preferred hint").
+    ExtensionNotPreferred,
+    /// The zones would mix a single-zone and a multi-zone allocation, or two groups
+    /// ("preferred hint violates NUMA node allocation").
+    MixesGroups,
+}
+
+impl fmt::Display for MemoryRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NoZones => "no NUMA zones with enough free memory",
+            Self::DefaultNotPreferred => "its own best NUMA zones would not be preferred",
+            Self::CannotExtend => "no NUMA zones to extend the topology hint with",
+            Self::ExtensionNotPreferred => "the extended topology hint would not be preferred",
+            Self::MixesGroups => {
+                "the zones would mix single-zone and multi-zone memory allocations"
+            }
+        })
+    }
 }
 
 /// The kubelet would reject the pod: see the module documentation.
@@ -99,6 +146,8 @@ impl Unfit {
             UnfitReason::WidthMismatch { .. } => "NUMAWidthMismatch",
             UnfitReason::Disjoint { .. } => "NUMAResourcesNotColocated",
             UnfitReason::TooManyZones { .. } => "TooManyNUMAZones",
+            UnfitReason::MemoryPlacement { .. } => "NUMAMemoryNotPlaceable",
+            UnfitReason::NotEnoughCpus { .. } => "InsufficientExclusiveCPUs",
         }
     }
 }
@@ -197,6 +246,13 @@ impl fmt::Display for Unfit {
                     "cannot align {target}: {zones} NUMA zones are too many to evaluate"
                 )
             }
+            UnfitReason::MemoryPlacement { refusal } => {
+                write!(f, "cannot pin memory of {target}: {refusal}")
+            }
+            UnfitReason::NotEnoughCpus { need, free } => write!(
+                f,
+                "cannot give {target} exclusive CPUs (need {need}, {free} free)"
+            ),
         }
     }
 }

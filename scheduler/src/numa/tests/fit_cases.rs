@@ -266,14 +266,26 @@ fn none_and_best_effort_always_fit() {
         ],
     )]);
     for scope in ["container", "pod"] {
-        // With the memory manager `Static` (assumed without attributes) the memory
-        // manager itself refuses 1Ti under every policy (memory.rs).
+        // With the CPU manager `static` and the memory manager `Static` (assumed
+        // without attributes) the CPU manager has too few CPUs for 64 under every
+        // policy, and the memory manager refuses 1Ti by itself (memory.rs).
         for policy in ["none", "best-effort"] {
             let err = fit(&node(policy, scope, &zones), &request(&huge), &|_| false).unwrap_err();
+            assert!(err.to_string().contains("exclusive CPUs"), "{err}");
+            let cpu_none = managers_node(policy, scope, &zones, &[("cpuManagerPolicy", "none")]);
+            let err = fit(&cpu_none, &request(&huge), &|_| false).unwrap_err();
             assert!(err.to_string().contains("memory"), "{err}");
         }
         let node = |policy: &str, scope: &str, zones: &[(u32, Vec<ZoneResource<'_>>)]| {
-            managers_node(policy, scope, zones, &[("memoryManagerPolicy", "None")])
+            managers_node(
+                policy,
+                scope,
+                zones,
+                &[
+                    ("memoryManagerPolicy", "None"),
+                    ("cpuManagerPolicy", "none"),
+                ],
+            )
         };
         let none = fit(&node("none", scope, &zones), &request(&huge), &|_| false).unwrap();
         assert_eq!(none, super::super::Placement::unconstrained());
@@ -286,7 +298,12 @@ fn none_and_best_effort_always_fit() {
         assert!(!best.aligned);
         let small = pod(vec![g("a", &[("cpu", "1"), ("memory", "1Gi")])]);
         let best = fit(
-            &node("best-effort", scope, &zones),
+            &managers_node(
+                "best-effort",
+                scope,
+                &zones,
+                &[("memoryManagerPolicy", "None")],
+            ),
             &request(&small),
             &|_| false,
         )

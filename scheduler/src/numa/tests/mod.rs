@@ -2,6 +2,7 @@
 //! objects so each case reads like the reference tables it comes from.
 
 mod fit_cases;
+mod kubelet_cases;
 mod manager_cases;
 mod props;
 mod reference;
