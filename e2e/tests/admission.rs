@@ -482,14 +482,24 @@ async fn a_node_agent_cannot_advertise_more_than_its_node_has() {
     assert!(message.starts_with("422"), "{message}");
     assert!(message.contains(POLICY), "{message}");
     assert!(
-        message.contains("0 <= available <= allocatable <= capacity; not so in zone(s) node-0, node-1"),
+        message.contains(
+            "0 <= available <= allocatable <= capacity; not so in zone(s) node-0, node-1"
+        ),
         "{message}"
     );
 
     let refused = [
         // allocatable > capacity, in another notation.
-        ("allocatable > capacity", nrt_with_zones(&own, 1, ("8", "9000m", "8")), "available <= allocatable <= capacity"),
-        ("a negative amount", nrt_with_zones(&own, 1, ("8", "8", "-1")), "0 <= available"),
+        (
+            "allocatable > capacity",
+            nrt_with_zones(&own, 1, ("8", "9000m", "8")),
+            "available <= allocatable <= capacity",
+        ),
+        (
+            "a negative amount",
+            nrt_with_zones(&own, 1, ("8", "8", "-1")),
+            "0 <= available",
+        ),
         (
             "a zone name not node-<id>",
             {
@@ -536,5 +546,7 @@ async fn a_node_agent_cannot_advertise_more_than_its_node_has() {
         .as_array_mut()
         .unwrap()
         .push(json!({ "name": "memory", "capacity": "64Gi", "allocatable": 68_000_000_000_i64, "available": "60G" }));
-    apply_as(&nrts, &good).await.expect("a sane object is admitted");
+    apply_as(&nrts, &good)
+        .await
+        .expect("a sane object is admitted");
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::client::{self, ClientError};
-use crate::http::{Authorizer, CertSource, Security};
+use crate::http::{Authorizer, CertSource, Endpoint, Security};
 use crate::identity;
 use crate::telemetry::{self, LogFormat, TelemetryError};
 
@@ -78,6 +78,14 @@ impl CommonArgs {
         }
     }
 
+    /// `--http-address` with [`Self::security`].
+    pub fn endpoint(&self, client: &kube::Client) -> Endpoint {
+        Endpoint {
+            address: self.http_address,
+            security: self.security(client),
+        }
+    }
+
     /// This replica's identity: `--identity`, else `$POD_NAME`, else the host name.
     pub fn identity(&self) -> String {
         identity::identity(self.identity.as_deref())
@@ -123,7 +131,10 @@ mod tests {
         assert_eq!(set.log_format, LogFormat::Text);
         assert_eq!(set.identity(), "replica-a");
         assert_eq!(set.tls_cert_file, Some(PathBuf::from("certs/tls.crt")));
-        assert_eq!(set.tls_private_key_file, Some(PathBuf::from("certs/tls.key")));
+        assert_eq!(
+            set.tls_private_key_file,
+            Some(PathBuf::from("certs/tls.key"))
+        );
     }
 
     #[test]
@@ -132,8 +143,8 @@ mod tests {
             .unwrap()
             .common;
         assert!(insecure.insecure_http);
-        let err = Binary::try_parse_from(["binary", "--insecure-http", "--tls-cert-file=a"])
-            .unwrap_err();
+        let err =
+            Binary::try_parse_from(["binary", "--insecure-http", "--tls-cert-file=a"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
         let err = Binary::try_parse_from(["binary", "--tls-cert-file=a"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);

@@ -75,6 +75,16 @@ pub fn insecure_tls_connector() -> TlsConnector {
     TlsConnector::from(Arc::new(config))
 }
 
+/// TLS over `tcp` to the server at `ip`, trusting any certificate.
+pub async fn tls_connect_insecure(
+    tcp: TcpStream,
+    ip: std::net::IpAddr,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    insecure_tls_connector()
+        .connect(ServerName::IpAddress(ip.into()), tcp)
+        .await
+}
+
 /// `GET https://addr/path`, with `Authorization: Bearer token` when given: the status
 /// code and the body. Times out after 10 seconds.
 pub async fn https_get(
@@ -84,8 +94,7 @@ pub async fn https_get(
 ) -> std::io::Result<(u16, String)> {
     let work = async {
         let tcp = TcpStream::connect(addr).await?;
-        let name = ServerName::IpAddress(addr.ip().into());
-        let tls = insecure_tls_connector().connect(name, tcp).await?;
+        let tls = tls_connect_insecure(tcp, addr.ip()).await?;
         get_over(tls, &addr.to_string(), path, token).await
     };
     tokio::time::timeout(Duration::from_secs(10), work)
@@ -107,10 +116,10 @@ pub async fn get_over(
     stream.write_all(request.as_bytes()).await?;
     let mut raw = Vec::new();
     // A server may close a TLS connection without close_notify; keep what arrived.
-    if let Err(e) = stream.read_to_end(&mut raw).await {
-        if raw.is_empty() {
-            return Err(e);
-        }
+    if let Err(e) = stream.read_to_end(&mut raw).await
+        && raw.is_empty()
+    {
+        return Err(e);
     }
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));

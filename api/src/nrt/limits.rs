@@ -43,3 +43,6 @@ pub const MAX_QUANTITY_LENGTH: i64 = 64;
 /// Most NUMA zones a node agent publishes: the kubelet cannot represent more (see the
 /// module documentation). The admission policy holds node agents to it.
 pub const MAX_AGENT_ZONES: i64 = 64;
+
+// The CRD's bound leaves other writers room beyond what a node agent publishes.
+const _: () = assert!(MAX_ZONES >= 2 * MAX_AGENT_ZONES);

@@ -1,5 +1,6 @@
 //! HTTP probes, as the kubelet runs them: a GET with a timeout, success for a status
-//! code in 200..400.
+//! code in 200..400. `scheme: HTTPS` probes speak TLS without verifying the server's
+//! certificate and without credentials, as the kubelet's do.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -26,6 +27,8 @@ pub struct HttpProbe {
     pub failure_threshold: u32,
     /// Consecutive successes that flip it back.
     pub success_threshold: u32,
+    /// `scheme: HTTPS`.
+    pub https: bool,
 }
 
 impl HttpProbe {
@@ -61,12 +64,21 @@ impl HttpProbe {
             timeout: secs(probe.timeout_seconds, 1).max(Duration::from_secs(1)),
             failure_threshold: probe.failure_threshold.unwrap_or(3).max(1) as u32,
             success_threshold: probe.success_threshold.unwrap_or(1).max(1) as u32,
+            https: get
+                .scheme
+                .as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")),
         })
     }
 
     /// One probe against `ip`.
     pub async fn check(&self, ip: IpAddr) -> bool {
-        matches!(get(ip, self.port, &self.path, self.timeout).await, Ok((code, _)) if (200..400).contains(&code))
+        let answer = if self.https {
+            get_tls(ip, self.port, &self.path, None, self.timeout).await
+        } else {
+            get(ip, self.port, &self.path, self.timeout).await
+        };
+        matches!(answer, Ok((code, _)) if (200..400).contains(&code))
     }
 }
 
@@ -109,6 +121,31 @@ pub async fn get(
             body.to_owned()
         };
         Ok((code, body))
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| format!("timed out after {timeout:?}"))?
+}
+
+/// `GET https://ip:port/path` without verifying the certificate, with a bearer
+/// `token` when given: status code and body.
+pub async fn get_tls(
+    ip: IpAddr,
+    port: u16,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
+    let work = async {
+        let tcp = TcpStream::connect((ip, port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let tls = tas_testcluster::tls_connect_insecure(tcp, ip)
+            .await
+            .map_err(|e| format!("TLS: {e}"))?;
+        tas_testcluster::get_over(tls, &format!("{ip}:{port}"), path, token)
+            .await
+            .map_err(|e| e.to_string())
     };
     tokio::time::timeout(timeout, work)
         .await

@@ -41,11 +41,14 @@ pub enum Decision {
 #[error("reviewing the caller with the API server: {0}")]
 pub struct AuthError(#[from] kube::Error);
 
+/// Decisions by (token, path), with when they were made.
+type Cache = HashMap<(String, String), (Decision, Instant)>;
+
 /// Asks the API server about bearer tokens; cheap to clone.
 #[derive(Clone)]
 pub struct Authorizer {
     client: Client,
-    cache: Arc<Mutex<HashMap<(String, String), (Decision, Instant)>>>,
+    cache: Arc<Mutex<Cache>>,
 }
 
 impl std::fmt::Debug for Authorizer {

@@ -60,6 +60,30 @@ pub enum Security {
     Insecure,
 }
 
+/// Where and how to serve: what a binary's flags say ([`crate::cli::CommonArgs::endpoint`]).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Address to bind.
+    pub address: SocketAddr,
+    /// TLS and authorisation, or neither.
+    pub security: Security,
+}
+
+impl Endpoint {
+    /// Plain HTTP on `address`, for tests that run a component in-process.
+    pub fn insecure(address: SocketAddr) -> Self {
+        Self {
+            address,
+            security: Security::Insecure,
+        }
+    }
+
+    /// Binds and serves until the process ends (or the socket fails).
+    pub async fn serve(self, metrics: Metrics, readiness: Readiness) -> Result<(), ServeError> {
+        serve(self.address, self.security, metrics, readiness).await
+    }
+}
+
 /// Why the server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -113,7 +137,14 @@ pub async fn serve(
             address: addr,
             source,
         })?;
-    serve_on(listener, security, metrics, readiness, std::future::pending()).await
+    serve_on(
+        listener,
+        security,
+        metrics,
+        readiness,
+        std::future::pending(),
+    )
+    .await
 }
 
 /// Serves on an already bound `listener` until `shutdown` resolves. Plain HTTP
@@ -128,7 +159,10 @@ pub async fn serve_on(
     let addr = listener.local_addr().ok();
     match security {
         Security::Insecure => {
-            warn!(?addr, "serving /healthz, /readyz and /metrics over plain HTTP without authentication (--insecure-http)");
+            warn!(
+                ?addr,
+                "serving /healthz, /readyz and /metrics over plain HTTP without authentication (--insecure-http)"
+            );
             axum::serve(listener, router(metrics, readiness, None))
                 .with_graceful_shutdown(shutdown)
                 .await?;
@@ -136,7 +170,10 @@ pub async fn serve_on(
         }
         Security::Secure { cert, authorizer } => {
             let acceptor = TlsAcceptor::from(tls::server_config(&cert)?);
-            info!(?addr, "serving /healthz, /readyz and /metrics over HTTPS (/metrics authorised by the API server)");
+            info!(
+                ?addr,
+                "serving /healthz, /readyz and /metrics over HTTPS (/metrics authorised by the API server)"
+            );
             let app = router(metrics, readiness, Some(authorizer));
             serve_tls(listener, acceptor, app, shutdown).await
         }
@@ -167,8 +204,7 @@ async fn serve_tls(
         let service = TowerToHyperService::new(app.clone());
         // Each handshake on its own task, so that a slow client stalls nobody else.
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
-            {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => return debug!(%peer, "TLS handshake timed out"),
@@ -212,7 +248,11 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let detailed = state.authorizer.is_some()
         && headers.contains_key(header::AUTHORIZATION)
         && authorize(&state, &headers, "/readyz").await.is_ok();
-    let body = if detailed { reason } else { "not ready".to_owned() };
+    let body = if detailed {
+        reason
+    } else {
+        "not ready".to_owned()
+    };
     (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 

@@ -102,8 +102,16 @@ pub fn check(nrt: &NodeResourceTopology) -> Result<(), SanityProblem> {
     let zones = nrt.zones.len();
     for zone in &nrt.zones {
         let what = |list: &str| format!("zone {} {list}", zone.name);
-        bounded(&what("resources"), zone.resources.len(), MAX_RESOURCES_PER_ZONE)?;
-        bounded(&what("attributes"), zone.attributes.len(), MAX_ZONE_ATTRIBUTES)?;
+        bounded(
+            &what("resources"),
+            zone.resources.len(),
+            MAX_RESOURCES_PER_ZONE,
+        )?;
+        bounded(
+            &what("attributes"),
+            zone.attributes.len(),
+            MAX_ZONE_ATTRIBUTES,
+        )?;
         bounded(&what("costs"), zone.costs.len(), MAX_COSTS_PER_ZONE)?;
         if zone.costs.len() > zones {
             return Err(SanityProblem::TooLarge {
@@ -211,7 +219,10 @@ mod tests {
     fn a_sane_object_passes() {
         let object = nrt(json!([
             zone("node-0", cpu("8", "7500m", "7")),
-            zone("node-1", json!([{"name": "memory", "capacity": "64Gi", "allocatable": 68_000_000_000_i64, "available": "60G"}])),
+            zone(
+                "node-1",
+                json!([{"name": "memory", "capacity": "64Gi", "allocatable": 68_000_000_000_i64, "available": "60G"}])
+            ),
         ]));
         assert_eq!(check(&object), Ok(()));
     }
@@ -222,7 +233,11 @@ mod tests {
             .map(|i| json!({"name": format!("node-{i}"), "type": "Node"}))
             .collect();
         let cases = [
-            (nrt(Value::Array(many_zones)), "too_large", "zones: 129 entries"),
+            (
+                nrt(Value::Array(many_zones)),
+                "too_large",
+                "zones: 129 entries",
+            ),
             (
                 nrt(json!([zone("node-0", cpu("8", "8", "9"))])),
                 "amounts_out_of_order",
@@ -234,17 +249,24 @@ mod tests {
                 "capacity 8",
             ),
             (
-                nrt(json!([zone("node-0", cpu("8", "8", "8")), zone("node-0", cpu("8", "8", "8"))])),
+                nrt(json!([
+                    zone("node-0", cpu("8", "8", "8")),
+                    zone("node-0", cpu("8", "8", "8"))
+                ])),
                 "duplicate_zone",
                 "\"node-0\" is listed twice",
             ),
             (
-                nrt(json!([{"name": "node-0", "type": "Node", "costs": [{"name": "node-7", "value": 10}]}])),
+                nrt(
+                    json!([{"name": "node-0", "type": "Node", "costs": [{"name": "node-7", "value": 10}]}]),
+                ),
                 "unknown_cost_zone",
                 "unknown zone \"node-7\"",
             ),
             (
-                nrt(json!([{"name": "node-0", "type": "Node", "costs": [{"name": "node-0", "value": -1}]}])),
+                nrt(
+                    json!([{"name": "node-0", "type": "Node", "costs": [{"name": "node-0", "value": -1}]}]),
+                ),
                 "negative_cost",
                 "negative cost -1",
             ),
@@ -255,9 +277,12 @@ mod tests {
                 "zone node-0 costs: 2 entries, more than the 1",
             ),
             (
-                nrt(json!([zone("node-0", json!([
+                nrt(json!([zone(
+                    "node-0",
+                    json!([
                     {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"},
-                    {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"}]))])),
+                    {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"}])
+                )])),
                 "duplicate_resource",
                 "lists resource \"cpu\" twice",
             ),
