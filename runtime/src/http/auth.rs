@@ -1,4 +1,4 @@
-//! Who may read `/metrics` (and the detail of `/readyz`): the API server decides, as
+//! Who may read `/metrics` (and why `/readyz` is not ready): the API server decides, as
 //! for kube-rbac-proxy and controller-runtime's secure metrics.
 //!
 //! A caller sends `Authorization: Bearer <token>`. A TokenReview asks the API server

@@ -3,7 +3,7 @@
 //! | path | answer |
 //! |---|---|
 //! | `/healthz` | `200 ok` while the process serves at all (liveness), to anyone |
-//! | `/readyz` | `200 ok` when [`Readiness`] says ready, else `503 not ready`; the reason only to a caller allowed to `get` `/readyz` |
+//! | `/readyz` | `200 ok` when [`Readiness`] says ready, else `503 not ready`; the reason only to a caller allowed to `get` `/metrics` |
 //! | `/metrics` | the [`Metrics`] text, OpenMetrics format, to a caller allowed to `get` `/metrics` (401 without a valid token, 403 without the permission) |
 //!
 //! By default ([`Security::Secure`]) the server speaks TLS only ([`tls`]: certificate
@@ -244,10 +244,12 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let Err(reason) = state.readiness.check() else {
         return (StatusCode::OK, "ok").into_response();
     };
-    // The reason may carry internal error text: only for a caller allowed to read it.
+    // The reason may carry internal error text: only for a caller who may read the
+    // metrics. Not `get /readyz`: the API server's default ClusterRole
+    // system:public-info-viewer grants that to everyone.
     let detailed = state.authorizer.is_some()
         && headers.contains_key(header::AUTHORIZATION)
-        && authorize(&state, &headers, "/readyz").await.is_ok();
+        && authorize(&state, &headers, "/metrics").await.is_ok();
     let body = if detailed {
         reason
     } else {
