@@ -166,3 +166,64 @@ fn dechunk(mut body: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ContainerPort, HTTPGetAction};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    fn container(port: u16) -> Container {
+        Container {
+            name: "c".into(),
+            ports: Some(vec![ContainerPort {
+                name: Some("https".into()),
+                container_port: i32::from(port),
+                ..ContainerPort::default()
+            }]),
+            ..Container::default()
+        }
+    }
+
+    fn probe(scheme: Option<&str>) -> Probe {
+        Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/healthz".into()),
+                port: IntOrString::String("https".into()),
+                scheme: scheme.map(str::to_owned),
+                ..HTTPGetAction::default()
+            }),
+            ..Probe::default()
+        }
+    }
+
+    /// A server answering `200 ok` in plain HTTP to every connection.
+    async fn plain_server() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nok").await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn the_scheme_decides_between_plain_http_and_tls() {
+        let port = plain_server().await;
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        let http = HttpProbe::resolve(&container(port), &probe(None)).unwrap();
+        assert!(!http.https);
+        assert!(http.check(ip).await, "plain HTTP probe of a plain server");
+        let https = HttpProbe::resolve(&container(port), &probe(Some("HTTPS"))).unwrap();
+        assert!(https.https);
+        assert!(
+            !https.check(ip).await,
+            "an HTTPS probe does not accept a plain HTTP answer"
+        );
+    }
+}
