@@ -6,6 +6,9 @@
 //! bound to a pod scheduled on a node, for which kube-apiserver records the node's name
 //! in the token (user extra `authentication.kubernetes.io/node-name`). The test then
 //! talks to the API server with that token, as the agent would.
+//!
+//! The policy also judges what the agent writes (sizes, zone names, amounts) and
+//! covers DELETE. The HTTPS `/metrics` authorisation is tested in `metrics_auth.rs`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -179,7 +182,9 @@ async fn updater_account(client: &Client, ns: &str) {
         "rules": [{
             "apiGroups": ["topology.node.k8s.io"],
             "resources": ["noderesourcetopologies"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch"],
+            // `delete` too, which the real agent lacks: so that the policy, not RBAC,
+            // is what refuses another node's object.
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
         }],
     }))
     .unwrap();
@@ -330,4 +335,218 @@ async fn the_policy_type_checks_without_warnings() {
         .and_then(|t| t.expression_warnings)
         .unwrap_or_default();
     assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
+}
+
+/// An agent of a new `tas-updater` ServiceAccount on a new node `own`, with a second
+/// node `other`: the agent's NRT API, and the two node names.
+async fn agent_on_a_node(
+    cluster: &TestCluster,
+    admin: &Client,
+    prefix: &str,
+) -> (Api<DynamicObject>, String, String) {
+    apply_crds_from_dir(admin, &crd_dir()).await.unwrap();
+    apply_policy(admin).await;
+    let ns = unique_namespace(admin, prefix).await.unwrap();
+    updater_account(admin, &ns).await;
+    let own = unique_name("own-node");
+    let other = unique_name("other-node");
+    for name in [&own, &other] {
+        create_fake_node(admin, &FakeNode::new(name.clone()))
+            .await
+            .unwrap();
+    }
+    let pod = agent_pod(admin, &ns, &own).await;
+    let agent = client_with_token(cluster, &updater_token(admin, &ns, Some(&pod)).await).await;
+    (
+        Api::<DynamicObject>::all_with(agent, &nrt_resource()),
+        own,
+        other,
+    )
+}
+
+/// The refusal of a request as "code (reason): message".
+fn refusal(e: kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({}): {}", s.code, s.reason, s.message),
+        other => format!("not an API refusal: {other}"),
+    }
+}
+
+/// Server-side applies `object` as the agent; the refusal on error.
+async fn apply_as(api: &Api<DynamicObject>, object: &Value) -> Result<(), String> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    api.patch(
+        name,
+        &PatchParams::apply(AGENT_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map(|_| ())
+    .map_err(refusal)
+}
+
+#[tokio::test]
+async fn a_node_agent_deletes_and_replaces_only_its_own_nodes_topology() {
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    let (nrts, own, other) = agent_on_a_node(cluster, &admin, "admission-delete").await;
+    let as_admin = Api::<DynamicObject>::all_with(admin.clone(), &nrt_resource());
+    publish(&as_admin, &other, 8)
+        .await
+        .expect("an admin writes another node's object");
+    wait_for("the policy to be enforced", ENFORCED_WITHIN, || async {
+        Ok::<_, String>(publish(&nrts, &other, 8).await.err())
+    })
+    .await
+    .unwrap();
+
+    // DELETE of another node's existing object: refused by the policy (RBAC allows it).
+    let deleted = nrts
+        .delete(&other, &Default::default())
+        .await
+        .map(|_| ())
+        .map_err(refusal);
+    let message = deleted.expect_err("deleting another node's object is refused");
+    assert!(message.starts_with("403"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "on node {own} may only delete the NodeResourceTopology named {own}, not {other}"
+        )),
+        "{message}"
+    );
+
+    // UPDATE (a plain replace) of another node's existing object: refused.
+    let mut existing = as_admin.get(&other).await.unwrap();
+    existing.data["zones"][0]["resources"][0]["available"] = json!("2");
+    let replaced = nrts
+        .replace(&other, &PostParams::default(), &existing)
+        .await
+        .map(|_| ())
+        .map_err(refusal);
+    let message = replaced.expect_err("replacing another node's object is refused");
+    assert!(message.starts_with("403"), "{message}");
+    assert!(message.contains(&format!("not {other}")), "{message}");
+    assert_eq!(
+        as_admin.get(&other).await.unwrap().data["zones"][0]["resources"][0]["available"],
+        json!("8"),
+        "the other node's object is unchanged"
+    );
+
+    // Its own object: written, then deleted.
+    publish(&nrts, &own, 8).await.expect("own NRT created");
+    nrts.delete(&own, &Default::default())
+        .await
+        .expect("an agent deletes its own node's object");
+    wait_for("own NRT gone", ENFORCED_WITHIN, || async {
+        Ok::<_, kube::Error>(as_admin.get_opt(&own).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+/// `zones` zones named `node-<i>`, each with one `cpu` resource of these amounts.
+fn nrt_with_zones(name: &str, zones: usize, amounts: (&str, &str, &str)) -> Value {
+    let (capacity, allocatable, available) = amounts;
+    let zones: Vec<Value> = (0..zones)
+        .map(|i| {
+            json!({ "name": format!("node-{i}"), "type": "Node", "resources": [
+                { "name": "cpu", "capacity": capacity, "allocatable": allocatable, "available": available },
+            ]})
+        })
+        .collect();
+    json!({
+        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "kind": "NodeResourceTopology",
+        "metadata": { "name": name },
+        "zones": zones,
+    })
+}
+
+#[tokio::test]
+async fn a_node_agent_cannot_advertise_more_than_its_node_has() {
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    let (nrts, own, _) = agent_on_a_node(cluster, &admin, "admission-content").await;
+
+    // available > capacity: wait until the policy is enforced, then read the refusal.
+    let inflated = nrt_with_zones(&own, 2, ("8", "8", "1000"));
+    let message = wait_for(
+        "the policy to refuse available > capacity",
+        ENFORCED_WITHIN,
+        || async { Ok::<_, String>(apply_as(&nrts, &inflated).await.err()) },
+    )
+    .await
+    .unwrap();
+    assert!(message.starts_with("422"), "{message}");
+    assert!(message.contains(POLICY), "{message}");
+    assert!(
+        message.contains(
+            "0 <= available <= allocatable <= capacity; not so in zone(s) node-0, node-1"
+        ),
+        "{message}"
+    );
+
+    let refused = [
+        // allocatable > capacity, in another notation.
+        (
+            "allocatable > capacity",
+            nrt_with_zones(&own, 1, ("8", "9000m", "8")),
+            "available <= allocatable <= capacity",
+        ),
+        (
+            "a negative amount",
+            nrt_with_zones(&own, 1, ("8", "8", "-1")),
+            "0 <= available",
+        ),
+        (
+            "a zone name not node-<id>",
+            {
+                let mut o = nrt_with_zones(&own, 2, ("8", "8", "8"));
+                o["zones"][1]["name"] = json!("node-01");
+                o
+            },
+            "zone names must be node-<NUMA id> (^node-(0|[1-9][0-9]*)$) of type Node, not node-01 (Node)",
+        ),
+        (
+            "65 zones: more than the kubelet can have, within the CRD's 128",
+            nrt_with_zones(&own, 65, ("8", "8", "8")),
+            "the NodeResourceTopology is too large",
+        ),
+        (
+            "more costs than zones",
+            {
+                let mut o = nrt_with_zones(&own, 1, ("8", "8", "8"));
+                o["zones"][0]["costs"] = json!([
+                    { "name": "node-0", "value": 10 }, { "name": "node-1", "value": 20 }
+                ]);
+                o
+            },
+            "the NodeResourceTopology is too large",
+        ),
+    ];
+    for (case, object, expected) in refused {
+        let message = apply_as(&nrts, &object)
+            .await
+            .expect_err(&format!("{case}: refused"));
+        assert!(message.starts_with("422"), "{case}: {message}");
+        assert!(message.contains(expected), "{case}: {message}");
+    }
+
+    // Beyond the CRD's own bounds: the schema refuses it for every writer.
+    let huge = nrt_with_zones(&own, 129, ("8", "8", "8"));
+    let message = apply_as(&nrts, &huge).await.expect_err("129 zones refused");
+    assert!(message.starts_with("422"), "{message}");
+    assert!(message.contains("must have at most 128 items"), "{message}");
+
+    // A sane object, at the agent's largest size, with quantities in mixed notations.
+    let mut good = nrt_with_zones(&own, 64, ("8", "7500m", "7"));
+    good["zones"][0]["resources"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({ "name": "memory", "capacity": "64Gi", "allocatable": 68_000_000_000_i64, "available": "60G" }));
+    apply_as(&nrts, &good)
+        .await
+        .expect("a sane object is admitted");
 }

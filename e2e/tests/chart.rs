@@ -312,7 +312,8 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         "privileged"
     );
 
-    // Every component's real /metrics passes promtool's lint.
+    // Every component's real /metrics (HTTPS, an authorised token) passes promtool's lint.
+    let token = cluster.admin_token().expect("admin token");
     let scheduler = wait_ready_pods(&client, &runner, NAMESPACE, "tas-scheduler", 1, TIMEOUT)
         .await
         .expect("scheduler runs");
@@ -321,7 +322,10 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         .expect("node agents run");
     for pod in [&operators[0], &scheduler[0], &updaters[0]] {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let text = runner.metrics(NAMESPACE, &name).await.expect("/metrics");
+        let text = runner
+            .metrics(NAMESPACE, &name, &token)
+            .await
+            .expect("/metrics");
         promtool_check_metrics(&name, &text);
     }
 

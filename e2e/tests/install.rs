@@ -546,7 +546,7 @@ fn the_full_sample_sets_every_spec_field() {
 }
 
 /// Fields the full sample shows only as a comment.
-const COMMENTED: [&str; 6] = [
+const COMMENTED: [&str; 8] = [
     "spec.updater.image",
     "spec.updater.kubelet.configDir",
     "spec.updater.topologyManager",

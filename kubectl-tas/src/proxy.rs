@@ -12,7 +12,9 @@ use crate::error::Error;
 /// The Service the operator renders in front of the scheduler's HTTP port.
 pub const DEFAULT_SERVICE: &str = "tas-scheduler-metrics";
 /// Its port, by name.
-pub const DEFAULT_PORT: &str = "http";
+pub const DEFAULT_PORT: &str = "https";
+/// The scheme the scheduler serves (TLS unless it runs with `--insecure-http`).
+pub const DEFAULT_SCHEME: &str = "https";
 
 /// Where the scheduler's HTTP server is, as a Service.
 #[derive(Debug, Clone, PartialEq, Eq)]

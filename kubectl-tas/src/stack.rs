@@ -5,7 +5,7 @@ use kube::{Api, Client};
 use tas_api::tas::{DEFAULT_NAMESPACE, NodesWithoutTopology, TopologyAwareScheduling};
 
 use crate::error::Error;
-use crate::proxy::{DEFAULT_PORT, DEFAULT_SERVICE, SchedulerService};
+use crate::proxy::{DEFAULT_PORT, DEFAULT_SCHEME, DEFAULT_SERVICE, SchedulerService};
 
 /// The singleton's name.
 pub const STACK_NAME: &str = "default";
@@ -22,9 +22,10 @@ pub struct SchedulerFlags {
     /// The Service's port, by name or number.
     #[arg(long, global = true, default_value = DEFAULT_PORT)]
     pub scheduler_port: String,
-    /// Scheme the API server uses to reach the scheduler: `http` or `https` (when the
-    /// scheduler serves TLS). Empty: the API server's default.
-    #[arg(long, global = true, default_value = "")]
+    /// Scheme the API server uses to reach the scheduler: `https` (the scheduler's
+    /// default) or `http` (a scheduler run with `--insecure-http`). Empty: the API
+    /// server's default (`http`).
+    #[arg(long, global = true, default_value = DEFAULT_SCHEME)]
     pub scheduler_scheme: String,
 }
 

@@ -131,7 +131,7 @@ async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<
         ..Config::default()
     };
     let options = Options {
-        http_address: Some(args.common.http_address),
+        http: Some(args.common.endpoint(&client)),
         leader_election: args
             .leader_elect
             .then(|| LeaseConfig::new(&args.leader_elect_namespace, LEASE_NAME, &instance)),

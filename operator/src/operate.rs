@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! operate(client, Options, shutdown)
-//!   ├─ [http_address]     serve /metrics, /healthz, /readyz
+//!   ├─ [http]             serve /metrics, /healthz, /readyz
 //!   ├─ [leader_election]  wait for the Lease (ready meanwhile: a standby is healthy)
 //!   ├─ run_controller     until shutdown, a lost Lease, or the HTTP server stopping
 //!   └─ stop everything, let running reconciles finish, give the Lease up
@@ -19,6 +19,7 @@ use kube::Client;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tas_runtime::http::Endpoint;
 use tas_runtime::lease::{LeaderElector, LeaseConfig, LeaseError};
 use tokio::sync::watch;
 use tokio::task::JoinError;
@@ -31,8 +32,9 @@ pub struct Options {
     pub otlp: Otlp,
     /// Its metrics and readiness (keep a clone to read them while it runs).
     pub metrics: Arc<Metrics>,
-    /// Serve `/metrics`, `/healthz` and `/readyz` here; nothing served when `None`.
-    pub http_address: Option<SocketAddr>,
+    /// Serve `/metrics`, `/healthz` and `/readyz` here, so secured; nothing served
+    /// when `None`.
+    pub http: Option<Endpoint>,
     /// Reconcile only while holding this Lease, so that several replicas can run with
     /// one active; always reconcile when `None`.
     pub leader_election: Option<LeaseConfig>,
@@ -47,7 +49,7 @@ impl Options {
             config,
             otlp,
             metrics,
-            http_address: None,
+            http: None,
             leader_election: None,
         }
     }
@@ -67,7 +69,7 @@ pub enum OperateError {
     },
     /// The HTTP server failed.
     #[error("the metrics server failed: {0}")]
-    Http(#[source] std::io::Error),
+    Http(#[source] tas_runtime::http::ServeError),
     /// The HTTP server stopped on its own.
     #[error("the metrics server stopped")]
     HttpStopped,
@@ -99,7 +101,7 @@ pub async fn operate(
         config,
         otlp,
         metrics,
-        http_address,
+        http,
         leader_election,
     } = options;
     tokio::pin!(shutdown);
@@ -114,14 +116,15 @@ pub async fn operate(
         }
     };
 
-    let http = match http_address {
-        Some(address) => {
+    let http = match http {
+        Some(Endpoint { address, security }) => {
             let listener = tokio::net::TcpListener::bind(address)
                 .await
                 .map_err(|source| OperateError::Bind { address, source })?;
             let rendered = metrics.clone();
             Some(tokio::spawn(tas_runtime::http::serve_on(
                 listener,
+                security,
                 tas_runtime::http::Metrics::from_fn(move || rendered.render()),
                 metrics.readiness(),
                 stopped(),

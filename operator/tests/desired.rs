@@ -314,14 +314,16 @@ fn node_agent_runs_as_root_owner_of_the_socket_and_nothing_more() {
     let port = &c.ports.as_ref().unwrap()[0];
     assert_eq!(
         (port.name.as_deref(), port.container_port),
-        (Some("http"), 8080)
+        (Some("https"), 8080)
     );
     let probe_path = |probe: &Option<k8s_openapi::api::core::v1::Probe>| {
         let get = probe.clone().unwrap().http_get.unwrap();
         assert_eq!(
             get.port,
-            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("http".into())
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("https".into())
         );
+        // TLS, which the kubelet's HTTPS probes do not verify.
+        assert_eq!(get.scheme.as_deref(), Some("HTTPS"));
         get.path.unwrap()
     };
     assert_eq!(probe_path(&c.liveness_probe), "/healthz");

@@ -6,17 +6,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::client::{self, ClientError};
+use crate::http::{Authorizer, CertSource, Endpoint, Security};
 use crate::identity;
 use crate::telemetry::{self, LogFormat, TelemetryError};
 
-/// Kubeconfig, `/healthz`/`/readyz`/`/metrics` address, logging and identity.
+/// Kubeconfig, `/healthz`/`/readyz`/`/metrics` address and security, logging and
+/// identity.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct CommonArgs {
     /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
     /// service account).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Address of /healthz, /readyz and /metrics.
+    /// Address of /healthz, /readyz and /metrics (HTTPS unless --insecure-http).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
     /// Log filter: a level (error, warn, info, debug, trace) or a tracing directive such
@@ -30,6 +32,17 @@ pub struct CommonArgs {
     /// name).
     #[arg(long)]
     pub identity: Option<String>,
+    /// Serving certificate (PEM chain) of the HTTPS endpoint; with
+    /// --tls-private-key-file. Default: a self-signed certificate generated at start.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Serve /healthz, /readyz and /metrics over plain HTTP to anyone, without TLS or
+    /// authorisation (only behind a proxy that does both, or on a trusted network).
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
+    pub insecure_http: bool,
 }
 
 impl CommonArgs {
@@ -41,6 +54,36 @@ impl CommonArgs {
     /// A client from `--kubeconfig`, or from the environment.
     pub async fn client(&self) -> Result<kube::Client, ClientError> {
         client::from_kubeconfig(self.kubeconfig.as_deref()).await
+    }
+
+    /// How the HTTP endpoint is secured: plain with `--insecure-http`; otherwise TLS
+    /// with the certificate files or a self-signed certificate, and `/metrics`
+    /// authorised by the API server that `client` talks to.
+    pub fn security(&self, client: &kube::Client) -> Security {
+        if self.insecure_http {
+            return Security::Insecure;
+        }
+        let cert = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => CertSource::SelfSigned {
+                names: crate::http::self_signed_names(&self.identity()),
+            },
+        };
+        Security::Secure {
+            cert,
+            authorizer: Authorizer::new(client.clone()),
+        }
+    }
+
+    /// `--http-address` with [`Self::security`].
+    pub fn endpoint(&self, client: &kube::Client) -> Endpoint {
+        Endpoint {
+            address: self.http_address,
+            security: self.security(client),
+        }
     }
 
     /// This replica's identity: `--identity`, else `$POD_NAME`, else the host name.
@@ -67,6 +110,8 @@ mod tests {
         assert_eq!(defaults.http_address, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(defaults.log_format, LogFormat::Json);
         assert_eq!(defaults.identity, None);
+        assert!(!defaults.insecure_http);
+        assert_eq!(defaults.tls_cert_file, None);
 
         let set = Binary::try_parse_from([
             "binary",
@@ -75,6 +120,8 @@ mod tests {
             "--log-level=debug,kube=warn",
             "--log-format=text",
             "--identity=replica-a",
+            "--tls-cert-file=certs/tls.crt",
+            "--tls-private-key-file=certs/tls.key",
         ])
         .unwrap()
         .common;
@@ -83,6 +130,24 @@ mod tests {
         assert_eq!(set.log_level, "debug,kube=warn");
         assert_eq!(set.log_format, LogFormat::Text);
         assert_eq!(set.identity(), "replica-a");
+        assert_eq!(set.tls_cert_file, Some(PathBuf::from("certs/tls.crt")));
+        assert_eq!(
+            set.tls_private_key_file,
+            Some(PathBuf::from("certs/tls.key"))
+        );
+    }
+
+    #[test]
+    fn plain_http_is_explicit_and_excludes_certificates() {
+        let insecure = Binary::try_parse_from(["binary", "--insecure-http"])
+            .unwrap()
+            .common;
+        assert!(insecure.insecure_http);
+        let err =
+            Binary::try_parse_from(["binary", "--insecure-http", "--tls-cert-file=a"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let err = Binary::try_parse_from(["binary", "--tls-cert-file=a"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 
     #[test]

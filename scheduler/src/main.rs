@@ -33,8 +33,9 @@ async fn main() -> anyhow::Result<()> {
     let client = args.common.client().await?;
     let identity = args.common.identity();
     tracing::info!(scheduler = %settings.scheduler_name, %identity, "tas-scheduler starting");
+    let http = args.common.endpoint(&client);
     tokio::select! {
-        r = tas_scheduler::run::run(client, settings, args.common.http_address, identity, args.namespace) => r?,
+        r = tas_scheduler::run::run(client, settings, http, identity, args.namespace) => r?,
         () = tas_runtime::signals::shutdown() => {}
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the scheduler (`tas_scheduler_*`), all low-cardinality.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,6 +27,16 @@ pub struct Metrics {
     pub invalid_topologies: Gauge,
     /// 1 while this replica is the leader.
     pub leader: Gauge,
+    /// NRT objects refused (each arrival of an unreadable or insane object), by the
+    /// problem's code (`too_large`, `amounts_out_of_order`, `duplicate_zone`, ...).
+    pub refused_topologies: Family<ProblemLabel, Counter>,
+}
+
+/// The `problem` label: a short code naming why an object was refused.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProblemLabel {
+    /// The code, e.g. `amounts_out_of_order`.
+    pub problem: &'static str,
 }
 
 impl Default for Metrics {
@@ -80,6 +91,12 @@ impl Metrics {
         );
         let leader = Gauge::default();
         registry.register("leader", "1 while this replica leads", leader.clone());
+        let refused_topologies = Family::<ProblemLabel, Counter>::default();
+        registry.register(
+            "refused_node_topologies",
+            "NodeResourceTopology objects refused as unreadable or insane, by problem",
+            refused_topologies.clone(),
+        );
         Self {
             registry,
             attempts,
@@ -89,7 +106,15 @@ impl Metrics {
             bind_errors,
             invalid_topologies,
             leader,
+            refused_topologies,
         }
+    }
+
+    /// Count a refused NRT object.
+    pub fn refused_topology(&self, problem: &'static str) {
+        self.refused_topologies
+            .get_or_create(&ProblemLabel { problem })
+            .inc();
     }
 
     /// Count an attempt.

@@ -9,10 +9,9 @@ use crate::scheduler::{self, LeaderCheck};
 use crate::shared::Shared;
 use crate::watch;
 use kube::Client;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tas_runtime::http::{self, Readiness};
+use tas_runtime::http::{self, Endpoint, Readiness};
 use tas_runtime::lease::{LeaderElector, LeaseConfig};
 
 /// Field manager and Event reporter name.
@@ -22,7 +21,7 @@ pub const COMPONENT: &str = "tas-scheduler";
 pub async fn run(
     client: Client,
     settings: Settings,
-    http_address: SocketAddr,
+    http: Endpoint,
     identity: String,
     default_namespace: String,
 ) -> anyhow::Result<()> {
@@ -43,8 +42,7 @@ pub async fn run(
     let shared = Shared::new(settings, cache, metrics, events.clone());
 
     let readiness = Readiness::not_ready("watches have not listed yet");
-    let server = tokio::spawn(http::serve_with(
-        http_address,
+    let server = tokio::spawn(http.serve_with(
         http::Metrics::from_registry(Arc::new(registry)),
         readiness.clone(),
         crate::debug::router(shared.clone()),

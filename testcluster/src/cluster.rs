@@ -126,6 +126,14 @@ impl TestCluster {
         Ok(kube::Client::try_from(config)?)
     }
 
+    /// The admin's bearer token (group `system:masters`), e.g. to scrape a binary's
+    /// `/metrics` as an authorised caller.
+    pub fn admin_token(&self) -> Result<String, Error> {
+        let path = self.layout.tokens();
+        let csv = std::fs::read_to_string(&path).map_err(Error::io("reading the token file"))?;
+        Ok(csv.split(',').next().unwrap_or_default().trim().to_owned())
+    }
+
     /// The admin kubeconfig, e.g. for `kubectl --kubeconfig` or a component under test.
     pub fn kubeconfig_path(&self) -> PathBuf {
         self.layout.kubeconfig()

@@ -10,12 +10,15 @@
 //!   their own from [`unique_namespace`], fake nodes from [`create_fake_node`] and the
 //!   project's CRDs from [`apply_crds_from_dir`].
 //! - Every wait polls a condition with a deadline: [`wait_for`].
+//! - The TAS binaries' HTTPS endpoints are read with [`https_get`] and the admin's
+//!   bearer token ([`TestCluster::admin_token`]).
 
 mod cluster;
 mod components;
 mod crds;
 mod credentials;
 mod error;
+mod https;
 mod kubeconfig;
 mod namespace;
 mod nodes;
@@ -28,6 +31,7 @@ mod watchdog;
 pub use cluster::{ClusterOptions, KEEP_CLUSTER_ENV, LogGuard, TestCluster};
 pub use crds::{FIELD_MANAGER, apply_crds_from_dir, crd_dir, read_crds};
 pub use error::Error;
+pub use https::{get_over, https_get, insecure_tls_connector, tls_connect_insecure};
 pub use namespace::{TEST_NAMESPACE_LABEL, unique_name, unique_namespace};
 pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,

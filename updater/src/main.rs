@@ -28,8 +28,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let readiness = Readiness::not_ready("no NodeResourceTopology published yet");
     let address = args.common.http_address;
     let rendered = metrics.clone();
-    let server = tokio::spawn(http::serve(
-        address,
+    let server = tokio::spawn(args.common.endpoint(&client).serve(
         http::Metrics::from_fn(move || rendered.render()),
         readiness.clone(),
     ));

@@ -6,8 +6,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,14 +46,12 @@ fn write_sysfs(root: &Path) {
     std::fs::write(node.join("online"), "0-1").unwrap();
 }
 
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    let code = body.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body))
+/// `GET https://127.0.0.1:port/path` (the agent's self-signed certificate), with the
+/// bearer `token` when given.
+async fn https_get(port: u16, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    tas_testcluster::https_get(([127, 0, 0, 1], port).into(), path, token)
+        .await
+        .ok()
 }
 
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -154,13 +150,28 @@ async fn the_binary_publishes_serves_health_and_reports_its_footprint() {
     .await
     .unwrap();
     wait_for("/readyz 200", TIMEOUT, || async {
-        Ok::<_, kube::Error>(http_get(port, "/readyz").filter(|(c, _)| *c == 200))
+        Ok::<_, kube::Error>(
+            https_get(port, "/readyz", None)
+                .await
+                .filter(|(c, _)| *c == 200),
+        )
     })
     .await
     .unwrap();
-    let (code, _) = http_get(port, "/healthz").expect("healthz answers");
+    let (code, _) = https_get(port, "/healthz", None)
+        .await
+        .expect("healthz answers");
     assert_eq!(code, 200);
-    let (_, metrics) = http_get(port, "/metrics").expect("metrics answer");
+    // /metrics over TLS for an authorised token (the admin's); nobody else.
+    let token = cluster.admin_token().expect("admin token");
+    let (code, metrics) = https_get(port, "/metrics", Some(&token))
+        .await
+        .expect("metrics answer");
+    assert_eq!(code, 200, "{metrics}");
+    assert_eq!(
+        https_get(port, "/metrics", None).await.map(|(c, _)| c),
+        Some(401)
+    );
     assert!(
         metrics.contains("tas_updater_publishes_total{result=\"applied\"} 1"),
         "{metrics}"

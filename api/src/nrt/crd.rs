@@ -5,6 +5,10 @@
 //! fields under `spec` and change formats, so the schema is spelled out here field by
 //! field. Both versions are served from their own schema; there is no conversion
 //! webhook and no subresource.
+//!
+//! The lists and strings carry `maxItems`/`maxLength` bounds the published CRD lacks
+//! (figures and reasons in [`super::limits`]): they only narrow the schema, so every
+//! object a real node agent writes is still accepted, with the same field names.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +19,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::limits::{
+    MAX_ATTRIBUTES, MAX_COSTS_PER_ZONE, MAX_QUALIFIED_NAME_LENGTH, MAX_QUANTITY_LENGTH,
+    MAX_RESOURCES_PER_ZONE, MAX_TOPOLOGY_POLICIES, MAX_VALUE_LENGTH, MAX_ZONE_ATTRIBUTES,
+    MAX_ZONE_NAME_LENGTH, MAX_ZONES,
+};
 use super::{CRD_NAME, GROUP, KIND, LIST_KIND, PLURAL, SHORT_NAME, SINGULAR, v1alpha1, v1alpha2};
 
 /// Annotation that marks an API under `*.k8s.io` as approved through a KEP.
@@ -86,14 +95,14 @@ fn root_schema(v1alpha2: bool) -> JSONSchemaProps {
         (
             "topologyPolicies",
             described(
-                array(typed("string")),
+                array(string(MAX_VALUE_LENGTH), MAX_TOPOLOGY_POLICIES),
                 "Topology Manager policy names, e.g. SingleNUMANodeContainerLevel.",
             ),
         ),
         (
             "zones",
             described(
-                array(zone()),
+                array(zone(), MAX_ZONES),
                 "Topology zones of the node, one per NUMA node.",
             ),
         ),
@@ -102,7 +111,7 @@ fn root_schema(v1alpha2: bool) -> JSONSchemaProps {
         properties.push((
             "attributes",
             described(
-                array(attribute()),
+                array(attribute(), MAX_ATTRIBUTES),
                 "Node-wide attributes, e.g. the Topology Manager policy and scope.",
             ),
         ));
@@ -119,7 +128,7 @@ fn root_schema(v1alpha2: bool) -> JSONSchemaProps {
 fn zone() -> JSONSchemaProps {
     let cost = object(
         vec![
-            ("name", typed("string")),
+            ("name", string(MAX_ZONE_NAME_LENGTH)),
             (
                 "value",
                 JSONSchemaProps {
@@ -132,7 +141,10 @@ fn zone() -> JSONSchemaProps {
     );
     let resource = object(
         vec![
-            ("name", described(typed("string"), "Resource name.")),
+            (
+                "name",
+                described(string(MAX_QUALIFIED_NAME_LENGTH), "Resource name."),
+            ),
             (
                 "capacity",
                 described(quantity(), "Total amount in the zone."),
@@ -145,12 +157,15 @@ fn zone() -> JSONSchemaProps {
     described(
         object(
             vec![
-                ("name", typed("string")),
-                ("type", typed("string")),
-                ("parent", typed("string")),
-                ("costs", described(array(cost), "Distance to each zone.")),
-                ("attributes", array(attribute())),
-                ("resources", array(resource)),
+                ("name", string(MAX_ZONE_NAME_LENGTH)),
+                ("type", string(MAX_ZONE_NAME_LENGTH)),
+                ("parent", string(MAX_ZONE_NAME_LENGTH)),
+                (
+                    "costs",
+                    described(array(cost, MAX_COSTS_PER_ZONE), "Distance to each zone."),
+                ),
+                ("attributes", array(attribute(), MAX_ZONE_ATTRIBUTES)),
+                ("resources", array(resource, MAX_RESOURCES_PER_ZONE)),
             ],
             &["name", "type"],
         ),
@@ -160,7 +175,10 @@ fn zone() -> JSONSchemaProps {
 
 fn attribute() -> JSONSchemaProps {
     object(
-        vec![("name", typed("string")), ("value", typed("string"))],
+        vec![
+            ("name", string(MAX_QUALIFIED_NAME_LENGTH)),
+            ("value", string(MAX_VALUE_LENGTH)),
+        ],
         &["name", "value"],
     )
 }
@@ -170,6 +188,7 @@ fn quantity() -> JSONSchemaProps {
     JSONSchemaProps {
         any_of: Some(vec![typed("integer"), typed("string")]),
         pattern: Some(QUANTITY_PATTERN.to_owned()),
+        max_length: Some(MAX_QUANTITY_LENGTH),
         x_kubernetes_int_or_string: Some(true),
         ..JSONSchemaProps::default()
     }
@@ -182,6 +201,14 @@ fn typed(type_: &str) -> JSONSchemaProps {
     }
 }
 
+/// A string of at most `max_length` characters.
+fn string(max_length: i64) -> JSONSchemaProps {
+    JSONSchemaProps {
+        max_length: Some(max_length),
+        ..typed("string")
+    }
+}
+
 fn described(schema: JSONSchemaProps, description: &str) -> JSONSchemaProps {
     JSONSchemaProps {
         description: Some(description.to_owned()),
@@ -189,9 +216,10 @@ fn described(schema: JSONSchemaProps, description: &str) -> JSONSchemaProps {
     }
 }
 
-fn array(items: JSONSchemaProps) -> JSONSchemaProps {
+fn array(items: JSONSchemaProps, max_items: i64) -> JSONSchemaProps {
     JSONSchemaProps {
         items: Some(JSONSchemaPropsOrArray::Schema(Box::new(items))),
+        max_items: Some(max_items),
         ..typed("array")
     }
 }
@@ -291,6 +319,7 @@ mod tests {
                 costs["properties"]["value"],
                 json!({"type": "integer", "format": "int64"})
             );
+            assert_eq!(costs["properties"]["name"]["type"], "string");
             assert_eq!(
                 zone["properties"]["attributes"]["items"]["required"],
                 json!(["name", "value"])
@@ -307,5 +336,28 @@ mod tests {
                 assert_eq!(q["pattern"], PUBLISHED_PATTERN);
             }
         }
+    }
+
+    /// The bounds narrow the published schema without changing any field's type: the
+    /// figures of `limits`, and a 64-zone machine fits.
+    #[test]
+    fn lists_and_strings_are_bounded() {
+        for root in [schema_of("v1alpha1"), schema_of("v1alpha2")] {
+            let zones = &root["properties"]["zones"];
+            assert_eq!(zones["maxItems"], 128);
+            assert_eq!(root["properties"]["topologyPolicies"]["maxItems"], 16);
+            let zone = &zones["items"]["properties"];
+            assert_eq!(zone["name"], json!({"type": "string", "maxLength": 64}));
+            assert_eq!(zone["costs"]["maxItems"], 128);
+            assert_eq!(zone["resources"]["maxItems"], 64);
+            assert_eq!(zone["attributes"]["maxItems"], 32);
+            let resource = &zone["resources"]["items"]["properties"];
+            assert_eq!(resource["name"]["maxLength"], 317);
+            assert_eq!(resource["available"]["maxLength"], 64);
+        }
+        assert_eq!(
+            schema_of("v1alpha2")["properties"]["attributes"]["maxItems"],
+            64
+        );
     }
 }

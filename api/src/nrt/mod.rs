@@ -11,6 +11,7 @@
 //!   and implement [`kube::Resource`] themselves rather than use `#[derive(CustomResource)]`.
 //! - [`NrtQuantity`]: resource amounts, accepted as JSON integers or quantity strings.
 //! - [`crd()`]: the CustomResourceDefinition serving both versions.
+//! - [`limits`]: the size bounds of one object (CRD schema, admission policy, scheduler).
 //! - [`zone`]: the `node-<NUMA id>` zone naming convention and typed zone readers.
 //! - [`attributes`]: the well-known attribute names and the pod-set fingerprint readers.
 //! - [`topology_manager`]: the node's Topology Manager policy, scope and NUMA limit, read
@@ -24,6 +25,7 @@
 pub mod agent_report;
 pub mod attributes;
 mod crd;
+pub mod limits;
 pub mod ownership;
 mod quantity;
 pub mod resource_managers;

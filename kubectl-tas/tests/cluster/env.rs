@@ -95,7 +95,10 @@ impl Env {
         )
         .expect("valid config");
         let client = self.client.clone();
-        let addr = format!("0.0.0.0:{}", self.http_port).parse().expect("addr");
+        // Plain HTTP (as `--insecure-http`): the service proxy reaches it with scheme http.
+        let addr = tas_runtime::http::Endpoint::insecure(
+            format!("0.0.0.0:{}", self.http_port).parse().expect("addr"),
+        );
         self.task = Some(tokio::spawn(async move {
             let r =
                 tas_scheduler::run::run(client, settings, addr, "test".into(), "default".into())

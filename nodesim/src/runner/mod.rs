@@ -291,8 +291,9 @@ impl Runner {
             .join("\n"))
     }
 
-    /// `GET /metrics` from the pod's first declared container port.
-    pub async fn metrics(&self, namespace: &str, pod: &str) -> Result<String, String> {
+    /// `GET /metrics` over HTTPS from the pod's first declared container port, as a
+    /// scraper with the bearer `token` would.
+    pub async fn metrics(&self, namespace: &str, pod: &str, token: &str) -> Result<String, String> {
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
         let object = api.get(pod).await.map_err(|e| e.to_string())?;
         let port = object
@@ -308,8 +309,14 @@ impl Runner {
             .ok_or_else(|| format!("the runner has no pod {namespace}/{pod}"))?;
         let ip = view.lock().unwrap_or_else(PoisonError::into_inner).ip;
         let port = u16::try_from(port).map_err(|e| e.to_string())?;
-        let (code, body) =
-            probe::get(IpAddr::V4(ip), port, "/metrics", Duration::from_secs(5)).await?;
+        let (code, body) = probe::get_tls(
+            IpAddr::V4(ip),
+            port,
+            "/metrics",
+            Some(token),
+            Duration::from_secs(5),
+        )
+        .await?;
         (code == 200)
             .then_some(body)
             .ok_or_else(|| format!("/metrics answered {code}"))

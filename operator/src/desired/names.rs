@@ -34,7 +34,7 @@ pub const SCHEDULER_CONTAINER: &str = "scheduler";
 pub const SCHEDULER_CONFIG_DIR: &str = "/etc/tas-scheduler";
 
 /// Name of the container port serving `/healthz`, `/readyz` and `/metrics`.
-pub const HTTP_PORT_NAME: &str = "http";
+pub const HTTP_PORT_NAME: &str = "https";
 
 /// Pod-template annotation holding a hash of the settings the pods run with: when the
 /// settings change, the template changes and the pods roll.

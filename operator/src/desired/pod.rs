@@ -14,7 +14,7 @@ use tas_api::tas::{ImagePullPolicy, ImagePullSecret};
 /// Env var the operands read their OTLP endpoint from (the OpenTelemetry SDK's own).
 pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
-/// The `http` container port serving `/healthz`, `/readyz` and `/metrics`.
+/// The `https` container port serving `/healthz`, `/readyz` and `/metrics` over TLS.
 pub(crate) fn http_port(port: u16) -> ContainerPort {
     ContainerPort {
         name: Some(HTTP_PORT_NAME.to_owned()),
@@ -47,7 +47,9 @@ fn http_probe(path: &str) -> Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.to_owned()),
             port: IntOrString::String(HTTP_PORT_NAME.to_owned()),
-            scheme: Some("HTTP".to_owned()),
+            // The operands serve TLS (a self-signed certificate by default); the
+            // kubelet's HTTPS probes do not verify it and need no token.
+            scheme: Some("HTTPS".to_owned()),
             ..HTTPGetAction::default()
         }),
         timeout_seconds: Some(2),

@@ -100,6 +100,23 @@ fn updater_rules() -> Vec<PolicyRule> {
         // trigger a publish, and the pod-set fingerprint is computed from them.
         rule(CORE, &["pods"], &["get", "list", "watch"]),
     ]
+    .into_iter()
+    .chain(metrics_auth_rules())
+    .collect()
+}
+
+/// Both operands authorise the scrapers of their HTTPS `/metrics` with the API server:
+/// who is the bearer token's user (TokenReview), may it `get` `/metrics`
+/// (SubjectAccessReview). Neither verb reads or changes anything stored.
+pub(crate) fn metrics_auth_rules() -> Vec<PolicyRule> {
+    vec![
+        rule("authentication.k8s.io", &["tokenreviews"], &["create"]),
+        rule(
+            "authorization.k8s.io",
+            &["subjectaccessreviews"],
+            &["create"],
+        ),
+    ]
 }
 
 /// The scheduler: everything a kube-scheduler-like binder needs, and nothing else.
@@ -134,6 +151,9 @@ fn scheduler_rules() -> Vec<PolicyRule> {
         // Inter-pod (anti-)affinity terms may select namespaces by label.
         rule(CORE, &["namespaces"], &["list", "watch"]),
     ]
+    .into_iter()
+    .chain(metrics_auth_rules())
+    .collect()
 }
 
 /// The scheduler's leader-election Lease, in the operands' namespace only.

@@ -9,28 +9,20 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 use tas_testcluster::wait_for;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-/// Status code and body of `GET path` on `addr` (HTTP/1.0, so the server closes).
+/// Status code and body of `GET https://addr/path` (the operator's self-signed
+/// certificate), with the bearer `token` when given.
+async fn get_as(addr: &str, path: &str, token: Option<&str>) -> std::io::Result<(u16, String)> {
+    let addr = addr
+        .parse()
+        .map_err(|e| std::io::Error::other(format!("{addr}: {e}")))?;
+    tas_testcluster::https_get(addr, path, token).await
+}
+
+/// As [`get_as`], anonymously.
 async fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Ok((code, body))
+    get_as(addr, path, None).await
 }
 
 fn free_port() -> u16 {
@@ -45,8 +37,14 @@ pub async fn scenario(client: &Client, kubeconfig: &Path) {
     let (child, addr) = start(kubeconfig, &[]);
     wait_ready(&addr).await;
     assert_eq!(get(&addr, "/healthz").await.unwrap().0, 200);
-    let (code, metrics) = get(&addr, "/metrics").await.unwrap();
-    assert_eq!(code, 200);
+    // /metrics only for an authorised token (the admin's); 401 anonymously.
+    assert_eq!(get(&addr, "/metrics").await.unwrap().0, 401);
+    let token = tas_testcluster::TestCluster::shared()
+        .expect("cluster")
+        .admin_token()
+        .expect("admin token");
+    let (code, metrics) = get_as(&addr, "/metrics", Some(&token)).await.unwrap();
+    assert_eq!(code, 200, "{metrics}");
     for series in [
         "tas_operator_reconciles_total{result=\"success\"} 0",
         "# TYPE tas_operator_reconcile_duration_seconds histogram",

@@ -1,99 +1,305 @@
-//! The small HTTP server every TAS binary runs for the kubelet and Prometheus:
+//! The small HTTPS server every TAS binary runs for the kubelet and Prometheus:
 //!
 //! | path | answer |
 //! |---|---|
-//! | `/healthz` | `200 ok` while the process serves at all (liveness) |
-//! | `/readyz` | `200 ok` when [`Readiness`] says ready, else `503` with the reason |
-//! | `/metrics` | the [`Metrics`] text, OpenMetrics format |
+//! | `/healthz` | `200 ok` while the process serves at all (liveness), to anyone |
+//! | `/readyz` | `200 ok` when [`Readiness`] says ready, else `503 not ready`; the reason only to a caller allowed to `get` `/metrics` |
+//! | `/metrics` | the [`Metrics`] text, OpenMetrics format, to a caller allowed to `get` `/metrics` (401 without a valid token, 403 without the permission) |
+//!
+//! By default ([`Security::Secure`]) the server speaks TLS only ([`tls`]: certificate
+//! files, or self-signed at start) and asks the API server about each caller's bearer
+//! token ([`auth`]: TokenReview + SubjectAccessReview, as kube-rbac-proxy does). The
+//! kubelet's probes keep working on the same port: HTTPS probes skip certificate
+//! verification and send no credentials, and `/healthz` and `/readyz` need none.
+//! [`Security::Insecure`] (plain HTTP, no authentication) exists only behind an
+//! explicit flag, for a trusted network or a proxy in front.
 //!
 //! The component keeps a [`Readiness`] clone and flips it; the server only reads it.
 //! A component adds its own routes (e.g. the scheduler's `/debug/reservations`) with
-//! [`serve_with`]: they are served like the others.
+//! [`serve_with`]: they are served on the same listener, over the same TLS, but without
+//! the `/metrics` authorisation (the API server's service proxy, which sends no
+//! credentials, must reach them; they carry no secrets).
 
+pub mod auth;
 mod metrics;
 mod readiness;
+pub mod tls;
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
 
+pub use auth::{Authorizer, Decision};
 pub use metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 pub use readiness::Readiness;
+pub use tls::{CertSource, TlsError};
+
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether and how callers are checked.
+#[derive(Debug, Clone)]
+pub enum Security {
+    /// TLS with the certificate of `cert`; `/metrics` and the detail of `/readyz` only
+    /// for callers `authorizer` allows.
+    Secure {
+        /// The serving certificate.
+        cert: CertSource,
+        /// Who may read.
+        authorizer: Authorizer,
+    },
+    /// Plain HTTP, nobody checked, `/readyz` without detail. Only on explicit request.
+    Insecure,
+}
+
+/// Where and how to serve: what a binary's flags say ([`crate::cli::CommonArgs::endpoint`]).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Address to bind.
+    pub address: SocketAddr,
+    /// TLS and authorisation, or neither.
+    pub security: Security,
+}
+
+impl Endpoint {
+    /// Plain HTTP on `address`, for tests that run a component in-process.
+    pub fn insecure(address: SocketAddr) -> Self {
+        Self {
+            address,
+            security: Security::Insecure,
+        }
+    }
+
+    /// Binds and serves until the process ends (or the socket fails).
+    pub async fn serve(self, metrics: Metrics, readiness: Readiness) -> Result<(), ServeError> {
+        self.serve_with(metrics, readiness, Router::new()).await
+    }
+
+    /// As [`Endpoint::serve`], with the component's `extra` routes.
+    pub async fn serve_with(
+        self,
+        metrics: Metrics,
+        readiness: Readiness,
+        extra: Router,
+    ) -> Result<(), ServeError> {
+        serve_with(self.address, self.security, metrics, readiness, extra).await
+    }
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("binding {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// No TLS configuration.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// Serving failed.
+    #[error("serving: {0}")]
+    Io(#[from] io::Error),
+}
 
 #[derive(Clone)]
 struct AppState {
     metrics: Metrics,
     readiness: Readiness,
+    authorizer: Option<Authorizer>,
 }
 
-/// The routes, for embedding in a larger server.
-pub fn router(metrics: Metrics, readiness: Readiness) -> Router {
+/// The routes, for embedding in a larger server. Without an `authorizer`, `/metrics`
+/// is open (the [`Security::Insecure`] mode).
+pub fn router(metrics: Metrics, readiness: Readiness, authorizer: Option<Authorizer>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(AppState { metrics, readiness })
+        .with_state(AppState {
+            metrics,
+            readiness,
+            authorizer,
+        })
 }
 
 /// Binds `addr` and serves until the process ends (or the socket fails).
-pub async fn serve(addr: SocketAddr, metrics: Metrics, readiness: Readiness) -> io::Result<()> {
-    serve_with(addr, metrics, readiness, Router::new()).await
+pub async fn serve(
+    addr: SocketAddr,
+    security: Security,
+    metrics: Metrics,
+    readiness: Readiness,
+) -> Result<(), ServeError> {
+    serve_with(addr, security, metrics, readiness, Router::new()).await
 }
 
 /// As [`serve`], with the component's `extra` routes next to the common ones.
 pub async fn serve_with(
     addr: SocketAddr,
+    security: Security,
     metrics: Metrics,
     readiness: Readiness,
     extra: Router,
-) -> io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
-    serve_on_with(listener, metrics, readiness, extra, std::future::pending()).await
+) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            address: addr,
+            source,
+        })?;
+    serve_on_with(
+        listener,
+        security,
+        metrics,
+        readiness,
+        extra,
+        std::future::pending(),
+    )
+    .await
 }
 
-/// Serves on an already bound `listener` until `shutdown` resolves, then finishes the
-/// requests in flight.
+/// Serves on an already bound `listener` until `shutdown` resolves. Plain HTTP
+/// finishes the requests in flight; TLS connections end with the process.
 pub async fn serve_on(
     listener: TcpListener,
+    security: Security,
     metrics: Metrics,
     readiness: Readiness,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    serve_on_with(listener, metrics, readiness, Router::new(), shutdown).await
+) -> Result<(), ServeError> {
+    serve_on_with(listener, security, metrics, readiness, Router::new(), shutdown).await
 }
 
 /// As [`serve_on`], with the component's `extra` routes next to the common ones.
 pub async fn serve_on_with(
     listener: TcpListener,
+    security: Security,
     metrics: Metrics,
     readiness: Readiness,
     extra: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    if let Ok(addr) = listener.local_addr() {
-        info!(%addr, "serving /healthz, /readyz, /metrics and the component's routes");
+) -> Result<(), ServeError> {
+    let addr = listener.local_addr().ok();
+    match security {
+        Security::Insecure => {
+            warn!(
+                ?addr,
+                "serving /healthz, /readyz and /metrics over plain HTTP without authentication (--insecure-http)"
+            );
+            axum::serve(listener, router(metrics, readiness, None).merge(extra))
+                .with_graceful_shutdown(shutdown)
+                .await?;
+            Ok(())
+        }
+        Security::Secure { cert, authorizer } => {
+            let acceptor = TlsAcceptor::from(tls::server_config(&cert)?);
+            info!(
+                ?addr,
+                "serving /healthz, /readyz and /metrics over HTTPS (/metrics authorised by the API server)"
+            );
+            let app = router(metrics, readiness, Some(authorizer)).merge(extra);
+            serve_tls(listener, acceptor, app, shutdown).await
+        }
     }
-    axum::serve(listener, router(metrics, readiness).merge(extra))
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
-    match state.readiness.check() {
-        Ok(()) => (StatusCode::OK, "ok").into_response(),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
+async fn serve_tls(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin.
+                    debug!(error = %e, "accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        // Each handshake on its own task, so that a slow client stalls nobody else.
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => return debug!(%peer, "TLS handshake timed out"),
+            };
+            let served = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+            if let Err(e) = served {
+                debug!(%peer, error = %e, "serving a connection");
+            }
+        });
     }
 }
 
-async fn metrics_text(State(state): State<AppState>) -> Response {
+/// The caller's decision for `path`, or the response refusing it.
+async fn authorize(state: &AppState, headers: &HeaderMap, path: &str) -> Result<(), Response> {
+    let Some(authorizer) = &state.authorizer else {
+        return Ok(());
+    };
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match authorizer.decide(auth::bearer_token(header), path).await {
+        Ok(Decision::Allowed) => Ok(()),
+        Ok(Decision::Unauthenticated) => {
+            Err((StatusCode::UNAUTHORIZED, "Unauthorized").into_response())
+        }
+        Ok(Decision::Forbidden) => Err((StatusCode::FORBIDDEN, "Forbidden").into_response()),
+        Err(e) => {
+            warn!(error = %e, "cannot authorise a request");
+            Err((StatusCode::SERVICE_UNAVAILABLE, "authorization unavailable").into_response())
+        }
+    }
+}
+
+async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let Err(reason) = state.readiness.check() else {
+        return (StatusCode::OK, "ok").into_response();
+    };
+    // The reason may carry internal error text: only for a caller who may read the
+    // metrics. Not `get /readyz`: the API server's default ClusterRole
+    // system:public-info-viewer grants that to everyone.
+    let detailed = state.authorizer.is_some()
+        && headers.contains_key(header::AUTHORIZATION)
+        && authorize(&state, &headers, "/metrics").await.is_ok();
+    let body = if detailed {
+        reason
+    } else {
+        "not ready".to_owned()
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+}
+
+async fn metrics_text(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = authorize(&state, &headers, "/metrics").await {
+        return refused;
+    }
     match state.metrics.render() {
         Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], text).into_response(),
         Err(e) => {
@@ -101,6 +307,15 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
             (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response()
         }
     }
+}
+
+/// The names a self-signed certificate is made for: `localhost` and this host's name.
+pub fn self_signed_names(identity: &str) -> Vec<String> {
+    let mut names = vec!["localhost".to_owned()];
+    if !identity.is_empty() && identity != "localhost" {
+        names.push(identity.to_owned());
+    }
+    names
 }
 
 #[cfg(test)]
@@ -153,6 +368,7 @@ mod tests {
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(serve_on(
             listener,
+            Security::Insecure,
             Metrics::from(registry),
             readiness.clone(),
             async move {
@@ -165,7 +381,7 @@ mod tests {
 
         let not_ready = get(addr, "/readyz").await;
         assert_eq!(not_ready.status, 503);
-        assert_eq!(not_ready.body, "caches not synced");
+        assert_eq!(not_ready.body, "not ready", "no internal detail to anyone");
         readiness.set_ready();
         let ready = get(addr, "/readyz").await;
         assert_eq!((ready.status, ready.body.as_str()), (200, "ok"));
@@ -188,21 +404,52 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
+    /// TLS with a self-signed certificate: the probes' paths answer anyone without
+    /// detail, `/metrics` refuses a caller without a token before asking anybody, and
+    /// plain HTTP gets no answer. (Authorised callers: `e2e/tests/admission.rs`.)
     #[tokio::test]
-    async fn a_components_routes_are_served_beside_the_common_ones() {
+    async fn tls_serves_probes_to_anyone_and_metrics_to_no_anonymous_caller() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let extra = Router::new().route("/debug/thing", axum::routing::get(|| async { "thing" }));
-        let server = tokio::spawn(serve_on_with(
+        // Never reached: no request here needs the API server.
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let security = Security::Secure {
+            cert: CertSource::SelfSigned {
+                names: self_signed_names("tas-test"),
+            },
+            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
+        };
+        let readiness = Readiness::not_ready("watch failed: secret internal text");
+        let server = tokio::spawn(serve_on(
             listener,
-            Metrics::from_fn(|| Ok(String::new())),
-            Readiness::not_ready("starting"),
-            extra,
+            security,
+            Metrics::none(),
+            readiness.clone(),
             std::future::pending(),
         ));
-        let thing = get(addr, "/debug/thing").await;
-        assert_eq!((thing.status, thing.body.as_str()), (200, "thing"));
-        assert_eq!(get(addr, "/healthz").await.status, 200);
+        let https = |path: &'static str, token: Option<&'static str>| {
+            tas_testcluster::https_get(addr, path, token)
+        };
+        assert_eq!(https("/healthz", None).await.unwrap(), (200, "ok".into()));
+        assert_eq!(
+            https("/readyz", None).await.unwrap(),
+            (503, "not ready".into())
+        );
+        readiness.set_ready();
+        assert_eq!(https("/readyz", None).await.unwrap(), (200, "ok".into()));
+        assert_eq!(https("/metrics", None).await.unwrap().0, 401);
+
+        let mut plain = TcpStream::connect(addr).await.unwrap();
+        plain
+            .write_all(b"GET /healthz HTTP/1.0\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = plain.read_to_end(&mut answer).await;
+        assert!(
+            !String::from_utf8_lossy(&answer).contains("200"),
+            "plain HTTP is not served"
+        );
         server.abort();
     }
 
@@ -214,6 +461,7 @@ mod tests {
         let readiness = Readiness::not_ready("starting");
         let server = tokio::spawn(serve_on(
             listener,
+            Security::Insecure,
             metrics,
             readiness,
             std::future::pending(),

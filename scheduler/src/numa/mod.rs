@@ -12,6 +12,9 @@
 //! [`fit`] models what the kubelet Topology Manager admits under every policy and both
 //! scopes (see `fit` for the rules); [`hint::merge`] is the kubelet's literal hint
 //! merge, kept as the executable specification the fast path is tested against.
+//!
+//! Before step 2 trusts an object, [`sanity`] checks it (sizes, duplicates, costs,
+//! `available <= allocatable <= capacity`); a node whose object fails is skipped.
 
 mod align;
 pub mod fit;
@@ -22,6 +25,7 @@ mod memory;
 mod providers;
 pub mod request;
 pub mod resources;
+pub mod sanity;
 pub mod score;
 pub mod topology;
 pub mod unfit;

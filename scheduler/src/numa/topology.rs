@@ -22,6 +22,7 @@ use tas_api::nrt::{
 
 use super::request::QuantityProblem;
 use super::resources::{ResourceKind, Resources};
+use super::sanity::{self, SanityProblem};
 
 /// Largest NUMA id the kubelet's 64-bit NUMA bitmask can hold.
 pub const MAX_NUMA_ID: u32 = 63;
@@ -79,6 +80,28 @@ pub enum TopologyError {
         /// What is wrong with it (boxed to keep the error small).
         problem: Box<QuantityProblem>,
     },
+    /// The object fails a sanity check ([`super::sanity`]): it is not believed.
+    #[error("node {node:?}: {source}")]
+    Insane {
+        /// Node name.
+        node: String,
+        /// The failed check (boxed to keep the error small).
+        source: Box<SanityProblem>,
+    },
+}
+
+impl TopologyError {
+    /// A short, stable code for metrics labels.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Config { .. } => "config",
+            Self::ZoneName { .. } => "zone_name",
+            Self::DuplicateZone { .. } => "duplicate_zone",
+            Self::NumaIdOutOfRange { .. } => "numa_id_out_of_range",
+            Self::Quantity { .. } => "quantity",
+            Self::Insane { source, .. } => source.code(),
+        }
+    }
 }
 
 /// A resource some zone of the node reports.
@@ -122,6 +145,10 @@ impl NodeTopology {
     /// Reads `nrt`: Topology Manager configuration, `Node` zones, amounts and costs.
     pub fn from_nrt(nrt: &NodeResourceTopology) -> Result<Self, TopologyError> {
         let node = nrt.metadata.name.clone().unwrap_or_default();
+        sanity::check(nrt).map_err(|source| TopologyError::Insane {
+            node: node.clone(),
+            source: Box::new(source),
+        })?;
         let config =
             TopologyManagerConfig::from_nrt(nrt).map_err(|source| TopologyError::Config {
                 node: node.clone(),

@@ -13,10 +13,13 @@ use super::relist::Index;
 use crate::cache::NrtUpdate;
 use crate::shared::Shared;
 
-/// NRT objects by node name, in the reserve cache; `known` is what the watch delivered.
+/// NRT objects by node name, in the reserve cache; `known` is what the watch delivered,
+/// `refused` the names whose latest object was refused (the `invalid_node_topologies`
+/// gauge).
 pub(super) struct TopologyWatch {
     shared: Arc<Shared>,
     known: HashSet<String>,
+    refused: HashSet<String>,
 }
 
 impl TopologyWatch {
@@ -24,6 +27,7 @@ impl TopologyWatch {
         Self {
             shared,
             known: HashSet::new(),
+            refused: HashSet::new(),
         }
     }
 }
@@ -43,10 +47,17 @@ impl Index for TopologyWatch {
         // Judge the object itself, not the cache's view: on a node with reservations
         // the cache holds new objects back until a resync, and a broken one must be
         // reported when it arrives.
+        // The cache builds its view with the same checks, so a refused object leaves
+        // the node without a usable topology: ineligible for NUMA-sensitive pods.
         if let Err(reason) = crate::numa::NodeTopology::from_nrt(&nrt) {
             tracing::warn!(node = %name, error = %reason, "unusable NodeResourceTopology: node skipped");
             shared.events.invalid_topology(&name, &reason.to_string());
+            shared.metrics.refused_topology(reason.code());
+            self.refused.insert(name.clone());
+        } else {
+            self.refused.remove(&name);
         }
+        self.count_refused();
         let update = shared.cache.update_nrt(nrt);
         if matches!(update, NrtUpdate::Added | NrtUpdate::Replaced) {
             shared.topology_accepted(&name);
@@ -56,6 +67,8 @@ impl Index for TopologyWatch {
 
     fn delete(&mut self, name: String, _: NodeResourceTopology) {
         self.known.remove(&name);
+        self.refused.remove(&name);
+        self.count_refused();
         if let Ok(mut t) = self.shared.nrt_updated.lock() {
             t.remove(&name);
         }
@@ -66,7 +79,9 @@ impl Index for TopologyWatch {
         for gone in self.known.difference(&seen) {
             self.shared.cache.delete_nrt(gone);
         }
+        self.refused.retain(|name| seen.contains(name));
         self.known = seen;
+        self.count_refused();
     }
 
     fn synced(&mut self) {
@@ -84,6 +99,13 @@ impl Index for TopologyWatch {
             self.shared.wake.notify_one();
         }
         tracing::debug!(error = %e, "watching NodeResourceTopology objects");
+    }
+}
+
+impl TopologyWatch {
+    fn count_refused(&self) {
+        let refused = i64::try_from(self.refused.len()).unwrap_or(i64::MAX);
+        self.shared.metrics.invalid_topologies.set(refused);
     }
 }
 

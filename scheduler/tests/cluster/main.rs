@@ -3,6 +3,7 @@
 //! binary for leader election) under a unique scheduler name, on its own labelled nodes,
 //! so the tests share one control plane without seeing each other's pods.
 
+mod insane;
 mod interpod;
 mod leader;
 mod pods;
@@ -28,6 +29,8 @@ pub struct Env {
     pub ns: String,
     pub group: String,
     pub scheduler: String,
+    /// Where the in-process scheduler serves `/metrics` (HTTPS, authorised).
+    pub metrics_addr: std::net::SocketAddr,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -51,6 +54,11 @@ pub async fn env(prefix: &str) -> Env {
         ns,
         group: unique_name(prefix),
         scheduler: unique_name("tas"),
+        metrics_addr: (
+            std::net::Ipv4Addr::LOCALHOST,
+            tas_testcluster::free_ports(1).expect("a free port")[0],
+        )
+            .into(),
         task: None,
     }
 }
@@ -69,15 +77,36 @@ impl Env {
         )
         .expect("valid config");
         let client = self.client.clone();
-        let addr = "127.0.0.1:0".parse().expect("addr");
+        // Secured as in production: a self-signed certificate, /metrics authorised by
+        // the API server.
+        let http = tas_runtime::http::Endpoint {
+            address: self.metrics_addr,
+            security: tas_runtime::http::Security::Secure {
+                cert: tas_runtime::http::CertSource::SelfSigned {
+                    names: vec!["localhost".into()],
+                },
+                authorizer: tas_runtime::http::Authorizer::new(self.client.clone()),
+            },
+        };
         self.task = Some(tokio::spawn(async move {
             let r =
-                tas_scheduler::run::run(client, settings, addr, "test".into(), "default".into())
+                tas_scheduler::run::run(client, settings, http, "test".into(), "default".into())
                     .await;
             if let Err(e) = r {
                 panic!("scheduler stopped: {e}");
             }
         }));
+    }
+
+    /// The in-process scheduler's `/metrics`, read with the admin's token.
+    pub async fn metrics(&self) -> Result<String, String> {
+        let cluster = TestCluster::shared().map_err(|e| e.to_string())?;
+        let token = cluster.admin_token().map_err(|e| e.to_string())?;
+        match tas_testcluster::https_get(self.metrics_addr, "/metrics", Some(&token)).await {
+            Ok((200, body)) => Ok(body),
+            Ok((code, body)) => Err(format!("/metrics answered {code}: {body}")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// A kwok node of this env's group with `cpu` allocatable.

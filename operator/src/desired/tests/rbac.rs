@@ -34,6 +34,16 @@ fn rbac_grants_only_what_each_operand_uses() {
             ),
             ("".into(), "nodes".into(), v(&["get"])),
             ("".into(), "pods".into(), v(&["get", "list", "watch"])),
+            (
+                "authentication.k8s.io".into(),
+                "tokenreviews".into(),
+                v(&["create"])
+            ),
+            (
+                "authorization.k8s.io".into(),
+                "subjectaccessreviews".into(),
+                v(&["create"])
+            ),
         ]
     );
     let sched = rules(&d, SCHEDULER_CLUSTER_ROLE);
@@ -57,6 +67,14 @@ fn rbac_grants_only_what_each_operand_uses() {
         Some(v(&["get", "list", "watch"]))
     );
     assert_eq!(verbs("", "namespaces"), Some(v(&["list", "watch"])));
+    assert_eq!(
+        verbs("authentication.k8s.io", "tokenreviews"),
+        Some(v(&["create"]))
+    );
+    assert_eq!(
+        verbs("authorization.k8s.io", "subjectaccessreviews"),
+        Some(v(&["create"]))
+    );
     assert_eq!(
         verbs("coordination.k8s.io", "leases"),
         None,

@@ -1,0 +1,196 @@
+//! `/metrics` as every TAS binary serves it, against the real API server: over TLS,
+//! authorised with TokenReview + SubjectAccessReview for tokens bound to the
+//! `tas-metrics-reader` ClusterRole of `config/rbac/`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use serde_json::json;
+use tas_testcluster::{TestCluster, unique_name, unique_namespace, wait_for};
+
+/// How long a new RBAC binding may take to reach the authorizer.
+const AUTHORISED_WITHIN: Duration = Duration::from_secs(30);
+
+/// A client of the test cluster that authenticates with `token` instead of the admin's.
+async fn client_with_token(cluster: &TestCluster, token: &str) -> Client {
+    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
+    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
+    for named in &mut kubeconfig.auth_infos {
+        named.auth_info = Some(auth.clone());
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("client config");
+    assert_eq!(
+        config.cluster_url.to_string().trim_end_matches('/'),
+        cluster.server_url()
+    );
+    Client::try_from(config).expect("client")
+}
+
+/// The ClusterRole scrapers are bound to, from `config/rbac/`.
+fn metrics_reader_role() -> ClusterRole {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/rbac/metrics_reader_role.yaml");
+    let text = std::fs::read_to_string(path).expect("metrics reader role readable");
+    serde_norway::from_str(&text).expect("a ClusterRole")
+}
+
+/// A token of a new ServiceAccount `name` in `ns`.
+async fn account_token(admin: &Client, ns: &str, name: &str) -> String {
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
+    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("service account");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            bound_object_ref: None,
+            expiration_seconds: Some(600),
+        },
+        ..TokenRequest::default()
+    };
+    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .expect("token request")
+        .status
+        .expect("token in status")
+        .token
+}
+
+/// `/metrics` as every TAS binary serves it: over TLS, to a token whose user may `get`
+/// `/metrics` (bound to `tas-metrics-reader`); 401 without a token or with one the API
+/// server does not know, 403 for a known user without the permission. `/readyz` tells
+/// why it is not ready only to the authorised caller. The reviews run under a
+/// ServiceAccount with only the operands' two review rules.
+#[tokio::test]
+async fn metrics_answer_only_an_authorised_token() {
+    use tas_runtime::http::{self, Authorizer, CertSource, Readiness, Security};
+
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    let ns = unique_namespace(&admin, "metrics-auth").await.unwrap();
+    let post = PostParams::default();
+
+    let reader_role = metrics_reader_role();
+    Api::<ClusterRole>::all(admin.clone())
+        .patch(
+            reader_role.metadata.name.as_deref().unwrap(),
+            &PatchParams::apply(tas_testcluster::FIELD_MANAGER).force(),
+            &Patch::Apply(&reader_role),
+        )
+        .await
+        .expect("tas-metrics-reader applied");
+    let bind = |name: String, role: &str, sa: &str| -> ClusterRoleBinding {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": [{ "kind": "ServiceAccount", "name": sa, "namespace": ns }],
+        }))
+        .unwrap()
+    };
+    let bindings = Api::<ClusterRoleBinding>::all(admin.clone());
+
+    // The component: may only review, as the operands' ClusterRoles allow.
+    let reviewer_role = unique_name("reviewer");
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": { "name": reviewer_role },
+        "rules": [
+            { "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"] },
+            { "apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"] },
+        ],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&post, &role)
+        .await
+        .expect("reviewer role");
+    let component_token = account_token(&admin, &ns, "component").await;
+    bindings
+        .create(
+            &post,
+            &bind(reviewer_role.clone(), &reviewer_role, "component"),
+        )
+        .await
+        .expect("reviewer binding");
+    let scraper_token = account_token(&admin, &ns, "scraper").await;
+    bindings
+        .create(
+            &post,
+            &bind(unique_name("scraper"), "tas-metrics-reader", "scraper"),
+        )
+        .await
+        .expect("scraper binding");
+    let stranger_token = account_token(&admin, &ns, "stranger").await;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let component = client_with_token(cluster, &component_token).await;
+    let readiness = Readiness::not_ready("watch failed: internal detail");
+    let server = tokio::spawn(http::serve_on(
+        listener,
+        Security::Secure {
+            cert: CertSource::SelfSigned {
+                names: vec!["localhost".into()],
+            },
+            authorizer: Authorizer::new(component),
+        },
+        http::Metrics::from_fn(|| Ok("tas_test_up 1\n# EOF\n".to_owned())),
+        readiness.clone(),
+        std::future::pending(),
+    ));
+    let get = |path: &'static str, token: Option<String>| async move {
+        tas_testcluster::https_get(addr, path, token.as_deref())
+            .await
+            .expect("an HTTPS answer")
+    };
+
+    // RBAC bindings reach the authorizer after a moment: poll for the first success.
+    let (code, body) = wait_for(
+        "the scraper's token authorised",
+        AUTHORISED_WITHIN,
+        || async {
+            let answer = get("/metrics", Some(scraper_token.clone())).await;
+            Ok::<_, String>((answer.0 == 200).then_some(answer))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 200);
+    assert!(body.contains("tas_test_up 1"), "{body}");
+
+    assert_eq!(get("/metrics", None).await.0, 401, "anonymous");
+    assert_eq!(
+        get("/metrics", Some("not-a-token".into())).await.0,
+        401,
+        "a token the API server does not know"
+    );
+    assert_eq!(
+        get("/metrics", Some(stranger_token.clone())).await,
+        (403, "Forbidden".into()),
+        "a known user without the permission"
+    );
+
+    // Probes need nothing; the reason for not being ready is for the reader only.
+    assert_eq!(get("/healthz", None).await, (200, "ok".into()));
+    assert_eq!(get("/readyz", None).await, (503, "not ready".into()));
+    assert_eq!(
+        get("/readyz", Some(stranger_token)).await,
+        (503, "not ready".into())
+    );
+    assert_eq!(
+        get("/readyz", Some(scraper_token)).await,
+        (503, "watch failed: internal detail".into())
+    );
+    server.abort();
+}
