@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 
 /// Env var the operands read their OTLP endpoint from (the OpenTelemetry SDK's own).
-pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const OTLP_ENDPOINT_ENV: &str = tas_runtime::telemetry::OTLP_ENDPOINT_ENV;
 
 /// The `http` container port serving `/healthz`, `/readyz` and `/metrics`.
 pub(crate) fn http_port(port: u16) -> ContainerPort {
