@@ -9,7 +9,8 @@
 //! and scope, then scoring — assumes the pod and binds it in the background. A pod that
 //! fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. [`explain`] and
 //! [`events`] tell users why a pod waits. [`run`] wires it together with leader
-//! election and the HTTP endpoints ([`metrics`]); [`config`] validates the
+//! election, the HTTP endpoints ([`metrics`]) and the OTLP spans and metrics
+//! ([`telemetry`]); [`config`] validates the
 //! configuration file. Label selectors are matched by `tas_api::labels`.
 
 pub mod affinity;
@@ -30,6 +31,7 @@ pub mod shared;
 pub mod snapshot;
 pub mod spread;
 pub mod state;
+pub mod telemetry;
 pub mod watch;
 
 #[cfg(test)]

@@ -13,7 +13,9 @@
 //! the evictions in a background task; the pod itself waits in the queue until an
 //! ordinary decision places it.
 
-use crate::cycle::{self, CycleSettings, Decision, PodInput};
+use crate::cycle::{
+    self, ClusterView, CycleSettings, CycleTimings, Decision, PodInput, TopologyView,
+};
 use crate::events::EventSender;
 use crate::explain;
 use crate::filter::PodFilterInput;
@@ -21,11 +23,12 @@ use crate::numa::PodRequest;
 use crate::preempt::{self, Outcome};
 use crate::shared::Shared;
 use crate::snapshot::with_snapshot;
+use crate::telemetry::{AttemptOutcome, AttemptRecord, BindRecord};
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Semaphore;
 
 /// Concurrent bind requests.
@@ -88,25 +91,55 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             Ok(i) => i,
             Err(message) => {
                 shared.metrics.attempt("error");
+                shared.telemetry.attempt(&AttemptRecord {
+                    pod: &pod,
+                    started: SystemTime::now(),
+                    phases: &[],
+                    decision: None,
+                    nodes: 0,
+                    feasible: 0,
+                    outcome: AttemptOutcome::Error { message: &message },
+                });
                 unschedulable(&shared, &events, &pod, message, &mut last_message);
                 continue;
             }
         };
         let started = Instant::now();
+        let started_at = SystemTime::now();
+        let zones = shared.telemetry.is_on();
         // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
-        let decision = if multi_thread {
-            tokio::task::block_in_place(|| decide(&shared, &input, &settings))
+        let (decision, trace) = if multi_thread {
+            tokio::task::block_in_place(|| decide_traced(&shared, &input, &settings, zones))
         } else {
-            decide(&shared, &input, &settings)
+            decide_traced(&shared, &input, &settings, zones)
         };
+        let decided = started.elapsed();
         shared
             .metrics
             .decision_latency
-            .observe(started.elapsed().as_secs_f64());
+            .observe(decided.as_secs_f64());
+        let mut phases = trace.phases();
+        let record = |phases, outcome| AttemptRecord {
+            pod: &pod,
+            started: started_at,
+            phases,
+            decision: Some(decided),
+            nodes: trace.nodes,
+            feasible: trace.cycle.feasible,
+            outcome,
+        };
         match decision {
             Decision::Schedule(c) => {
+                let attempt = shared.telemetry.attempt(&record(
+                    &phases,
+                    AttemptOutcome::Scheduled {
+                        node: &c.node,
+                        zones: trace.zones.clone(),
+                        score: c.score,
+                    },
+                ));
                 last_message.remove(&queued.uid);
                 if let Ok(mut n) = shared.nominations.lock() {
                     n.remove(&queued.uid);
@@ -121,12 +154,17 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 );
                 tokio::spawn(async move {
                     let _permit = permit;
-                    bind(&client, &shared, &events, &pod, input, &c.node, &is_leader).await;
+                    let target = BindTarget {
+                        node: &c.node,
+                        attempt,
+                    };
+                    bind(&client, &shared, &events, &pod, input, target, &is_leader).await;
                 });
             }
             Decision::Unschedulable(reasons) => {
                 shared.metrics.attempt("unschedulable");
                 let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
+                let searching = Instant::now();
                 let outcome = if multi_thread {
                     tokio::task::block_in_place(|| preempt::attempt(&shared, &input, &settings))
                 } else {
@@ -139,6 +177,11 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 if let Some(note) = outcome.note() {
                     message = format!("{message} {note}");
                 }
+                phases.push(("preempt", searching.elapsed()));
+                shared.telemetry.attempt(&record(
+                    &phases,
+                    AttemptOutcome::Unschedulable { reason: &message },
+                ));
                 unschedulable(&shared, &events, &pod, message, &mut last_message);
                 if let Outcome::Plans(plans) = outcome {
                     start_preemption(&client, &shared, &events, &pod, input, plans, &is_leader);
@@ -189,6 +232,78 @@ pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> De
     })
 }
 
+/// What a decision measured besides its result, for the attempt's span.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionTrace {
+    /// Taking the snapshot (under the state, namespace and nomination locks).
+    pub snapshot: Duration,
+    /// The steps of the cycle.
+    pub cycle: CycleTimings,
+    /// Nodes in the snapshot.
+    pub nodes: usize,
+    /// The NUMA zones of the chosen node the pod would use, when asked for.
+    pub zones: Option<Vec<u32>>,
+}
+
+impl DecisionTrace {
+    /// The phases back to back, as the attempt's span shows them.
+    pub fn phases(&self) -> Vec<(&'static str, Duration)> {
+        vec![
+            ("snapshot", self.snapshot),
+            ("prefilter", self.cycle.prefilter),
+            ("filter", self.cycle.filter),
+            ("score", self.cycle.score),
+        ]
+    }
+}
+
+/// [`decide`], timed; with `zones`, the chosen node's NUMA fit is run once more for the
+/// zones it picks.
+pub fn decide_traced(
+    shared: &Shared,
+    input: &PodInput,
+    settings: &CycleSettings,
+    zones: bool,
+) -> (Decision, DecisionTrace) {
+    let started = Instant::now();
+    with_snapshot(shared, input, |cluster, lookup| {
+        let snapshot = started.elapsed();
+        let (decision, cycle) = cycle::decide_timed(input, cluster, lookup, settings);
+        let zones = match &decision {
+            Decision::Schedule(c) if zones => chosen_zones(cluster, lookup, input, &c.node),
+            _ => None,
+        };
+        let trace = DecisionTrace {
+            snapshot,
+            cycle,
+            nodes: cluster.nodes.len(),
+            zones,
+        };
+        (decision, trace)
+    })
+}
+
+/// The zones the NUMA fit picks for `input` on `node`.
+fn chosen_zones(
+    cluster: &ClusterView<'_>,
+    lookup: &(dyn Fn(&str) -> TopologyView + Sync),
+    input: &PodInput,
+    node: &str,
+) -> Option<Vec<u32>> {
+    let TopologyView::Known(topology) = lookup(node) else {
+        return None;
+    };
+    let info = cluster.nodes.iter().find(|n| n.name() == node)?;
+    let placement = cycle::numa_fit(&topology, &input.request, info).ok()?;
+    placement.zones.map(|z| z.iter().collect())
+}
+
+/// Where a bind goes, and the attempt span it belongs to.
+struct BindTarget<'a> {
+    node: &'a str,
+    attempt: Option<opentelemetry::Context>,
+}
+
 fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
     let uid = input.uid.clone();
     if let Ok(mut f) = shared.in_flight.lock() {
@@ -220,9 +335,10 @@ async fn bind(
     events: &EventSender,
     pod: &Pod,
     input: PodInput,
-    node: &str,
+    target: BindTarget<'_>,
     is_leader: &LeaderCheck,
 ) {
+    let node = target.node;
     let uid = input.uid;
     let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     if !is_leader() {
@@ -247,25 +363,40 @@ async fn bind(
         },
     };
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let (sent, sent_at) = (Instant::now(), SystemTime::now());
     let result: Result<serde_json::Value, kube::Error> = api
         .create_subresource("binding", &name, &PostParams::default(), &binding)
         .await;
+    let mut record = BindRecord {
+        pod,
+        node,
+        started: sent_at,
+        duration: sent.elapsed(),
+        pod_scheduling_seconds: None,
+        error: None,
+    };
     match result {
         Ok(_) => {
             shared.metrics.attempt("scheduled");
             if let Some(created) = &pod.metadata.creation_timestamp {
                 let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
-                shared
-                    .metrics
-                    .e2e_latency
-                    .observe(age.as_secs_f64().max(0.0));
+                let seconds = age.as_secs_f64().max(0.0);
+                shared.metrics.e2e_latency.observe(seconds);
+                record.pod_scheduling_seconds = Some(seconds);
             }
+            shared.telemetry.bind(target.attempt.as_ref(), &record);
             tracing::debug!(pod = %format!("{ns}/{name}"), node, "bound");
             events.scheduled(pod, node);
         }
         Err(e) => {
             shared.metrics.bind_errors.inc();
             shared.metrics.attempt("error");
+            let code = match &e {
+                kube::Error::Api(s) => Some(s.code),
+                _ => None,
+            };
+            record.error = Some((code, e.to_string()));
+            shared.telemetry.bind(target.attempt.as_ref(), &record);
             undo(shared, &uid, node);
             let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
             tracing::warn!(pod = %format!("{ns}/{name}"), node, error = %e, "bind failed");

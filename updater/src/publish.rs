@@ -11,6 +11,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use std::time::{Duration, Instant};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tracing::Instrument as _;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "tas-updater";
@@ -77,6 +78,7 @@ pub struct Publisher {
     safety_interval: Duration,
     last: Option<(Content, Instant)>,
     initialised: bool,
+    last_write: Option<Duration>,
 }
 
 impl Publisher {
@@ -87,7 +89,14 @@ impl Publisher {
             safety_interval,
             last: None,
             initialised: false,
+            last_write: None,
         }
+    }
+
+    /// How long the write of the last publish took, once; `None` when it wrote nothing
+    /// (or it was taken already).
+    pub fn take_last_write(&mut self) -> Option<Duration> {
+        self.last_write.take()
     }
 
     /// Make the object equal `desired`, writing only when needed.
@@ -97,6 +106,7 @@ impl Publisher {
     ) -> Result<Outcome, PublishError> {
         let name = desired.metadata.name.clone().unwrap_or_default();
         let content = Content::of(desired);
+        self.last_write = None;
         if !self.initialised {
             // One read after start: if the object already says what we would write, the
             // restart costs no write.
@@ -118,13 +128,17 @@ impl Publisher {
             return Ok(Outcome::Unchanged);
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.api
+        let started = Instant::now();
+        let written = self
+            .api
             .patch(&name, &params, &Patch::Apply(desired))
-            .await
-            .map_err(|source| PublishError::Apply {
-                name: name.clone(),
-                source,
-            })?;
+            .instrument(tracing::info_span!("apply", object = %name))
+            .await;
+        self.last_write = Some(started.elapsed());
+        written.map_err(|source| PublishError::Apply {
+            name: name.clone(),
+            source,
+        })?;
         self.last = Some((content, Instant::now()));
         Ok(Outcome::Applied)
     }

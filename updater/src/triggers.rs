@@ -27,6 +27,17 @@ pub enum Trigger {
     ObjectChanged(Option<Box<NodeResourceTopology>>),
 }
 
+impl Trigger {
+    /// A word for logs and spans: `tick`, `pods` or `object_changed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Tick => "tick",
+            Self::Pods => "pods",
+            Self::ObjectChanged(_) => "object_changed",
+        }
+    }
+}
+
 /// How the agent is triggered (mirrors the CR's refresh mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
