@@ -1,5 +1,7 @@
 //! The whole TAS stack on a local control plane: the operator installed from
 //! `config/default`, the operands it renders, and simulated NUMA nodes ([`stack`]);
-//! `tas-demo` runs it for a person, the tests under `tests/` for CI.
+//! `tas-demo` runs it for a person, the tests under `tests/` for CI. [`otelcol`] runs a
+//! real OpenTelemetry Collector for the tests that check what the stack exports.
 
+pub mod otelcol;
 pub mod stack;

@@ -13,7 +13,8 @@ mod report;
 mod workload;
 
 pub use processes::{
-    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, wait_ready_pods,
+    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, start_runner_with_services,
+    wait_ready_pods,
 };
 pub use report::{Placement, Report, WorkloadOutcome};
 pub use workload::{run_workload, wait_settled};

@@ -318,11 +318,16 @@ mod tests {
         .unwrap()
     }
 
+    const PHASES: [(&str, Duration); 2] = [
+        ("snapshot", Duration::from_micros(5)),
+        ("filter", Duration::from_micros(20)),
+    ];
+
     fn record(pod: &Pod) -> AttemptRecord<'_> {
         AttemptRecord {
             pod,
             started: SystemTime::now(),
-            phases: &[("snapshot", Duration::from_micros(5))],
+            phases: &PHASES,
             decision: Some(Duration::from_micros(5)),
             nodes: 1,
             feasible: 1,
