@@ -189,13 +189,25 @@ impl Collector {
 /// The receiver on `address` (gRPC only), the file exporter to `output`, nothing else:
 /// no telemetry port of its own, so collectors of parallel tests do not collide.
 fn config_yaml(address: SocketAddr, output: &Path) -> String {
+    let path = serde_json::to_string(&output.display().to_string()).unwrap_or_default();
     format!(
-        "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: {address}\n\
-exporters:\n  file:\n    path: {}\n    flush_interval: 100ms\n\
-service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n\
-    traces: {{receivers: [otlp], exporters: [file]}}\n\
-    metrics: {{receivers: [otlp], exporters: [file]}}\n",
-        serde_json::to_string(&output.display().to_string()).unwrap_or_default()
+        r#"receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: {address}
+exporters:
+  file:
+    path: {path}
+    flush_interval: 100ms
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces: {{receivers: [otlp], exporters: [file]}}
+    metrics: {{receivers: [otlp], exporters: [file]}}
+"#
     )
 }
 
@@ -300,5 +312,10 @@ mod tests {
             parsed["exporters"]["file"]["path"].as_str(),
             Some("/x/out.jsonl")
         );
+        for signal in ["traces", "metrics"] {
+            let pipeline = &parsed["service"]["pipelines"][signal];
+            assert_eq!(pipeline["receivers"][0].as_str(), Some("otlp"), "{yaml}");
+            assert_eq!(pipeline["exporters"][0].as_str(), Some("file"), "{yaml}");
+        }
     }
 }

@@ -65,7 +65,7 @@ fn children<'a>(r: &'a Received, parent: &ReceivedSpan) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_component_exports_spans_and_metrics_to_the_collector() {
-    let mut cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
+    let cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
     let client = cluster.client().await.expect("client");
     let collector = Collector::start(Some(&cluster.watchdog_pids_file()))
         .await
@@ -91,7 +91,7 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     let runner = start_runner_with_services(&cluster, &client, &sim, vec![service])
         .await
         .expect("pod runner");
-    let _pod_logs = runner.log_guard();
+    let pod_logs = runner.log_guard();
     let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
         .await
         .expect("the operator's pods run");
@@ -255,6 +255,7 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
             "metrics of {service}"
         );
     }
+    drop(pod_logs);
     runner.shutdown().await;
     collector.stop().await;
 }
