@@ -17,6 +17,7 @@ pub mod affinity;
 pub mod cache;
 pub mod config;
 pub mod cycle;
+pub mod decision_trace;
 pub mod events;
 pub mod explain;
 pub mod filter;
