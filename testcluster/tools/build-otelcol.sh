@@ -4,6 +4,12 @@
 # as build.sh, keyed by the collector version and a digest of go.mod, go.sum and main.go,
 # so it is rebuilt only when one of those changes. Prints the binary's path last.
 #
+# Versions: the contrib file exporter v0.162.0 is the newest whose dependencies the Go
+# module proxy serves, so the core collector modules are the matching v0.162.0 (v1.68.0
+# for the stable ones). To re-pin: `go get` the new versions in otelcol/, then
+# `go mod tidy -e` (the exporter's tests import a module that is not served; tidy
+# without -e refuses).
+#
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
 set -euo pipefail
