@@ -39,6 +39,10 @@ TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 # the same way; tests, the demo and the benchmark find it through TAS_REFEREE_BIN.
 REFEREE_BIN = $(shell nodesim/referee/build.sh | tail -n 1)
 
+# The OpenTelemetry Collector the OTLP test exports to (OTLP receiver + file exporter,
+# built from Go modules by testcluster/tools/build-otelcol.sh, cached the same way).
+OTELCOL_BIN = $(shell testcluster/tools/build-otelcol.sh | tail -n 1)
+
 # The kubelet Topology Manager's own merge test tables as JSON (go test -overlay on
 # k8s.io/kubernetes; cached by version like the tools), replayed by the scheduler's tests.
 KUBELET_TABLES = $(shell scheduler/tests/kubelet_tables/dump.sh | tail -n 1)
@@ -47,8 +51,9 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
+	otelcol="$(OTELCOL_BIN)"; test -n "$$otelcol" || { echo "make test: building the OpenTelemetry Collector failed" >&2; exit 1; }; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" $(CARGO) test --workspace
+	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.

@@ -1,7 +1,9 @@
 //! The whole TAS stack on a local control plane: the operator installed from
 //! `config/default`, the operands it renders, and simulated NUMA nodes ([`stack`]);
 //! `tas-demo` runs it for a person, the tests under `tests/` for CI. [`chart`] generates
-//! the Helm chart from the kustomize tree (`make chart`).
+//! the Helm chart from the kustomize tree (`make chart`); [`otelcol`] runs a real
+//! OpenTelemetry Collector for the tests that check what the stack exports.
 
 pub mod chart;
+pub mod otelcol;
 pub mod stack;

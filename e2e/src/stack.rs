@@ -15,7 +15,8 @@ mod workload;
 
 pub use inspect::{create_oversized_pod, kubectl_tas, wait_failed_scheduling};
 pub use processes::{
-    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, wait_ready_pods,
+    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, start_runner_with_services,
+    wait_ready_pods,
 };
 pub use report::{Placement, Report, WorkloadOutcome};
 pub use workload::{run_workload, wait_settled};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::client::{self, ClientError};
 use crate::http::{Authorizer, CertSource, Endpoint, Security};
 use crate::identity;
-use crate::telemetry::{self, LogFormat, TelemetryError};
+use crate::telemetry::{self, LogFormat, Otlp, OtlpSettings, TelemetryError};
 
 /// Kubeconfig, `/healthz`/`/readyz`/`/metrics` address and security, logging and
 /// identity.
@@ -49,6 +49,18 @@ impl CommonArgs {
     /// Installs the process's logging as `--log-level` and `--log-format` say.
     pub fn init_logging(&self) -> Result<(), TelemetryError> {
         telemetry::init_logging(&self.log_level, self.log_format)
+    }
+
+    /// Installs the process's logging, and OTLP export as `service` (traces of its own
+    /// crate's `tracing` spans, and whatever it records on the returned pipelines' tracer
+    /// and meter) when `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector; `None` without
+    /// one. Runs on a Tokio runtime (the gRPC channel's worker is spawned there).
+    pub fn init_telemetry(&self, service: &'static str) -> Result<Option<Otlp>, TelemetryError> {
+        let otlp = Otlp::new(OtlpSettings::from_env(service, Some(self.identity())));
+        otlp.use_endpoint(None);
+        let otlp = otlp.endpoint().is_some().then_some(otlp);
+        telemetry::init(&self.log_level, self.log_format, otlp.as_ref())?;
+        Ok(otlp)
     }
 
     /// A client from `--kubeconfig`, or from the environment.

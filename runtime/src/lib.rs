@@ -4,7 +4,7 @@
 //!   "am I leader" check for every action only the leader may take;
 //! - [`http`]: the `/healthz`, `/readyz` and `/metrics` server;
 //! - [`metrics`]: the Prometheus registry set-up and the `result` label;
-//! - [`telemetry`]: logging setup;
+//! - [`telemetry`]: logging setup and OpenTelemetry export over OTLP (all three binaries);
 //! - [`client`]: a kube client from an explicit kubeconfig or the environment;
 //! - [`signals`]: the shutdown signal (SIGINT or SIGTERM);
 //! - [`cli`]: the flags every binary shares (kubeconfig, HTTP address, logging,

@@ -1,6 +1,17 @@
 //! Logging: one `tracing` subscriber for the process, human-readable or JSON lines,
 //! written to stderr (as the Kubernetes components do) and filtered by an
-//! `EnvFilter` directive such as `info` or `info,kube=warn,tas_scheduler=debug`.
+//! `EnvFilter` directive such as `info` or `info,kube=warn,tas_scheduler=debug` — and,
+//! when an endpoint is configured, OpenTelemetry traces and metrics over OTLP
+//! ([`otlp`]), the same for the three binaries.
+//!
+//! Both hang off one `tracing` subscriber ([`init`]): the log layer filtered by
+//! `--log-level`, the OpenTelemetry layer by its own filter, so quieter logs do not thin
+//! out the traces.
+
+pub mod otlp;
+mod switch;
+
+pub use otlp::{OTLP_ENDPOINT_ENV, Otlp, OtlpSettings};
 
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
@@ -37,8 +48,20 @@ pub fn init_logging(level: &str, format: LogFormat) -> Result<(), TelemetryError
     Ok(())
 }
 
+/// Installs the global subscriber: logs as [`init_logging`] writes them (a bad `level`
+/// falls back to info with a warning), and `otlp`'s tracing layer when there is one.
+pub fn init(level: &str, format: LogFormat, otlp: Option<&Otlp>) -> Result<(), TelemetryError> {
+    let (logs, bad_filter) = log_layer(level, format);
+    Registry::default()
+        .with(logs)
+        .with(otlp.map(Otlp::tracing_layer))
+        .try_init()?;
+    warn_bad_filter(level, bad_filter);
+    Ok(())
+}
+
 /// The log layer every TAS binary writes through (stderr, `format`, filtered by
-/// `level`), for a subscriber that stacks more layers on it (the operator's
+/// `level`), for a subscriber that stacks more layers on it (the
 /// OpenTelemetry layer). With a bad `level`, the fallback filter and the parse error,
 /// to pass to [`warn_bad_filter`] once the subscriber is installed.
 pub fn log_layer<S>(level: &str, format: LogFormat) -> (BoxedLayer<S>, Option<String>)

@@ -24,6 +24,7 @@ use crate::filter::{self, NodeInfo, PodFilterInput};
 use crate::numa::{self, NodeTopology, PodRequest, ScoreConfig, TopologyError};
 use crate::spread::{self, SpreadFilter, SpreadScore};
 use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 use tas_api::hash::fnv1a64_pair;
 use tas_api::tas::NodesWithoutTopology;
 
@@ -157,7 +158,35 @@ pub fn decide_in<F>(
 where
     F: Fn(&str) -> TopologyView + Sync,
 {
+    decide_timed(pod, cluster, topology, s).0
+}
+
+/// How long each step of a decision took, and how many nodes passed the filters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CycleTimings {
+    /// Step 1: the cluster-wide counts ([`PreFilter::prepare`]).
+    pub prefilter: Duration,
+    /// Step 2: every filter and the node-local score on every node.
+    pub filter: Duration,
+    /// Steps 3 and 4: the cluster-wide scores and the choice.
+    pub score: Duration,
+    /// Nodes that passed every filter.
+    pub feasible: usize,
+}
+
+/// [`decide_in`], with the time of each step.
+pub fn decide_timed<F>(
+    pod: &PodInput,
+    cluster: &ClusterView<'_>,
+    topology: F,
+    s: &CycleSettings,
+) -> (Decision, CycleTimings)
+where
+    F: Fn(&str) -> TopologyView + Sync,
+{
+    let started = Instant::now();
     let pre = PreFilter::prepare(pod, cluster);
+    let prepared = Instant::now();
     let nodes = cluster.nodes;
     let workers = s.parallelism.min(nodes.len() / MIN_NODES_PER_WORKER).max(1);
     let (mut feasible, reasons) = if workers == 1 {
@@ -181,13 +210,22 @@ where
             (feasible, reasons)
         })
     };
-    if feasible.len() > 1 {
+    let filtered = Instant::now();
+    let count = feasible.len();
+    if count > 1 {
         add_cluster_scores(pod, cluster, &mut feasible);
     }
-    match feasible.into_iter().map(|(_, c)| c).reduce(better) {
+    let decision = match feasible.into_iter().map(|(_, c)| c).reduce(better) {
         Some(c) => Decision::Schedule(c),
         None => Decision::Unschedulable(reasons),
-    }
+    };
+    let timings = CycleTimings {
+        prefilter: prepared - started,
+        filter: filtered - prepared,
+        score: filtered.elapsed(),
+        feasible: count,
+    };
+    (decision, timings)
 }
 
 fn evaluate<'n, F>(

@@ -9,14 +9,16 @@
 //! and scope, then scoring — assumes the pod and binds it in the background. A pod that
 //! fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. [`explain`] and
 //! [`events`] tell users why a pod waits; [`debug`] serves the reserve cache to
-//! `kubectl tas`. [`run`] wires it together with leader election and the HTTP
-//! endpoints ([`metrics`]); [`config`] validates the configuration file. Label selectors are matched by `tas_api::labels`.
+//! `kubectl tas`. [`run`] wires it together with leader election, the HTTP endpoints
+//! ([`metrics`]) and the OTLP spans and metrics ([`telemetry`]); [`config`] validates
+//! the configuration file. Label selectors are matched by `tas_api::labels`.
 
 pub mod affinity;
 pub mod cache;
 pub mod config;
 pub mod cycle;
 pub mod debug;
+pub mod decision_trace;
 pub mod events;
 pub mod explain;
 pub mod filter;
@@ -31,6 +33,7 @@ pub mod shared;
 pub mod snapshot;
 pub mod spread;
 pub mod state;
+pub mod telemetry;
 pub mod watch;
 
 #[cfg(test)]

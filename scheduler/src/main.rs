@@ -25,7 +25,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    args.common.init_logging().context("initialising logging")?;
+    let otlp = args
+        .common
+        .init_telemetry(tas_scheduler::telemetry::SERVICE_NAME)
+        .context("initialising logging")?;
     let settings = match &args.config {
         Some(path) => Settings::load(path)?,
         None => Settings::from_config(&Default::default())?,
@@ -34,9 +37,21 @@ async fn main() -> anyhow::Result<()> {
     let identity = args.common.identity();
     tracing::info!(scheduler = %settings.scheduler_name, %identity, "tas-scheduler starting");
     let http = args.common.endpoint(&client);
-    tokio::select! {
-        r = tas_scheduler::run::run(client, settings, http, identity, args.namespace) => r?,
-        () = tas_runtime::signals::shutdown() => {}
+    let running = tas_scheduler::run::run_with_otlp(
+        client,
+        settings,
+        http,
+        identity,
+        args.namespace,
+        otlp.clone(),
+    );
+    let outcome = tokio::select! {
+        r = running => r,
+        () = tas_runtime::signals::shutdown() => Ok(()),
+    };
+    // What was recorded but not yet exported goes out before the process ends.
+    if let Some(otlp) = otlp {
+        otlp.shutdown().await;
     }
-    Ok(())
+    outcome
 }

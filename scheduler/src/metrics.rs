@@ -8,6 +8,17 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tas_runtime::metrics::{self as runtime_metrics, ResultLabel};
 
+/// Upper bounds of the pod creation → bind latency buckets, in seconds.
+pub const E2E_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Upper bounds of the decision time buckets, in seconds.
+pub const DECISION_BUCKETS: [f64; 10] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+];
+/// Every `result` of [`Metrics::attempts`].
+pub const ATTEMPT_RESULTS: [&str; 4] = ["scheduled", "unschedulable", "preempted", "error"];
+
 /// Every metric the scheduler exports.
 pub struct Metrics {
     /// The registry (also holds the cache's metrics).
@@ -55,17 +66,13 @@ impl Metrics {
             "Scheduling attempts by result",
             attempts.clone(),
         );
-        let e2e_latency = Histogram::new([
-            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-        ]);
+        let e2e_latency = Histogram::new(E2E_BUCKETS);
         registry.register(
             "pod_scheduling_duration_seconds",
             "From pod creation to a successful bind",
             e2e_latency.clone(),
         );
-        let decision_latency = Histogram::new([
-            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-        ]);
+        let decision_latency = Histogram::new(DECISION_BUCKETS);
         registry.register(
             "decision_duration_seconds",
             "Filter + score time of one scheduling decision",

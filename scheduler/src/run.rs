@@ -7,12 +7,14 @@ use crate::events::EventSender;
 use crate::metrics::Metrics;
 use crate::scheduler::{self, LeaderCheck};
 use crate::shared::Shared;
+use crate::telemetry::Telemetry;
 use crate::watch;
 use kube::Client;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_runtime::http::{self, Endpoint, Readiness};
 use tas_runtime::lease::{LeaderElector, LeaseConfig};
+use tas_runtime::telemetry::Otlp;
 
 /// Field manager and Event reporter name.
 pub const COMPONENT: &str = "tas-scheduler";
@@ -24,6 +26,18 @@ pub async fn run(
     http: Endpoint,
     identity: String,
     default_namespace: String,
+) -> anyhow::Result<()> {
+    run_with_otlp(client, settings, http, identity, default_namespace, None).await
+}
+
+/// [`run`], exporting spans and metrics through `otlp` when given.
+pub async fn run_with_otlp(
+    client: Client,
+    settings: Settings,
+    http: Endpoint,
+    identity: String,
+    default_namespace: String,
+    otlp: Option<Otlp>,
 ) -> anyhow::Result<()> {
     let mut metrics = Metrics::new();
     let cache = TopologyCache::new(
@@ -39,7 +53,8 @@ pub async fn run(
     let events = EventSender::spawn(client.clone(), COMPONENT, Some(identity.clone()));
     let leader_settings = settings.leader_election.clone();
     let registry = std::mem::take(&mut metrics.registry);
-    let shared = Shared::new(settings, cache, metrics, events.clone());
+    let telemetry = otlp.map_or_else(Telemetry::off, |o| Telemetry::new(&o, &metrics));
+    let shared = Shared::new(settings, cache, metrics, events.clone(), telemetry);
 
     let readiness = Readiness::not_ready("watches have not listed yet");
     let server = tokio::spawn(http.serve_with(

@@ -14,6 +14,7 @@
 //! ordinary decision places it.
 
 use crate::cycle::{self, CycleSettings, Decision, PodInput};
+use crate::decision_trace::decide_traced;
 use crate::events::EventSender;
 use crate::explain;
 use crate::filter::PodFilterInput;
@@ -21,11 +22,12 @@ use crate::numa::PodRequest;
 use crate::preempt::{self, Outcome};
 use crate::shared::Shared;
 use crate::snapshot::with_snapshot;
+use crate::telemetry::{AttemptOutcome, AttemptRecord, BindRecord};
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Semaphore;
 
 /// Concurrent bind requests.
@@ -88,25 +90,55 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             Ok(i) => i,
             Err(message) => {
                 shared.metrics.attempt("error");
+                shared.telemetry.attempt(&AttemptRecord {
+                    pod: &pod,
+                    started: SystemTime::now(),
+                    phases: &[],
+                    decision: None,
+                    nodes: 0,
+                    feasible: 0,
+                    outcome: AttemptOutcome::Error { message: &message },
+                });
                 unschedulable(&shared, &events, &pod, message, &mut last_message);
                 continue;
             }
         };
         let started = Instant::now();
+        let started_at = SystemTime::now();
+        let zones = shared.telemetry.is_on();
         // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
-        let decision = if multi_thread {
-            tokio::task::block_in_place(|| decide(&shared, &input, &settings))
+        let (decision, trace) = if multi_thread {
+            tokio::task::block_in_place(|| decide_traced(&shared, &input, &settings, zones))
         } else {
-            decide(&shared, &input, &settings)
+            decide_traced(&shared, &input, &settings, zones)
         };
+        let decided = started.elapsed();
         shared
             .metrics
             .decision_latency
-            .observe(started.elapsed().as_secs_f64());
+            .observe(decided.as_secs_f64());
+        let mut phases = trace.phases();
+        let record = |phases, outcome| AttemptRecord {
+            pod: &pod,
+            started: started_at,
+            phases,
+            decision: Some(decided),
+            nodes: trace.nodes,
+            feasible: trace.cycle.feasible,
+            outcome,
+        };
         match decision {
             Decision::Schedule(c) => {
+                let attempt = shared.telemetry.attempt(&record(
+                    &phases,
+                    AttemptOutcome::Scheduled {
+                        node: &c.node,
+                        zones: trace.zones.clone(),
+                        score: c.score,
+                    },
+                ));
                 last_message.remove(&queued.uid);
                 if let Ok(mut n) = shared.nominations.lock() {
                     n.remove(&queued.uid);
@@ -121,12 +153,17 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 );
                 tokio::spawn(async move {
                     let _permit = permit;
-                    bind(&client, &shared, &events, &pod, input, &c.node, &is_leader).await;
+                    let target = BindTarget {
+                        node: &c.node,
+                        attempt,
+                    };
+                    bind(&client, &shared, &events, &pod, input, target, &is_leader).await;
                 });
             }
             Decision::Unschedulable(reasons) => {
                 shared.metrics.attempt("unschedulable");
                 let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
+                let searching = Instant::now();
                 let outcome = if multi_thread {
                     tokio::task::block_in_place(|| preempt::attempt(&shared, &input, &settings))
                 } else {
@@ -139,6 +176,11 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 if let Some(note) = outcome.note() {
                     message = format!("{message} {note}");
                 }
+                phases.push(("preempt", searching.elapsed()));
+                shared.telemetry.attempt(&record(
+                    &phases,
+                    AttemptOutcome::Unschedulable { reason: &message },
+                ));
                 unschedulable(&shared, &events, &pod, message, &mut last_message);
                 if let Outcome::Plans(plans) = outcome {
                     start_preemption(&client, &shared, &events, &pod, input, plans, &is_leader);
@@ -189,6 +231,12 @@ pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> De
     })
 }
 
+/// Where a bind goes, and the attempt span it belongs to.
+struct BindTarget<'a> {
+    node: &'a str,
+    attempt: Option<opentelemetry::Context>,
+}
+
 fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
     let uid = input.uid.clone();
     if let Ok(mut f) = shared.in_flight.lock() {
@@ -220,9 +268,10 @@ async fn bind(
     events: &EventSender,
     pod: &Pod,
     input: PodInput,
-    node: &str,
+    target: BindTarget<'_>,
     is_leader: &LeaderCheck,
 ) {
+    let node = target.node;
     let uid = input.uid;
     let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     if !is_leader() {
@@ -247,25 +296,40 @@ async fn bind(
         },
     };
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let (sent, sent_at) = (Instant::now(), SystemTime::now());
     let result: Result<serde_json::Value, kube::Error> = api
         .create_subresource("binding", &name, &PostParams::default(), &binding)
         .await;
+    let mut record = BindRecord {
+        pod,
+        node,
+        started: sent_at,
+        duration: sent.elapsed(),
+        pod_scheduling_seconds: None,
+        error: None,
+    };
     match result {
         Ok(_) => {
             shared.metrics.attempt("scheduled");
             if let Some(created) = &pod.metadata.creation_timestamp {
                 let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
-                shared
-                    .metrics
-                    .e2e_latency
-                    .observe(age.as_secs_f64().max(0.0));
+                let seconds = age.as_secs_f64().max(0.0);
+                shared.metrics.e2e_latency.observe(seconds);
+                record.pod_scheduling_seconds = Some(seconds);
             }
+            shared.telemetry.bind(target.attempt.as_ref(), &record);
             tracing::debug!(pod = %format!("{ns}/{name}"), node, "bound");
             events.scheduled(pod, node);
         }
         Err(e) => {
             shared.metrics.bind_errors.inc();
             shared.metrics.attempt("error");
+            let code = match &e {
+                kube::Error::Api(s) => Some(s.code),
+                _ => None,
+            };
+            record.error = Some((code, e.to_string()));
+            shared.telemetry.bind(target.attempt.as_ref(), &record);
             undo(shared, &uid, node);
             let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
             tracing::warn!(pod = %format!("{ns}/{name}"), node, error = %e, "bind failed");

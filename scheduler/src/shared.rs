@@ -8,6 +8,7 @@ use crate::metrics::Metrics;
 use crate::preempt::{Budgets, Nominations};
 use crate::queue::SchedulingQueue;
 use crate::state::ClusterState;
+use crate::telemetry::Telemetry;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,6 +80,8 @@ pub struct Shared {
     pub synced: Synced,
     /// Events and pod conditions.
     pub events: EventSender,
+    /// Spans and OTLP metrics (off without an endpoint).
+    pub telemetry: Telemetry,
 }
 
 impl Shared {
@@ -88,6 +91,7 @@ impl Shared {
         cache: TopologyCache,
         metrics: Metrics,
         events: EventSender,
+        telemetry: Telemetry,
     ) -> Arc<Self> {
         let queue = SchedulingQueue::new(settings.backoff_initial, settings.backoff_max);
         Arc::new(Self {
@@ -105,6 +109,7 @@ impl Shared {
             metrics,
             synced: Synced::default(),
             events,
+            telemetry,
         })
     }
 

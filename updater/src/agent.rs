@@ -9,7 +9,7 @@
 
 use crate::accounting::{self, AccountingOptions};
 use crate::kubelet_source::{Discovery, SourceConfig, configz, stamp};
-use crate::metrics::{CallLabel, Metrics};
+use crate::metrics::Metrics;
 use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
 use crate::podresources::PodResourcesClient;
@@ -168,13 +168,40 @@ impl Agent {
     /// Observe the node and publish; failures are logged, counted and reported through
     /// readiness.
     pub async fn publish_once(&mut self, trigger: &Trigger) {
-        let span = tracing::info_span!("publish", node = %self.node.name, ?trigger);
-        self.publish_and_report().instrument(span).await;
+        let span = tracing::info_span!(
+            "publish",
+            node = %self.node.name,
+            trigger = trigger.kind(),
+            result = tracing::field::Empty,
+            changed = tracing::field::Empty,
+            write_seconds = tracing::field::Empty,
+        );
+        self.publish_and_report(trigger.kind())
+            .instrument(span)
+            .await;
     }
 
-    async fn publish_and_report(&mut self) {
+    async fn publish_and_report(&mut self, trigger: &'static str) {
         let started = Instant::now();
-        match self.observe_and_publish().await {
+        let result = self.observe_and_publish().await;
+        let span = tracing::Span::current();
+        let write = self.publisher.take_last_write();
+        if let Some(write) = write {
+            span.record("write_seconds", write.as_secs_f64());
+        }
+        let label = match &result {
+            Ok(Outcome::Applied) => "applied",
+            Ok(Outcome::Unchanged) => "unchanged",
+            Ok(Outcome::Yielded(_)) => "yielded",
+            Err(_) => "error",
+        };
+        span.record("result", label);
+        if let Ok(outcome) = &result {
+            span.record("changed", *outcome == Outcome::Applied);
+        }
+        self.metrics
+            .publish_took(trigger, label, started.elapsed(), write);
+        match result {
             Ok(Outcome::Yielded(managers)) => {
                 self.metrics.yielded();
                 self.readiness.set_ready();
@@ -281,10 +308,7 @@ impl Agent {
     }
 
     fn observe_latency(&self, call: &'static str, since: Instant) {
-        self.metrics
-            .podresources_latency
-            .get_or_create(&CallLabel { call })
-            .observe(since.elapsed().as_secs_f64());
+        self.metrics.podresources_call(call, since.elapsed());
     }
 }
 

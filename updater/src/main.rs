@@ -4,10 +4,14 @@ use anyhow::Context;
 use clap::Parser;
 use std::sync::Arc;
 use tas_runtime::http::{self, Readiness};
+use tas_runtime::telemetry::Otlp;
 use tas_updater::agent::Agent;
 use tas_updater::cli::Args;
 use tas_updater::metrics::Metrics;
 use tas_updater::podresources::{ClientConfig, PodResourcesClient};
+
+/// `service.name` of what the agent exports over OTLP.
+const SERVICE_NAME: &str = "tas-updater";
 
 /// One thread runs the agent: it does little work, and a small footprint matters on
 /// every node. File reads (sysfs, the kubelet config) run on at most one more.
@@ -21,10 +25,22 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    args.common.init_logging().context("initialising logging")?;
+    let otlp = args
+        .common
+        .init_telemetry(SERVICE_NAME)
+        .context("initialising logging")?;
+    let outcome = agent(args, otlp.as_ref()).await;
+    // What was recorded but not yet exported goes out before the process ends.
+    if let Some(otlp) = otlp {
+        otlp.shutdown().await;
+    }
+    outcome
+}
+
+async fn agent(args: Args, otlp: Option<&Otlp>) -> anyhow::Result<()> {
     let config = args.agent_config()?;
     let client = args.common.client().await?;
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(otlp.map_or_else(Metrics::new, |o| Metrics::with_meter(&o.meter())));
     let readiness = Readiness::not_ready("no NodeResourceTopology published yet");
     let address = args.common.http_address;
     let rendered = metrics.clone();

@@ -1,5 +1,13 @@
-//! Prometheus metrics of the node agent (`tas_updater_*`), all low-cardinality.
+//! Prometheus metrics of the node agent (`tas_updater_*`), all low-cardinality, and the
+//! same as OpenTelemetry instruments for OTLP export ([`Metrics::with_meter`]):
+//! `tas_updater.publishes` (by `result`), `tas_updater.errors` (by `kind`) and
+//! `tas_updater.podresources_call_duration` are recorded into both at once; two
+//! histograms exist only there: `tas_updater.publish_duration` (by `trigger` and
+//! `result`) and `tas_updater.write_duration` (the apply request of a publish that
+//! wrote), in seconds.
 
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, Meter};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -9,7 +17,7 @@ use prometheus_client::registry::Registry;
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tas_runtime::metrics::{self as runtime_metrics, ResultLabel};
 
 /// Label of an error's kind.
@@ -40,7 +48,26 @@ pub struct Metrics {
     /// Unix time of the last confirmation.
     last_publish_time: Gauge<f64, AtomicU64>,
     last_publish: Mutex<Option<Instant>>,
+    otel: Option<OtelInstruments>,
 }
+
+/// The OpenTelemetry instruments, recorded with the Prometheus metrics.
+struct OtelInstruments {
+    publishes: OtelCounter<u64>,
+    errors: OtelCounter<u64>,
+    podresources_latency: OtelHistogram<f64>,
+    publish_duration: OtelHistogram<f64>,
+    write_duration: OtelHistogram<f64>,
+}
+
+/// Upper bounds of the podresources call latency buckets, in seconds.
+const PODRESOURCES_BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+/// Upper bounds of the publish and write duration buckets, in seconds.
+const PUBLISH_BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -61,9 +88,7 @@ impl Metrics {
         let errors = Family::<KindLabel, Counter>::default();
         registry.register("errors", "Errors by kind", errors.clone());
         let podresources_latency = Family::<CallLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new([
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
-            ])
+            Histogram::new(PODRESOURCES_BUCKETS)
         });
         registry.register(
             "podresources_call_duration_seconds",
@@ -91,6 +116,84 @@ impl Metrics {
             last_publish_age,
             last_publish_time,
             last_publish: Mutex::new(None),
+            otel: None,
+        }
+    }
+
+    /// [`Metrics::new`], also recording on `meter` for OTLP export.
+    pub fn with_meter(meter: &Meter) -> Self {
+        let seconds = |name: &'static str, description: &'static str, buckets: &[f64]| {
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(buckets.to_vec())
+                .build()
+        };
+        let otel = OtelInstruments {
+            publishes: meter
+                .u64_counter("tas_updater.publishes")
+                .with_description("NodeResourceTopology publish attempts by result")
+                .build(),
+            errors: meter
+                .u64_counter("tas_updater.errors")
+                .with_description("Errors by kind")
+                .build(),
+            podresources_latency: seconds(
+                "tas_updater.podresources_call_duration",
+                "Latency of kubelet podresources calls",
+                &PODRESOURCES_BUCKETS,
+            ),
+            publish_duration: seconds(
+                "tas_updater.publish_duration",
+                "Observing the node and publishing its NodeResourceTopology, by trigger and result",
+                &PUBLISH_BUCKETS,
+            ),
+            write_duration: seconds(
+                "tas_updater.write_duration",
+                "The apply request of a publish that wrote the NodeResourceTopology",
+                &PUBLISH_BUCKETS,
+            ),
+        };
+        Self {
+            otel: Some(otel),
+            ..Self::new()
+        }
+    }
+
+    /// Record the latency of a podresources call.
+    pub fn podresources_call(&self, call: &'static str, took: Duration) {
+        let seconds = took.as_secs_f64();
+        self.podresources_latency
+            .get_or_create(&CallLabel { call })
+            .observe(seconds);
+        if let Some(otel) = &self.otel {
+            otel.podresources_latency
+                .record(seconds, &[KeyValue::new("call", call)]);
+        }
+    }
+
+    /// Record how long a publish took (`result`: `applied`, `unchanged` or `error`) and
+    /// its write, if it wrote (OTLP only).
+    pub fn publish_took(
+        &self,
+        trigger: &'static str,
+        result: &'static str,
+        took: Duration,
+        write: Option<Duration>,
+    ) {
+        let Some(otel) = &self.otel else {
+            return;
+        };
+        otel.publish_duration.record(
+            took.as_secs_f64(),
+            &[
+                KeyValue::new("trigger", trigger),
+                KeyValue::new("result", result),
+            ],
+        );
+        if let Some(write) = write {
+            otel.write_duration.record(write.as_secs_f64(), &[]);
         }
     }
 
@@ -100,6 +203,9 @@ impl Metrics {
         self.publishes
             .get_or_create(&ResultLabel::new(result))
             .inc();
+        if let Some(otel) = &self.otel {
+            otel.publishes.add(1, &[KeyValue::new("result", result)]);
+        }
         if let Ok(mut last) = self.last_publish.lock() {
             *last = Some(Instant::now());
         }
@@ -133,6 +239,10 @@ impl Metrics {
             .get_or_create(&ResultLabel::new("error"))
             .inc();
         self.errors.get_or_create(&KindLabel { kind }).inc();
+        if let Some(otel) = &self.otel {
+            otel.publishes.add(1, &[KeyValue::new("result", "error")]);
+            otel.errors.add(1, &[KeyValue::new("kind", kind)]);
+        }
     }
 
     /// The OpenMetrics text exposition, with the publish age computed now.

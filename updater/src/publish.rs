@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tas_api::nrt::ownership::foreign_nrt_writers;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tracing::Instrument as _;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "tas-updater";
@@ -103,6 +104,7 @@ pub struct Publisher {
     initialised: bool,
     take_over: bool,
     foreign: Vec<String>,
+    last_write: Option<Duration>,
 }
 
 impl Publisher {
@@ -115,6 +117,7 @@ impl Publisher {
             initialised: false,
             take_over: false,
             foreign: Vec::new(),
+            last_write: None,
         }
     }
 
@@ -132,6 +135,12 @@ impl Publisher {
         });
     }
 
+    /// How long the write of the last publish took, once; `None` when it wrote nothing
+    /// (or it was taken already).
+    pub fn take_last_write(&mut self) -> Option<Duration> {
+        self.last_write.take()
+    }
+
     /// Make the object equal `desired`, writing only when needed.
     pub async fn publish(
         &mut self,
@@ -139,6 +148,7 @@ impl Publisher {
     ) -> Result<Outcome, PublishError> {
         let name = desired.metadata.name.clone().unwrap_or_default();
         let content = Content::of(desired);
+        self.last_write = None;
         if !self.initialised {
             // One read after start: if the object already says what we would write, the
             // restart costs no write.
@@ -166,13 +176,17 @@ impl Publisher {
             return Ok(Outcome::Unchanged);
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.api
+        let started = Instant::now();
+        let written = self
+            .api
             .patch(&name, &params, &Patch::Apply(desired))
-            .await
-            .map_err(|source| PublishError::Apply {
-                name: name.clone(),
-                source,
-            })?;
+            .instrument(tracing::info_span!("apply", object = %name))
+            .await;
+        self.last_write = Some(started.elapsed());
+        written.map_err(|source| PublishError::Apply {
+            name: name.clone(),
+            source,
+        })?;
         self.last = Some((content, Instant::now()));
         Ok(Outcome::Applied)
     }

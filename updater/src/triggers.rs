@@ -29,6 +29,18 @@ pub enum Trigger {
     ObjectChanged(Option<Box<NodeResourceTopology>>),
 }
 
+impl Trigger {
+    /// A word for logs and spans: `tick`, `pods`, `kubelet_config` or `object_changed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Tick => "tick",
+            Self::Pods => "pods",
+            Self::KubeletConfig => "kubelet_config",
+            Self::ObjectChanged(_) => "object_changed",
+        }
+    }
+}
+
 /// How the agent is triggered (mirrors the CR's refresh mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {

@@ -12,7 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
 use tas_nodesim::Simulator;
 use tas_nodesim::runner::images::TAS_IMAGES;
-use tas_nodesim::runner::{Images, Runner, RunnerConfig};
+use tas_nodesim::runner::{HostService, Images, Runner, RunnerConfig};
 use tas_testcluster::TestCluster;
 
 /// The pod label of each TAS component.
@@ -25,6 +25,17 @@ pub async fn start_runner(
     cluster: &TestCluster,
     client: &Client,
     sim: &Simulator,
+) -> Result<Runner, StackError> {
+    start_runner_with_services(cluster, client, sim, Vec::new()).await
+}
+
+/// [`start_runner`], with servers on this host that the pods reach by name (an
+/// OpenTelemetry collector, say).
+pub async fn start_runner_with_services(
+    cluster: &TestCluster,
+    client: &Client,
+    sim: &Simulator,
+    services: Vec<HostService>,
 ) -> Result<Runner, StackError> {
     let images = Images::from_target_dir();
     let missing: Vec<&str> = TAS_IMAGES
@@ -47,6 +58,7 @@ pub async fn start_runner(
             .keys()
             .map(|n| (n.clone(), sim.node_dir(n)))
             .collect(),
+        services,
     };
     Runner::start(client.clone(), config)
         .await

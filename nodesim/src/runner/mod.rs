@@ -116,6 +116,22 @@ pub struct RunnerConfig {
     pub pids_file: Option<PathBuf>,
     /// The nodes: name and directory (as the simulator wrote it).
     pub nodes: Vec<(String, PathBuf)>,
+    /// Services on the test host that every pod reaches by name.
+    pub services: Vec<HostService>,
+}
+
+/// A server on the test host that pods reach by name, as they would reach a cluster
+/// Service through its DNS name: `name` resolves to the pod's gateway (its
+/// `/etc/hosts`), where a forwarder listening on `port` passes the bytes on to `target`
+/// (typically a loopback address, which no pod's namespace reaches).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostService {
+    /// The host name pods use (e.g. `otel-collector.monitoring`).
+    pub name: String,
+    /// The port pods connect to on it.
+    pub port: u16,
+    /// Where the connections go.
+    pub target: SocketAddr,
 }
 
 /// A simulated node as the runner sees it.
@@ -136,6 +152,8 @@ pub struct Ctx {
     pub nodes: BTreeMap<String, NodeCtx>,
     /// The API server, for the pods' forwarders.
     pub api_server: SocketAddr,
+    /// Host services, for the pods' forwarders and `/etc/hosts`.
+    pub services: Vec<HostService>,
     /// The runner's `10.<subnet>.0.0/16`.
     pub subnet: u8,
     /// Pod networks handed out so far.
@@ -200,6 +218,7 @@ impl Runner {
             pids_file: config.pids_file,
             nodes,
             api_server: config.api_server,
+            services: config.services,
             subnet,
             next_network: Default::default(),
         });

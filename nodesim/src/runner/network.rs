@@ -38,7 +38,7 @@ pub const API_SERVICE_PORT: u16 = 443;
 /// Pods per runner (/30s in a /16).
 pub const MAX_PODS: usize = 16383;
 
-/// One pod's namespace, veth pair and API forwarder.
+/// One pod's namespace, veth pair, API forwarder and host-service forwarders.
 #[derive(Debug)]
 pub struct PodNetwork {
     holder: Child,
@@ -47,7 +47,7 @@ pub struct PodNetwork {
     pub gateway: Ipv4Addr,
     /// The node's (and its pods') IP inside the namespace.
     pub address: Ipv4Addr,
-    forwarder: JoinHandle<()>,
+    forwarders: Vec<JoinHandle<()>>,
 }
 
 /// A free `10.a.0.0/16` for this runner: one not in use on the host.
@@ -73,6 +73,7 @@ impl PodNetwork {
         index: usize,
         subnet: u8,
         api_server: SocketAddr,
+        services: &[super::HostService],
         pids_file: Option<&Path>,
     ) -> Result<Self, RunnerError> {
         if index >= MAX_PODS {
@@ -134,13 +135,30 @@ impl PodNetwork {
         let listener = TcpListener::bind((gateway, API_SERVICE_PORT))
             .await
             .map_err(|e| RunnerError::Network(format!("listening on {gateway}:443: {e}")))?;
-        let forwarder = tokio::spawn(forward(listener, api_server));
+        let mut forwarders = vec![tokio::spawn(forward(listener, api_server))];
+        for service in services {
+            let listener = TcpListener::bind((gateway, service.port))
+                .await
+                .map_err(|e| {
+                    RunnerError::Network(format!(
+                        "listening on {gateway}:{} for {}: {e}",
+                        service.port, service.name
+                    ))
+                });
+            match listener {
+                Ok(l) => forwarders.push(tokio::spawn(forward(l, service.target))),
+                Err(e) => {
+                    forwarders.iter().for_each(JoinHandle::abort);
+                    return Err(e);
+                }
+            }
+        }
         Ok(Self {
             holder,
             holder_pid,
             gateway,
             address,
-            forwarder,
+            forwarders,
         })
     }
 
@@ -151,14 +169,14 @@ impl PodNetwork {
 
     /// Stops the forwarder and frees the namespace (its veth pair goes with it).
     pub async fn destroy(mut self) {
-        self.forwarder.abort();
+        self.forwarders.iter().for_each(JoinHandle::abort);
         let _ = self.holder.kill().await;
     }
 }
 
 impl Drop for PodNetwork {
     fn drop(&mut self) {
-        self.forwarder.abort();
+        self.forwarders.iter().for_each(JoinHandle::abort);
         let _ = self.holder.start_kill();
     }
 }

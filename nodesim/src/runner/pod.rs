@@ -85,9 +85,15 @@ pub async fn run(
     let index = ctx
         .next_network
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let network = PodNetwork::create(index, ctx.subnet, ctx.api_server, ctx.pids_file.as_deref())
-        .await
-        .map_err(|e| PodConfigError::new("RunContainerError", e.to_string()));
+    let network = PodNetwork::create(
+        index,
+        ctx.subnet,
+        ctx.api_server,
+        &ctx.services,
+        ctx.pids_file.as_deref(),
+    )
+    .await
+    .map_err(|e| PodConfigError::new("RunContainerError", e.to_string()));
     let prepared = network.and_then(|network| {
         {
             let mut v = view.lock().unwrap_or_else(PoisonError::into_inner);
@@ -97,11 +103,13 @@ pub async fn run(
         }
         std::fs::create_dir_all(&dir)
             .and_then(|()| {
+                let services: Vec<&str> = ctx.services.iter().map(|s| s.name.as_str()).collect();
                 write_etc(
                     &dir,
                     &name,
                     &network.address.to_string(),
                     &network.gateway.to_string(),
+                    &services,
                 )
             })
             .map(|()| network)

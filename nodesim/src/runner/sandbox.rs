@@ -250,7 +250,8 @@ const ETC_FILES: [&str; 6] = [
     "hostname",
 ];
 
-/// Writes the pod's `etc/`: `hosts` (the pod's gateway as `kubernetes.default.svc`),
+/// Writes the pod's `etc/`: `hosts` (the pod's gateway as `kubernetes.default.svc` and
+/// as each of `services`, the runner's host services),
 /// `nsswitch.conf` (files only), an empty `resolv.conf`, `passwd`/`group` with root and
 /// the images' `nonroot` (65532), `hostname`.
 pub fn write_etc(
@@ -258,14 +259,19 @@ pub fn write_etc(
     pod_name: &str,
     pod_ip: &str,
     gateway: &str,
+    services: &[&str],
 ) -> std::io::Result<()> {
+    let services: String = services
+        .iter()
+        .map(|s| format!("{gateway} {s}\n"))
+        .collect();
     let etc = sandbox.join("etc");
     std::fs::create_dir_all(&etc)?;
     let files = [
         (
             "hosts",
             format!(
-                "127.0.0.1 localhost\n{gateway} kubernetes.default.svc.cluster.local kubernetes.default.svc kubernetes.default kubernetes\n{pod_ip} {pod_name}\n"
+                "127.0.0.1 localhost\n{gateway} kubernetes.default.svc.cluster.local kubernetes.default.svc kubernetes.default kubernetes\n{services}{pod_ip} {pod_name}\n"
             ),
         ),
         ("nsswitch.conf", "hosts: files\npasswd: files\ngroup: files\n".into()),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use tas_api::tas::{ImagePullPolicy, ImagePullSecret};
 
 /// Env var the operands read their OTLP endpoint from (the OpenTelemetry SDK's own).
-pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const OTLP_ENDPOINT_ENV: &str = tas_runtime::telemetry::OTLP_ENDPOINT_ENV;
 
 /// The `https` container port serving `/healthz`, `/readyz` and `/metrics` over TLS.
 pub(crate) fn http_port(port: u16) -> ContainerPort {

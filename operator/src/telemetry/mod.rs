@@ -1,29 +1,20 @@
 //! The operator's telemetry: logs to stderr as every TAS binary writes them, plus
-//! OpenTelemetry traces and metrics over OTLP when an endpoint is configured
-//! ([`otlp`]).
-//!
-//! Both hang off one `tracing` subscriber: the log layer filtered by `--log-level`, the
-//! OpenTelemetry layer by its own filter, so quieter logs do not thin out the traces.
+//! OpenTelemetry traces and metrics over OTLP when an endpoint is configured — the
+//! pipelines of `tas_runtime::telemetry::otlp`, shared with the operands, switched to
+//! the object's endpoint on every reconcile.
 
-pub mod otlp;
-mod switch;
+pub use tas_runtime::telemetry::otlp;
+pub use tas_runtime::telemetry::{Otlp, OtlpSettings};
 
-pub use otlp::{Otlp, OtlpSettings};
+use tas_runtime::telemetry::{LogFormat, TelemetryError};
 
-use tas_runtime::telemetry::{LogFormat, TelemetryError, log_layer, warn_bad_filter};
-use tracing_subscriber::Registry;
-use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::util::SubscriberInitExt as _;
+/// `service.name` of everything the operator exports, and the name of its tracer and
+/// meter.
+pub const SERVICE_NAME: &str = "tas-operator";
 
 /// Installs the global subscriber: logs as `tas_runtime::telemetry::init_logging`
 /// writes them (a bad `level` falls back to info with a warning), and `otlp`'s
 /// tracing layer.
 pub fn init(level: &str, format: LogFormat, otlp: &Otlp) -> Result<(), TelemetryError> {
-    let (logs, bad_filter) = log_layer(level, format);
-    Registry::default()
-        .with(logs)
-        .with(otlp.tracing_layer())
-        .try_init()?;
-    warn_bad_filter(level, bad_filter);
-    Ok(())
+    tas_runtime::telemetry::init(level, format, Some(otlp))
 }

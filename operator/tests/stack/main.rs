@@ -30,6 +30,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     // No endpoint from the environment: only the object turns export on. Short delays
     // keep the OTLP scenario quick.
     let telemetry = Otlp::new(OtlpSettings {
+        service: tas_operator::telemetry::SERVICE_NAME,
         fallback_endpoint: None,
         instance: Some("stack-test".into()),
         metric_interval: Some(Duration::from_secs(1)),

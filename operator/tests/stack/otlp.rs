@@ -8,7 +8,7 @@ use crate::collector::Collector;
 use crate::harness::*;
 use kube::Client;
 use tas_operator::telemetry::Otlp;
-use tas_operator::telemetry::otlp::SERVICE_NAME;
+use tas_operator::telemetry::SERVICE_NAME;
 use tas_testcluster::{unique_name, wait_for};
 
 pub async fn scenario(client: &Client, otlp: &Otlp) {

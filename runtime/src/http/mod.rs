@@ -182,7 +182,15 @@ pub async fn serve_on(
     readiness: Readiness,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    serve_on_with(listener, security, metrics, readiness, Router::new(), shutdown).await
+    serve_on_with(
+        listener,
+        security,
+        metrics,
+        readiness,
+        Router::new(),
+        shutdown,
+    )
+    .await
 }
 
 /// As [`serve_on`], with the component's `extra` routes next to the common ones.

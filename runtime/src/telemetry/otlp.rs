@@ -1,27 +1,29 @@
-//! OpenTelemetry traces and metrics over OTLP/gRPC, to the endpoint the
-//! TopologyAwareScheduling object names, else to `OTEL_EXPORTER_OTLP_ENDPOINT`, else
-//! nowhere.
+//! OpenTelemetry traces and metrics over OTLP/gRPC, shared by the three TAS binaries:
+//! to the endpoint the TopologyAwareScheduling object names (the operator learns it on
+//! every reconcile; the operator passes it to its operands as
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`), else to `OTEL_EXPORTER_OTLP_ENDPOINT`, else nowhere.
 //!
 //! ```text
-//! tracing spans (tas_operator) ─► tracing layer ─► tracer provider ─► batch ─► SpanSwitch ─┐
-//! Metrics (metrics.rs) ─► meter ─► meter provider ─► periodic reader ─► MetricSwitch ──────┤
-//!                                                                                          ▼
-//!                          Otlp::use_endpoint (every reconcile) ─► Slot: OTLP exporter | none
+//! tracing spans (own crate) ─► tracing layer ─┐
+//! spans built on Otlp::tracer ────────────────┴► tracer provider ─► batch ─► SpanSwitch ─┐
+//! instruments of Otlp::meter ─► meter provider ─► periodic reader ─► MetricSwitch ───────┤
+//!                                                                                        ▼
+//!                        Otlp::use_endpoint (start, every reconcile) ─► Slot: OTLP exporter | none
 //! ```
 //!
-//! The endpoint is only known once the object is read, long after the `tracing`
-//! subscriber is installed, and it may change. So the providers are built once, at
-//! start, and only the exporters behind them are swapped (`switch.rs`): the
+//! The operator only knows the endpoint once the object is read, long after the
+//! `tracing` subscriber is installed, and it may change. So the providers are built
+//! once, at start, and only the exporters behind them are swapped (`switch.rs`): the
 //! `tracing` layer and the metric instruments never change. Spans and metric points
 //! not yet exported at a switch go to the new endpoint; metrics are cumulative, so a
-//! new collector gets totals since the operator started.
+//! new collector gets totals since the process started. The operands read the endpoint
+//! once, at start (the operator rolls their pods when it changes).
 //!
-//! Nothing here blocks a reconcile: the exporters connect lazily and export from the
+//! Nothing here blocks the caller: the exporters connect lazily and export from the
 //! SDK's own threads, the span queue drops when full, and failures are logged with a
 //! rate limit.
 
 use super::switch::{MetricSwitch, Slot, SpanSwitch};
-use crate::desired::OTLP_ENDPOINT_ENV;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
@@ -32,7 +34,7 @@ use opentelemetry_otlp::{
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanExporter as _,
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanExporter as _,
 };
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -41,15 +43,19 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
-/// `service.name` of everything the operator exports, and the name of its tracer and
-/// meter.
-pub const SERVICE_NAME: &str = "tas-operator";
+/// The env var the endpoint comes from when the object names none (the
+/// OpenTelemetry SDK's own; the operator sets it on its operands).
+pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// How long a shutdown may spend flushing each signal.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How the exporters behave; [`OtlpSettings::from_env`] for the binary.
 #[derive(Debug, Clone, Default)]
 pub struct OtlpSettings {
+    /// `service.name` of everything exported (`tas-operator`, `tas-scheduler`,
+    /// `tas-updater`), also the name of the tracer and the meter. The crate of the same
+    /// name (`-` as `_`) is the `tracing` target [`Otlp::tracing_layer`] exports.
+    pub service: &'static str,
     /// Endpoint used while the object names none (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub fallback_endpoint: Option<String>,
     /// `service.instance.id`: which replica exported (its pod name).
@@ -64,8 +70,9 @@ pub struct OtlpSettings {
 impl OtlpSettings {
     /// The fallback endpoint from `OTEL_EXPORTER_OTLP_ENDPOINT`; the SDK reads its other
     /// `OTEL_*` variables (headers, timeouts, intervals) itself.
-    pub fn from_env(instance: Option<String>) -> Self {
+    pub fn from_env(service: &'static str, instance: Option<String>) -> Self {
         Self {
+            service,
             fallback_endpoint: std::env::var(OTLP_ENDPOINT_ENV).ok(),
             instance,
             ..Self::default()
@@ -88,6 +95,7 @@ pub fn resolve_endpoint<'a>(
 pub struct Otlp(Arc<Inner>);
 
 struct Inner {
+    service: &'static str,
     fallback_endpoint: Option<String>,
     resource: Resource,
     tracer_provider: SdkTracerProvider,
@@ -103,7 +111,7 @@ impl Otlp {
     /// Builds the pipelines with export off; [`Self::use_endpoint`] turns it on.
     pub fn new(settings: OtlpSettings) -> Self {
         let mut resource = Resource::builder()
-            .with_service_name(SERVICE_NAME)
+            .with_service_name(settings.service)
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
         if let Some(instance) = settings.instance {
             resource = resource.with_attribute(KeyValue::new("service.instance.id", instance));
@@ -136,6 +144,7 @@ impl Otlp {
             .build();
 
         Self(Arc::new(Inner {
+            service: settings.service,
             fallback_endpoint: settings.fallback_endpoint,
             resource,
             tracer_provider,
@@ -146,21 +155,34 @@ impl Otlp {
         }))
     }
 
-    /// The layer that turns the operator's own `tracing` spans (the reconcile span and
-    /// the events in it, at info and above) into OpenTelemetry spans. Other crates'
-    /// spans stay out: the gRPC client's would describe the export itself.
+    /// The layer that turns the binary's own `tracing` spans (those of the crate named
+    /// like the service — the operator's reconcile span, the updater's publish span —
+    /// and the events in them, at info and above) into OpenTelemetry spans. Other
+    /// crates' spans stay out: the gRPC client's would describe the export itself.
     pub fn tracing_layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where
         S: Subscriber + for<'span> LookupSpan<'span> + Send + Sync,
     {
+        let target = self.0.service.replace('-', "_");
         tracing_opentelemetry::layer()
-            .with_tracer(self.0.tracer_provider.tracer(SERVICE_NAME))
-            .with_filter(Targets::new().with_target("tas_operator", tracing::Level::INFO))
+            .with_tracer(self.tracer())
+            .with_filter(Targets::new().with_target(target, tracing::Level::INFO))
     }
 
-    /// The meter the operator's OTLP metrics are recorded with.
+    /// The tracer for spans built directly with the OpenTelemetry API (the scheduler's,
+    /// whose timings are measured, not spanned by `tracing`).
+    pub fn tracer(&self) -> SdkTracer {
+        self.0.tracer_provider.tracer(self.0.service)
+    }
+
+    /// The meter the binary's OTLP metrics are recorded with.
     pub fn meter(&self) -> Meter {
-        self.0.meter_provider.meter(SERVICE_NAME)
+        self.0.meter_provider.meter(self.0.service)
+    }
+
+    /// `service.name` of what this exports.
+    pub fn service(&self) -> &'static str {
+        self.0.service
     }
 
     /// The endpoint chosen last, if any.
@@ -285,6 +307,7 @@ mod tests {
     #[tokio::test]
     async fn endpoints_switch_without_a_collector() {
         let otlp = Otlp::new(OtlpSettings {
+            service: "tas-test",
             fallback_endpoint: Some("http://127.0.0.1:1".into()),
             ..OtlpSettings::default()
         });

@@ -1,0 +1,300 @@
+//! OpenTelemetry from every component, into a real OpenTelemetry Collector (built from Go
+//! modules: the OTLP receiver and the file exporter; `TAS_OTELCOL_BIN`). The stack is
+//! installed from `config/default` and every component runs as a process from its pod
+//! spec (the pod runner); the TopologyAwareScheduling object names the collector as
+//! `spec.observability.otlpEndpoint`, a name each pod resolves to its gateway where the
+//! runner forwards the connection to the collector, as a cluster Service would. Spans
+//! of the operator (reconcile), the updaters (publish) and the scheduler (a scheduling
+//! attempt with its phases, a bind) arrive; then every process is stopped with SIGTERM
+//! and the metrics they flush on the way out arrive from all three. Also: the operands'
+//! NetworkPolicy lets them reach the endpoint's port.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+use tas_e2e::otelcol::{Collector, Received, ReceivedSpan};
+use tas_e2e::stack::{
+    self, apply_cr, start_runner_with_services, start_simulator, wait_available, wait_ready_pods,
+};
+use tas_nodesim::Scenario;
+use tas_nodesim::runner::{HostService, Signal};
+use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace, wait_for};
+
+const NAMESPACE: &str = "tas-system";
+const SCHEDULER: &str = "topology-aware-scheduler";
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// The collector's name and port as the object gives them (the port the operands'
+/// NetworkPolicy opens).
+const COLLECTOR_HOST: &str = "otel-collector.monitoring";
+const OTLP_PORT: u16 = 4317;
+const SERVICES: [&str; 3] = ["tas-operator", "tas-updater", "tas-scheduler"];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn pod(name: &str, cpus: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
+        "spec": {"schedulerName": SCHEDULER,
+                 "containers": [{"name": "c", "image": "c", "resources": {
+                     "requests": {"cpu": cpus, "memory": "1Gi"},
+                     "limits": {"cpu": cpus, "memory": "1Gi"}}}]}
+    }))
+    .unwrap()
+}
+
+/// The `schedule` span of pod `name`, once there is one with `result`.
+fn attempt<'a>(r: &'a Received, name: &str, result: &str) -> Option<&'a ReceivedSpan> {
+    r.spans_of("tas-scheduler", "schedule").find(|s| {
+        s.string("k8s.pod.name") == Some(name) && s.string("tas.scheduler.result") == Some(result)
+    })
+}
+
+fn children<'a>(r: &'a Received, parent: &ReceivedSpan) -> Vec<&'a str> {
+    r.spans
+        .iter()
+        .filter(|s| s.trace_id == parent.trace_id && s.parent_span_id == parent.span_id)
+        .map(|s| s.name.as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_component_exports_spans_and_metrics_to_the_collector() {
+    let cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
+    let client = cluster.client().await.expect("client");
+    let collector = Collector::start(Some(&cluster.watchdog_pids_file()))
+        .await
+        .expect("the collector (TAS_OTELCOL_BIN)");
+    stack::install_default(&cluster).expect("installed from config/default");
+
+    // Two nodes of two 4-CPU zones under single-numa-node.
+    let scenario = Scenario::from_yaml(
+        "nodes:\n- name: otel\n  count: 2\n  topologyManagerPolicy: single-numa-node\n  \
+         topologyManagerScope: pod\n  zones:\n  - { cpus: 4, memory: 8Gi }\n  - { cpus: 4, memory: 8Gi }\n",
+    )
+    .expect("scenario")
+    .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+    let work = tempfile::tempdir().expect("work dir");
+    let sim = start_simulator(&client, &scenario, work.path())
+        .await
+        .expect("simulated nodes");
+    let service = HostService {
+        name: COLLECTOR_HOST.to_owned(),
+        port: OTLP_PORT,
+        target: collector.address(),
+    };
+    let runner = start_runner_with_services(&cluster, &client, &sim, vec![service])
+        .await
+        .expect("pod runner");
+    let pod_logs = runner.log_guard();
+    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+        .await
+        .expect("the operator's pods run");
+
+    let mut cr = stack::sample_cr().expect("sample CR");
+    cr.spec.observability.otlp_endpoint = Some(format!("http://{COLLECTOR_HOST}:{OTLP_PORT}"));
+    apply_cr(&client, &cr).await.expect("CR applied");
+    let nodes = scenario.nodes().len();
+    let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", nodes, TIMEOUT)
+        .await
+        .expect("an updater per node");
+    wait_available(&client, nodes, TIMEOUT)
+        .await
+        .expect("Available with fresh NRTs");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let replicas = wait_for("the scheduler Deployment", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            deployments
+                .get_opt("tas-scheduler")
+                .await?
+                .and_then(|d| d.spec?.replicas),
+        )
+    })
+    .await
+    .expect("scheduler Deployment");
+    let schedulers = wait_ready_pods(
+        &client,
+        &runner,
+        NAMESPACE,
+        "tas-scheduler",
+        replicas as usize,
+        TIMEOUT,
+    )
+    .await
+    .expect("the scheduler runs");
+
+    // One pod that fits a zone, one that fits a node's total but no zone.
+    let ns = unique_namespace(&client, "otel").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for (name, cpus) in [("fits", "2"), ("no-zone", "6")] {
+        pods.create(&PostParams::default(), &pod(name, cpus))
+            .await
+            .expect("pod created");
+    }
+
+    let spans = wait_for(
+        "spans of all three components at the collector",
+        TIMEOUT,
+        || async {
+            let r = collector.received();
+            let done = attempt(&r, "fits", "scheduled").is_some()
+                && attempt(&r, "no-zone", "unschedulable").is_some()
+                && r.spans_of("tas-scheduler", "bind").next().is_some()
+                && r.spans_of("tas-updater", "publish").next().is_some()
+                && r.spans_of("tas-operator", "reconcile").next().is_some();
+            Ok::<_, std::convert::Infallible>(done.then_some(r))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; received: {:?}; collector log:\n{}",
+            collector.received().spans,
+            collector.log()
+        )
+    });
+
+    let scheduled = attempt(&spans, "fits", "scheduled").unwrap();
+    let node = scheduled.string("k8s.node.name").expect("the chosen node");
+    assert!(node.starts_with("otel"), "{scheduled:?}");
+    assert_eq!(scheduled.string("k8s.namespace.name"), Some(ns.as_str()));
+    let zones = scheduled
+        .value("tas.numa.zones")
+        .and_then(|v| v["arrayValue"]["values"].as_array())
+        .expect("the zones");
+    assert_eq!(zones.len(), 1, "one zone under single-numa-node: {zones:?}");
+    let phases = children(&spans, scheduled);
+    for phase in ["snapshot", "prefilter", "filter", "score", "bind"] {
+        assert!(
+            phases.contains(&phase),
+            "{phase} under the attempt: {phases:?}"
+        );
+    }
+    let bind = spans
+        .spans_of("tas-scheduler", "bind")
+        .find(|s| s.parent_span_id == scheduled.span_id)
+        .expect("the bind of the attempt");
+    assert_eq!(bind.string("k8s.node.name"), Some(node));
+    assert_eq!(bind.string("tas.scheduler.result"), Some("bound"));
+
+    let unschedulable = attempt(&spans, "no-zone", "unschedulable").unwrap();
+    let reason = unschedulable
+        .string("tas.scheduler.unschedulable_reason")
+        .unwrap_or_default();
+    assert!(reason.contains("NUMA"), "{unschedulable:?}");
+    assert!(
+        children(&spans, unschedulable).contains(&"preempt"),
+        "{unschedulable:?}"
+    );
+
+    let publish = spans
+        .spans_of("tas-updater", "publish")
+        .find(|s| s.string("result") == Some("applied"))
+        .expect("a publish that wrote");
+    assert!(publish.string("trigger").is_some(), "{publish:?}");
+    assert!(publish.value("write_seconds").is_some(), "{publish:?}");
+    assert!(
+        children(&spans, publish).contains(&"apply"),
+        "the write as a child span: {publish:?}"
+    );
+
+    // Metrics go out every minute and on shutdown: SIGTERM flushes them now.
+    for (pods, _) in [
+        (&operators, "tas-operator"),
+        (&updaters, "tas-updater"),
+        (&schedulers, "tas-scheduler"),
+    ] {
+        for p in pods {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            runner
+                .signal(NAMESPACE, &name, Signal::Terminate)
+                .await
+                .expect("SIGTERM sent");
+        }
+    }
+    let wanted = [
+        ("tas-operator", "tas_operator.reconciles"),
+        ("tas-updater", "tas_updater.publishes"),
+        ("tas-updater", "tas_updater.publish_duration"),
+        ("tas-scheduler", "tas_scheduler.schedule_attempts"),
+        ("tas-scheduler", "tas_scheduler.decision_duration"),
+        ("tas-scheduler", "tas_scheduler.pod_scheduling_duration"),
+    ];
+    wait_for(
+        "metrics of all three components at the collector",
+        TIMEOUT,
+        || async {
+            let r = collector.received();
+            Ok::<_, std::convert::Infallible>(
+                wanted
+                    .iter()
+                    .all(|(service, metric)| r.has_metric(service, metric))
+                    .then_some(()),
+            )
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        let r = collector.received();
+        let got: Vec<_> = r.metrics.iter().map(|m| (&m.service, &m.name)).collect();
+        panic!("{e}; received metrics: {got:?}")
+    });
+    let r = collector.received();
+    for service in SERVICES {
+        assert!(
+            r.spans.iter().any(|s| s.service == service),
+            "spans of {service}"
+        );
+        assert!(
+            r.metrics.iter().any(|m| m.service == service),
+            "metrics of {service}"
+        );
+    }
+    drop(pod_logs);
+    runner.shutdown().await;
+    collector.stop().await;
+}
+
+/// The NetworkPolicies of config/network-policies let the operator and the operands
+/// reach the OTLP endpoint's port, the one the test above exports to.
+#[test]
+fn the_network_policies_allow_the_otlp_port() {
+    let mut seen = Vec::new();
+    for file in ["operands.yaml", "operator.yaml"] {
+        let text = std::fs::read_to_string(repo().join("config/network-policies").join(file))
+            .expect("a policy file");
+        policies_allowing_otlp(&text, &mut seen);
+    }
+    seen.sort();
+    assert_eq!(seen, ["tas-operator", "tas-scheduler", "tas-updater"]);
+}
+
+/// Checks every NetworkPolicy in `text` allows egress to TCP [`OTLP_PORT`] anywhere;
+/// adds their names to `seen`.
+fn policies_allowing_otlp(text: &str, seen: &mut Vec<String>) {
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let policy: k8s_openapi::api::networking::v1::NetworkPolicy =
+            serde::Deserialize::deserialize(doc).expect("a NetworkPolicy");
+        let name = policy.metadata.name.clone().unwrap_or_default();
+        let spec = policy.spec.expect("spec");
+        let allowed = spec.egress.iter().flatten().any(|rule| {
+            rule.to.is_none()
+                && rule.ports.iter().flatten().any(|p| {
+                    p.protocol.as_deref() == Some("TCP")
+                        && p.port
+                            == Some(
+                                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(
+                                    i32::from(OTLP_PORT),
+                                ),
+                            )
+                })
+        });
+        assert!(allowed, "{name} allows egress to TCP {OTLP_PORT}");
+        seen.push(name);
+    }
+}
