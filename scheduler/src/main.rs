@@ -33,6 +33,8 @@ async fn main() -> anyhow::Result<()> {
     let client = args.common.client().await?;
     let identity = args.common.identity();
     tracing::info!(scheduler = %settings.scheduler_name, %identity, "tas-scheduler starting");
+    // `run` returns only on an error (a supervised task ended, the lease was lost):
+    // `main` then exits non-zero, naming it.
     tokio::select! {
         r = tas_scheduler::run::run(client, settings, args.common.http_address, identity, args.namespace) => r?,
         () = tas_runtime::signals::shutdown() => {}
