@@ -3,6 +3,8 @@
 //! binary for leader election) under a unique scheduler name, on its own labelled nodes,
 //! so the tests share one control plane without seeing each other's pods.
 
+mod fault_proxy;
+mod fence;
 mod interpod;
 mod leader;
 mod pods;
