@@ -10,7 +10,7 @@ use axum::response::Response;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 /// One Lease write or bind the API server answered.
@@ -18,8 +18,9 @@ use tokio::time::Instant;
 pub struct Answered {
     /// When the request reached the proxy.
     pub arrived: Instant,
-    /// When the API server's answer came back.
-    pub answered: Instant,
+    /// When the API server's answer came back, on the wall clock (to compare with
+    /// the Lease's `renewTime`, which the scheduler writes from the same clock).
+    pub answered: SystemTime,
     pub status: StatusCode,
 }
 
@@ -133,7 +134,7 @@ async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response 
     if lease_update || bind {
         let answered = Answered {
             arrived,
-            answered: Instant::now(),
+            answered: SystemTime::now(),
             status: response.status(),
         };
         let mut record = inner.record.lock().expect("record");
