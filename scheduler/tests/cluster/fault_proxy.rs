@@ -100,6 +100,14 @@ impl Drop for FaultProxy {
 }
 
 async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    // On its own task: a request that reached the proxy is carried out even if the
+    // client goes away (exits) meanwhile, as an API server would.
+    tokio::spawn(forward_detached(inner, request))
+        .await
+        .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
+}
+
+async fn forward_detached(inner: Arc<Inner>, request: Request) -> Response {
     let arrived = Instant::now();
     let path = request.uri().path().to_owned();
     // A create (the first acquisition) or an update (a renewal).
@@ -109,13 +117,13 @@ async fn forward(State(inner): State<Arc<Inner>>, request: Request) -> Response 
     if lease_update && inner.refuse_lease_updates.load(Ordering::SeqCst) {
         return status(StatusCode::SERVICE_UNAVAILABLE);
     }
-    if bind {
-        tokio::time::sleep(inner.bind_delay).await;
-    }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return status(StatusCode::BAD_REQUEST);
     };
+    if bind {
+        tokio::time::sleep(inner.bind_delay).await;
+    }
     let mut upstream = http::Request::builder()
         .method(parts.method)
         .uri(parts.uri.path_and_query().map_or("/", |p| p.as_str()));
