@@ -20,6 +20,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tas_runtime::lease::{LeaderElector, LeaseConfig, LeaseError};
+use tas_runtime::supervise::TaskEnded;
 use tokio::sync::watch;
 use tokio::task::JoinError;
 
@@ -86,6 +87,9 @@ pub enum OperateError {
         #[source]
         source: JoinError,
     },
+    /// A task that runs for the life of the operator ended or panicked.
+    #[error(transparent)]
+    Ended(#[from] TaskEnded),
 }
 
 /// Runs the operator until `shutdown` completes (then returns `Ok` once running
@@ -152,7 +156,8 @@ pub async fn operate(
     };
     let lost = election.as_ref().map(|e| e.status().subscribe());
 
-    let controller = tokio::spawn(run_controller(client, config, metrics, otlp, stopped()));
+    let mut controller = tokio::spawn(run_controller(client, config, metrics, otlp, stopped()));
+    let mut controller_ended = false;
     let leadership_lost = async move {
         match lost {
             Some(mut rx) => {
@@ -175,12 +180,19 @@ pub async fn operate(
             Ok(Err(e)) => Err(OperateError::Http(e)),
             Ok(Ok(())) => Err(OperateError::HttpStopped),
         },
+        // The controller runs until told to stop: ending or panicking before is fatal.
+        joined = &mut controller => {
+            controller_ended = true;
+            Err(TaskEnded::from_join("controller", joined).into())
+        }
     };
     stop_tx.send_replace(true);
-    controller.await.map_err(|source| OperateError::Task {
-        task: "controller",
-        source,
-    })?;
+    if !controller_ended {
+        controller.await.map_err(|source| OperateError::Task {
+            task: "controller",
+            source,
+        })?;
+    }
     if let Some(election) = election {
         election.step_down().await?;
     }

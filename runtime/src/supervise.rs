@@ -52,6 +52,25 @@ impl TaskEnded {
     }
 }
 
+impl TaskEnded {
+    /// How a task joined through its own `JoinHandle` ended (for a task that must be
+    /// awaited on shutdown, so it is not in a [`Supervisor`]), logged like
+    /// [`Supervisor::wait`] logs.
+    pub fn from_join(task: &str, joined: Result<(), tokio::task::JoinError>) -> Self {
+        let task = task.to_owned();
+        let ended = match joined {
+            Ok(()) => TaskEnded::Returned { task },
+            Err(e) if e.is_panic() => TaskEnded::Panicked {
+                task,
+                message: panic_message(e.into_panic()),
+            },
+            Err(_) => TaskEnded::Cancelled { task },
+        };
+        tracing::error!(task = ended.task(), error = %ended, "a supervised task ended; exiting");
+        ended
+    }
+}
+
 /// A set of named tasks that should never end. Dropping it aborts them all.
 #[derive(Default)]
 pub struct Supervisor {
@@ -181,6 +200,19 @@ mod tests {
             ended.to_string().contains("address in use"),
             "the cause is kept: {ended}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_joined_task_that_panicked_is_named() {
+        let joined = tokio::spawn(async { panic!("reconcile bug") }).await;
+        let ended = TaskEnded::from_join("controller", joined);
+        assert!(
+            matches!(&ended, TaskEnded::Panicked { task, message }
+                if task == "controller" && message == "reconcile bug"),
+            "{ended:?}"
+        );
+        let ended = TaskEnded::from_join("controller", tokio::spawn(async {}).await);
+        assert!(matches!(ended, TaskEnded::Returned { .. }), "{ended:?}");
     }
 
     #[tokio::test]
