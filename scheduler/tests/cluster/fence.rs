@@ -51,7 +51,7 @@ async fn a_single_scheduler_with_the_default_config_holds_a_lease() {
 
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.ns);
     let held = wait_for("the default Lease held", TIMEOUT, || async {
-        Ok::<_, kube::Error>(holder(&leases, "tas-scheduler").await?)
+        holder(&leases, "tas-scheduler").await
     })
     .await
     .unwrap();
@@ -88,7 +88,7 @@ async fn no_bind_is_answered_after_the_renew_deadline_and_the_process_exits() {
 
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.ns);
     wait_for("the Lease held", TIMEOUT, || async {
-        Ok::<_, kube::Error>(holder(&leases, "fenced").await?)
+        holder(&leases, "fenced").await
     })
     .await
     .unwrap();
