@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tas_runtime::http::Endpoint;
 use tas_runtime::lease::{LeaderElector, LeaseConfig, LeaseError};
+use tas_runtime::supervise::TaskEnded;
 use tokio::sync::watch;
 use tokio::task::JoinError;
 
@@ -88,6 +89,9 @@ pub enum OperateError {
         #[source]
         source: JoinError,
     },
+    /// A task that runs for the life of the operator ended or panicked.
+    #[error(transparent)]
+    Ended(#[from] TaskEnded),
 }
 
 /// Runs the operator until `shutdown` completes (then returns `Ok` once running
@@ -155,7 +159,8 @@ pub async fn operate(
     };
     let lost = election.as_ref().map(|e| e.status().subscribe());
 
-    let controller = tokio::spawn(run_controller(client, config, metrics, otlp, stopped()));
+    let mut controller = tokio::spawn(run_controller(client, config, metrics, otlp, stopped()));
+    let mut controller_ended = false;
     let leadership_lost = async move {
         match lost {
             Some(mut rx) => {
@@ -178,12 +183,19 @@ pub async fn operate(
             Ok(Err(e)) => Err(OperateError::Http(e)),
             Ok(Ok(())) => Err(OperateError::HttpStopped),
         },
+        // The controller runs until told to stop: ending or panicking before is fatal.
+        joined = &mut controller => {
+            controller_ended = true;
+            Err(TaskEnded::from_join("controller", joined).into())
+        }
     };
     stop_tx.send_replace(true);
-    controller.await.map_err(|source| OperateError::Task {
-        task: "controller",
-        source,
-    })?;
+    if !controller_ended {
+        controller.await.map_err(|source| OperateError::Task {
+            task: "controller",
+            source,
+        })?;
+    }
     if let Some(election) = election {
         election.step_down().await?;
     }

@@ -93,10 +93,16 @@ fn minimal_cr_runs_one_agent_on_every_node_and_one_scheduler() {
 
     let dep = d.deployment.spec.as_ref().unwrap();
     assert_eq!(dep.replicas, Some(1));
-    // One replica without leader election: never two schedulers at once.
+    // One replica elects a leader too, so a rolling update may run the old and the
+    // new pod side by side: the Lease lets only one of them bind.
     assert_eq!(
         dep.strategy.as_ref().unwrap().type_.as_deref(),
-        Some("Recreate")
+        Some("RollingUpdate")
+    );
+    assert_eq!(
+        d.roles.len(),
+        1,
+        "the Lease Role exists for one replica too"
     );
     assert!(d.nrt_crd.is_some(), "the NRT CRD is managed by default");
 }

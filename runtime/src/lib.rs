@@ -7,6 +7,8 @@
 //! - [`telemetry`]: logging setup and OpenTelemetry export over OTLP (all three binaries);
 //! - [`client`]: a kube client from an explicit kubeconfig or the environment;
 //! - [`signals`]: the shutdown signal (SIGINT or SIGTERM);
+//! - [`supervise`]: named long-running tasks, the first to end or panic ends the
+//!   process;
 //! - [`cli`]: the flags every binary shares (kubeconfig, HTTP address, logging,
 //!   identity), resolved by [`identity`] for who this replica is.
 
@@ -17,4 +19,5 @@ pub mod identity;
 pub mod lease;
 pub mod metrics;
 pub mod signals;
+pub mod supervise;
 pub mod telemetry;

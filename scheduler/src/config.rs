@@ -54,13 +54,18 @@ pub struct Settings {
     pub backoff_initial: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
-    /// Leader election (None: disabled).
-    pub leader_election: Option<LeaderElectionSettings>,
+    /// Leader election: always on, one replica too (see [`LeaderElectionSettings`]).
+    pub leader_election: LeaderElectionSettings,
     /// Evict lower-priority pods for a pod that fits nowhere.
     pub preemption: bool,
 }
 
 /// Validated leader-election settings.
+///
+/// The scheduler always takes the Lease, even as the only replica: an evicted but
+/// still running pod and its replacement, or the old and new pods while `replicas`
+/// changes, must never bind side by side. `leaderElection.enabled` is accepted for
+/// compatibility and ignored.
 #[derive(Debug, Clone)]
 pub struct LeaderElectionSettings {
     /// Lease name.
@@ -71,6 +76,19 @@ pub struct LeaderElectionSettings {
     pub lease_duration: Duration,
     /// Renewal interval.
     pub renew_period: Duration,
+}
+
+impl LeaderElectionSettings {
+    /// The longest a bind or an eviction may take: a sixth of the lease duration
+    /// (2.5 s with the defaults). A write starts only while this process stays leader
+    /// for longer than that (`LeaderStatus::leads_for`) and is abandoned after it, so
+    /// every write ends before the renew deadline (two thirds of the lease duration
+    /// after the last successful renewal started), well before another replica may
+    /// take over. A sixth leaves writes open between renewals even with the longest
+    /// renew period allowed (half the lease duration).
+    pub fn write_timeout(&self) -> Duration {
+        self.lease_duration / 6
+    }
 }
 
 impl Settings {
@@ -150,24 +168,28 @@ impl Settings {
                 reason: "initial must be > 0 and max >= initial".into(),
             });
         }
-        let leader_election = if c.leader_election.enabled {
+        let leader_election = {
             let le = &c.leader_election;
             let lease_duration = duration("leaderElection.leaseDuration", &le.lease_duration)?;
             let renew_period = duration("leaderElection.renewPeriod", &le.renew_period)?;
+            if lease_duration < Duration::from_secs(1) || lease_duration.subsec_nanos() != 0 {
+                return Err(ConfigError::Invalid {
+                    field: "leaderElection.leaseDuration",
+                    reason: "must be a whole number of seconds, at least 1s".into(),
+                });
+            }
             if renew_period.is_zero() || renew_period * 2 > lease_duration {
                 return Err(ConfigError::Invalid {
                     field: "leaderElection.renewPeriod",
                     reason: "must be > 0 and at most half of leaseDuration".into(),
                 });
             }
-            Some(LeaderElectionSettings {
+            LeaderElectionSettings {
                 lease_name: le.lease_name.clone(),
                 lease_namespace: le.lease_namespace.clone(),
                 lease_duration,
                 renew_period,
-            })
-        } else {
-            None
+            }
         };
         let parallelism = match c.parallelism {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -210,7 +232,11 @@ mod tests {
         let s = parse("{}").unwrap();
         assert_eq!(s.scheduler_name, "topology-aware-scheduler");
         assert_eq!(s.resync_period, Duration::from_secs(5));
-        assert!(s.leader_election.is_none());
+        assert_eq!(s.leader_election.lease_name, "tas-scheduler");
+        assert_eq!(
+            s.leader_election.write_timeout(),
+            Duration::from_millis(2500)
+        );
         assert!(s.parallelism >= 1);
         assert!(s.preemption, "preemption is on unless switched off");
         assert!(!parse("preemption: {enabled: false}").unwrap().preemption);
@@ -243,10 +269,15 @@ mod tests {
     }
 
     #[test]
-    fn leader_election_is_read_when_enabled() {
-        let s = parse("leaderElection: {enabled: true, leaseNamespace: tas}").unwrap();
-        let le = s.leader_election.unwrap();
-        assert_eq!(le.lease_namespace.as_deref(), Some("tas"));
-        assert_eq!(le.lease_duration, Duration::from_secs(15));
+    fn leader_election_is_always_on() {
+        for yaml in [
+            "leaderElection: {enabled: true, leaseNamespace: tas}",
+            "leaderElection: {enabled: false, leaseNamespace: tas}",
+            "leaderElection: {leaseNamespace: tas}",
+        ] {
+            let le = parse(yaml).unwrap().leader_election;
+            assert_eq!(le.lease_namespace.as_deref(), Some("tas"), "{yaml}");
+            assert_eq!(le.lease_duration, Duration::from_secs(15), "{yaml}");
+        }
     }
 }

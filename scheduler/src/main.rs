@@ -36,6 +36,8 @@ async fn main() -> anyhow::Result<()> {
     let client = args.common.client().await?;
     let identity = args.common.identity();
     tracing::info!(scheduler = %settings.scheduler_name, %identity, "tas-scheduler starting");
+    // `run` returns only on an error (a supervised task ended, the lease was lost):
+    // `main` then exits non-zero, naming it.
     let http = args.common.endpoint(&client);
     let running = tas_scheduler::run::run_with_otlp(
         client,

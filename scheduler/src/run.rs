@@ -13,13 +13,16 @@ use kube::Client;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_runtime::http::{self, Endpoint, Readiness};
-use tas_runtime::lease::{LeaderElector, LeaseConfig};
+use tas_runtime::lease::{LeaderElector, LeaderStatus, LeaseConfig};
+use tas_runtime::supervise::Supervisor;
 use tas_runtime::telemetry::Otlp;
 
 /// Field manager and Event reporter name.
 pub const COMPONENT: &str = "tas-scheduler";
 
-/// Run until an unrecoverable error (HTTP bind failure, invalid lease settings).
+/// Run until an unrecoverable error: invalid lease settings, or the first supervised
+/// task to end (a watch, a loop, the HTTP server) or the lease lost. Never returns
+/// `Ok`: every way out is a reason for the process to exit non-zero and restart.
 pub async fn run(
     client: Client,
     settings: Settings,
@@ -57,53 +60,67 @@ pub async fn run_with_otlp(
     let shared = Shared::new(settings, cache, metrics, events.clone(), telemetry);
 
     let readiness = Readiness::not_ready("watches have not listed yet");
-    let server = tokio::spawn(http.serve_with(
-        http::Metrics::from_registry(Arc::new(registry)),
-        readiness.clone(),
-        crate::debug::router(shared.clone()),
-    ));
+    let mut tasks = Supervisor::new();
+    tasks.spawn_fallible(
+        "http server",
+        http.serve_with(
+            http::Metrics::from_registry(Arc::new(registry)),
+            readiness.clone(),
+            crate::debug::router(shared.clone()),
+        ),
+    );
 
-    watch::spawn_all(&client, &shared);
-    tokio::spawn(resync_loop(shared.clone()));
-    tokio::spawn(readiness_loop(shared.clone(), readiness));
+    watch::spawn_all(&client, &shared, &mut tasks);
+    tasks.spawn("resync loop", resync_loop(shared.clone()));
+    tasks.spawn("readiness", readiness_loop(shared.clone(), readiness));
 
-    let (is_leader, _election): (LeaderCheck, _) = match leader_settings {
-        None => {
-            shared.metrics.leader.set(1);
-            (Arc::new(|| true), None)
-        }
-        Some(le) => {
-            let config = LeaseConfig {
-                lease_duration: le.lease_duration,
-                renew_period: le.renew_period,
-                ..LeaseConfig::new(
-                    le.lease_namespace.unwrap_or(default_namespace),
-                    le.lease_name,
-                    identity,
-                )
-            };
-            let election = LeaderElector::new(client.clone(), config)?.run();
-            let status = election.status();
-            let gauge_status = status.clone();
-            let gauge = shared.metrics.leader.clone();
-            tokio::spawn(async move {
-                let mut rx = gauge_status.subscribe();
-                loop {
-                    gauge.set(i64::from(*rx.borrow_and_update()));
-                    if rx.changed().await.is_err() {
-                        return;
-                    }
-                }
-            });
-            (Arc::new(move || status.is_leader()), Some(election))
-        }
+    // Always elected, one replica too: see `LeaderElectionSettings`.
+    let write_timeout = leader_settings.write_timeout();
+    let config = LeaseConfig {
+        lease_duration: leader_settings.lease_duration,
+        renew_period: leader_settings.renew_period,
+        ..LeaseConfig::new(
+            leader_settings.lease_namespace.unwrap_or(default_namespace),
+            leader_settings.lease_name,
+            identity,
+        )
     };
+    let election = LeaderElector::new(client.clone(), config)?.run();
+    let status = election.status();
+    tasks.spawn("leader gauge", leader_gauge(status.clone(), shared.clone()));
+    tasks.spawn_fallible("leadership", {
+        let status = status.clone();
+        async move {
+            status.lost().await;
+            // Every write was fenced to end before the renew deadline; exit so the
+            // restarted process starts from a clean cache as a candidate.
+            Err::<(), _>("lost the lease")
+        }
+    });
+    let is_leader: LeaderCheck = Arc::new(move || status.leads_for(write_timeout));
+    tasks.spawn(
+        "scheduling loop",
+        scheduler::run(client, shared, events, is_leader),
+    );
 
-    tokio::select! {
-        () = scheduler::run(client, shared, events, is_leader) => Ok(()),
-        r = server => {
-            r??;
-            Ok(())
+    let ended = tasks.wait().await;
+    // Not released: a bind already sent may still be in flight, so a successor waits
+    // for the lease to expire rather than starting at once.
+    election.abort();
+    Err(ended.into())
+}
+
+/// Keeps the `leader` gauge in step with leadership.
+async fn leader_gauge(status: LeaderStatus, shared: Arc<Shared>) {
+    let mut rx = status.subscribe();
+    loop {
+        shared
+            .metrics
+            .leader
+            .set(i64::from(*rx.borrow_and_update()));
+        if rx.changed().await.is_err() {
+            // The sender lives as long as `status`: never happens.
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -130,10 +147,16 @@ async fn resync_loop(shared: Arc<Shared>) {
     }
 }
 
+/// Ready once every watch has listed, whether leading or standing by (as
+/// kube-scheduler does): a standby is healthy and ready to take over, and readiness
+/// gates nothing else (no Service routes to the scheduler). A replica that can no
+/// longer do its job — a task ended, the lease lost — exits instead of reporting
+/// not ready. Runs for the life of the process, like the other supervised tasks.
 async fn readiness_loop(shared: Arc<Shared>, readiness: Readiness) {
     while !shared.synced.all() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     readiness.set_ready();
     tracing::info!("caches synced: ready");
+    std::future::pending::<()>().await;
 }

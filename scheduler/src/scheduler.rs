@@ -5,9 +5,10 @@
 //! then binds through the `pods/binding` subresource in a separate task. A failed bind
 //! undoes the assumption and requeues the pod. A pod is never bound twice: it is marked
 //! in flight before its bind starts and only leaves that state when the bound pod is
-//! observed or the bind failed. Only the leader (when leader election is on) decides
-//! and binds; losing the lease stops both at once, the check is repeated right before
-//! every bind request.
+//! observed or the bind failed. Only the leader decides and binds (leader election is
+//! always on); the check is repeated right before every bind request, which is sent
+//! only while the lease is held for longer than the request's timeout, so losing the
+//! lease stops binding before another replica can take over.
 //!
 //! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs here,
 //! the evictions in a background task; the pod itself waits in the queue until an
@@ -35,7 +36,10 @@ const MAX_CONCURRENT_BINDS: usize = 64;
 /// Every how many identical failed attempts the Event is repeated.
 const REPEAT_EVENT_EVERY: u32 = 10;
 
-/// Answers "may I bind now?" (always yes without leader election).
+/// Answers "may I send a bind or an eviction now?": true while this process stays
+/// leader for longer than the write timeout
+/// ([`LeaderElectionSettings::write_timeout`](crate::config::LeaderElectionSettings::write_timeout)),
+/// which bounds every such request.
 pub type LeaderCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Run the loop until the process ends.
@@ -296,10 +300,20 @@ async fn bind(
         },
     };
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    // Fenced: `is_leader` said this process leads for longer than the timeout.
+    let timeout = shared.settings.leader_election.write_timeout();
     let (sent, sent_at) = (Instant::now(), SystemTime::now());
-    let result: Result<serde_json::Value, kube::Error> = api
-        .create_subresource("binding", &name, &PostParams::default(), &binding)
-        .await;
+    let result: Result<serde_json::Value, kube::Error> = match tokio::time::timeout(
+        timeout,
+        api.create_subresource("binding", &name, &PostParams::default(), &binding),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_elapsed) => Err(kube::Error::Service(
+            format!("bind request timed out after {timeout:?}").into(),
+        )),
+    };
     let mut record = BindRecord {
         pod,
         node,

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_runtime::http::Readiness;
+use tas_runtime::supervise::{Supervisor, TaskEnded};
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -121,37 +122,56 @@ impl Agent {
         }
     }
 
-    /// Run until the process is stopped.
-    pub async fn run(mut self) {
+    /// Run until the process is stopped, or until one of its background tasks (the
+    /// ticker, the watches, the debouncer) ends or panics: the returned error names
+    /// it, and the process should exit non-zero.
+    pub async fn run(mut self) -> TaskEnded {
         let (tx, mut rx) = mpsc::channel::<Trigger>(16);
+        let mut tasks = Supervisor::new();
         if self.cfg.mode.periodic() {
-            tokio::spawn(triggers::ticker(self.cfg.period, tx.clone()));
+            tasks.spawn("ticker", triggers::ticker(self.cfg.period, tx.clone()));
         } else {
             // Events only: still publish once at start.
             let _ = tx.send(Trigger::Tick).await;
         }
         if self.cfg.mode.events() {
             let (raw_tx, raw_rx) = mpsc::channel(256);
-            tokio::spawn(triggers::debounce(raw_rx, self.cfg.debounce, tx.clone()));
+            tasks.spawn(
+                "debounce pod events",
+                triggers::debounce(raw_rx, self.cfg.debounce, tx.clone()),
+            );
             let pods: Api<Pod> = Api::all(self.client.clone());
-            tokio::spawn(triggers::watch_pods(
-                pods,
-                self.cfg.node_name.clone(),
-                raw_tx,
-            ));
+            tasks.spawn(
+                "watch pods",
+                triggers::watch_pods(pods, self.cfg.node_name.clone(), raw_tx),
+            );
         }
         if !self.cfg.kubelet.configz {
-            tokio::spawn(stamp::watch(
-                self.cfg.kubelet.clone(),
-                KUBELET_CONFIG_POLL,
-                tx.clone(),
-            ));
+            tasks.spawn(
+                "watch kubelet config files",
+                stamp::watch(self.cfg.kubelet.clone(), KUBELET_CONFIG_POLL, tx.clone()),
+            );
         }
-        tokio::spawn(triggers::watch_own_object(
-            Api::all(self.client.clone()),
-            self.cfg.node_name.clone(),
-            tx.clone(),
-        ));
+        tasks.spawn(
+            "watch own NodeResourceTopology",
+            triggers::watch_own_object(
+                Api::all(self.client.clone()),
+                self.cfg.node_name.clone(),
+                tx.clone(),
+            ),
+        );
+        drop(tx);
+        tokio::select! {
+            ended = tasks.wait() => ended,
+            () = self.publish_loop(&mut rx) => {
+                tracing::error!(task = "publish loop", "every trigger source is gone; exiting");
+                TaskEnded::Returned { task: "publish loop".into() }
+            }
+        }
+    }
+
+    /// Publishes on every trigger; returns only when every trigger source is gone.
+    async fn publish_loop(&mut self, rx: &mut mpsc::Receiver<Trigger>) {
         while let Some(trigger) = rx.recv().await {
             if let Trigger::ObjectChanged(observed) = &trigger {
                 self.publisher.observe(observed.as_deref());

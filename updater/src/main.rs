@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::Parser;
 use std::sync::Arc;
 use tas_runtime::http::{self, Readiness};
+use tas_runtime::supervise::Supervisor;
 use tas_runtime::telemetry::Otlp;
 use tas_updater::agent::Agent;
 use tas_updater::cli::Args;
@@ -44,22 +45,22 @@ async fn agent(args: Args, otlp: Option<&Otlp>) -> anyhow::Result<()> {
     let readiness = Readiness::not_ready("no NodeResourceTopology published yet");
     let address = args.common.http_address;
     let rendered = metrics.clone();
-    let server = tokio::spawn(args.common.endpoint(&client).serve(
-        http::Metrics::from_fn(move || rendered.render()),
-        readiness.clone(),
-    ));
+    let mut tasks = Supervisor::new();
+    tasks.spawn_fallible(
+        format!("http server on {address}"),
+        args.common.endpoint(&client).serve(
+            http::Metrics::from_fn(move || rendered.render()),
+            readiness.clone(),
+        ),
+    );
     let podresources = PodResourcesClient::new(ClientConfig::new(&args.podresources_socket));
     let agent = Agent::new(config, client, podresources, metrics, readiness);
     let identity = args.common.identity();
     tracing::info!(node = %args.node_name, %identity, "tas-updater starting");
+    // Any task ending (the agent's own or the HTTP server) exits non-zero, naming it.
     tokio::select! {
-        () = agent.run() => {}
-        served = server => {
-            served
-                .context("HTTP server task")?
-                .with_context(|| format!("serving HTTP on {address}"))?;
-        }
-        () = tas_runtime::signals::shutdown() => {}
+        ended = agent.run() => Err(ended.into()),
+        ended = tasks.wait() => Err(ended.into()),
+        () = tas_runtime::signals::shutdown() => Ok(()),
     }
-    Ok(())
 }

@@ -38,7 +38,7 @@ struct SimNode {
     server: Option<FakeKubeletHandle>,
     metrics: Arc<Metrics>,
     readiness: Readiness,
-    agent: tokio::task::JoinHandle<()>,
+    agent: tokio::task::JoinHandle<tas_runtime::supervise::TaskEnded>,
 }
 
 impl SimNode {

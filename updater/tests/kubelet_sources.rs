@@ -161,7 +161,9 @@ fn start(client: &Client, node: &mut Node, take_over_nrt: bool) {
         node.metrics.clone(),
         node.readiness.clone(),
     );
-    node.agent = Some(tokio::spawn(agent.run()));
+    node.agent = Some(tokio::spawn(async move {
+        agent.run().await;
+    }));
 }
 
 async fn wait_nrt(

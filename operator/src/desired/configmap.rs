@@ -12,10 +12,12 @@ use std::collections::BTreeMap;
 use tas_api::config::scheduler::{FILE_NAME, LeaderElection, SchedulerConfig};
 use tas_api::tas::{SchedulerSpec, TopologyAwareSchedulingSpec};
 
-/// Whether the scheduler replicas elect a leader: needed as soon as there are two, so
-/// that only one binds.
-pub fn leader_election_enabled(spec: &SchedulerSpec) -> bool {
-    spec.replicas > 1
+/// Whether the scheduler replicas elect a leader: always, one replica too. An evicted
+/// but still running pod and its replacement, or the old and new pods while `replicas`
+/// changes or a rollout runs, must never bind side by side; the Lease (and its Role)
+/// makes sure only one binds.
+pub fn leader_election_enabled(_spec: &SchedulerSpec) -> bool {
+    true
 }
 
 /// The scheduler's configuration for a spec. Settings the CR does not expose keep the

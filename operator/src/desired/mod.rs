@@ -74,7 +74,7 @@ pub struct Desired {
     pub cluster_roles: Vec<ClusterRole>,
     /// Bindings of the ClusterRoles to the ServiceAccounts.
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
-    /// The scheduler's leader-election Role, only with more than one replica.
+    /// The scheduler's leader-election Role (always: the scheduler always elects).
     pub roles: Vec<Role>,
     /// Bindings of the Roles.
     pub role_bindings: Vec<RoleBinding>,

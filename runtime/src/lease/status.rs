@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -50,6 +51,18 @@ impl Shared {
             .send_if_modified(|leading| std::mem::replace(leading, false));
     }
 
+    /// How long this process stays leader from `now` (None: not leader).
+    fn remaining_at(&self, now: Instant) -> Option<Duration> {
+        let until = self.valid_until.load(Ordering::SeqCst);
+        if until == NOT_LEADER {
+            return None;
+        }
+        let now = now.saturating_duration_since(self.epoch);
+        Duration::from_nanos(until)
+            .checked_sub(now)
+            .filter(|left| !left.is_zero())
+    }
+
     fn is_leader_at(&self, now: Instant) -> bool {
         let until = self.valid_until.load(Ordering::SeqCst);
         until != NOT_LEADER
@@ -74,6 +87,37 @@ impl LeaderStatus {
         self.shared.is_leader_at(Instant::now())
     }
 
+    /// Whether this process stays leader for at least `margin` more: the fence for
+    /// an API write that must land while leading. Send the write only when this is
+    /// true, and give up on it after `margin` (a request timeout); the write then
+    /// ends before the renew deadline, which is a third of the lease duration before
+    /// any other candidate may take over.
+    pub fn leads_for(&self, margin: Duration) -> bool {
+        self.shared
+            .remaining_at(Instant::now())
+            .is_some_and(|left| left > margin)
+    }
+
+    /// Resolves when this process stops leading after having led (the renew deadline
+    /// passed without a renewal, another holder took the lease, or it stepped down).
+    /// Resolves at once if it is leading no more but led before this call started
+    /// waiting for the first time; waits for leadership first otherwise.
+    pub async fn lost(&self) {
+        self.until_leader().await;
+        let mut changes = self.subscribe();
+        loop {
+            if !self.is_leader() {
+                return;
+            }
+            // Wake on a change, or at the deadline if the election task is stuck.
+            let left = self.shared.remaining_at(Instant::now()).unwrap_or_default();
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = tokio::time::sleep(left) => {}
+            }
+        }
+    }
+
     /// A receiver of leadership changes (`true` on acquiring, `false` on losing or
     /// stepping down). It may lag [`is_leader`](Self::is_leader) by a scheduling delay,
     /// so use it to wake up, and `is_leader` to decide.
@@ -91,9 +135,35 @@ impl LeaderStatus {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    #[tokio::test]
+    async fn writes_are_fenced_by_the_time_left_and_loss_is_noticed_at_the_deadline() {
+        let shared = Shared::new();
+        let status = LeaderStatus::new(shared.clone());
+        let margin = Duration::from_millis(300);
+        assert!(!status.leads_for(Duration::ZERO));
+
+        let deadline = Instant::now() + Duration::from_millis(600);
+        shared.lead_until(deadline);
+        assert!(status.leads_for(margin));
+        let lost = tokio::spawn({
+            let status = status.clone();
+            async move { status.lost().await }
+        });
+        tokio::time::sleep_until(deadline - Duration::from_millis(250)).await;
+        // Still leader, but not for long enough to start a write that may take 300 ms.
+        assert!(status.is_leader());
+        assert!(!status.leads_for(margin));
+        assert!(!lost.is_finished());
+        // No renewal and no word from the election task: lost at the deadline.
+        tokio::time::timeout(Duration::from_secs(5), lost)
+            .await
+            .expect("loss noticed at the deadline")
+            .unwrap();
+        assert!(Instant::now() >= deadline);
+        assert!(!status.is_leader());
+    }
 
     #[tokio::test]
     async fn leadership_ends_at_the_deadline_without_the_task() {

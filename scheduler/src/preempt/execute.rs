@@ -116,7 +116,16 @@ async fn evict_all(
             }),
             ..EvictParams::default()
         };
-        match api.evict(&victim.name, &params).await {
+        // Fenced like a bind: sent while leading for longer than this timeout.
+        let timeout = shared.settings.leader_election.write_timeout();
+        let evicted = tokio::time::timeout(timeout, api.evict(&victim.name, &params))
+            .await
+            .unwrap_or_else(|_elapsed| {
+                Err(kube::Error::Service(
+                    format!("eviction timed out after {timeout:?}").into(),
+                ))
+            });
+        match evicted {
             Ok(_) => events.preempted(victim, preemptor, &plan.node),
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(kube::Error::Api(s)) if s.code == 429 => {

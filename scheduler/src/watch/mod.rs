@@ -21,51 +21,67 @@ use kube::{Api, Client, Resource};
 
 use crate::shared::Shared;
 use relist::{Index, relisting_watch};
+use tas_runtime::supervise::Supervisor;
 
 /// Start every watch; they run until the process ends.
-pub fn spawn_all(client: &Client, shared: &Arc<Shared>) {
+pub fn spawn_all(client: &Client, shared: &Arc<Shared>, tasks: &mut Supervisor) {
     let ours = format!(
         "spec.schedulerName={},spec.nodeName=",
         shared.settings.scheduler_name
     );
     spawn(
+        tasks,
+        "watch nodes",
         client,
         Config::default(),
         nodes::NodeWatch::new(shared.clone()),
     );
     spawn(
+        tasks,
+        "watch bound pods",
         client,
         Config::default().fields("spec.nodeName!="),
         pods::BoundPodWatch(shared.clone()),
     );
     spawn(
+        tasks,
+        "watch pending pods",
         client,
         Config::default().fields(&ours),
         pods::PendingPodWatch(shared.clone()),
     );
     spawn(
+        tasks,
+        "watch topologies",
         client,
         Config::default(),
         topologies::TopologyWatch::new(shared.clone()),
     );
     spawn(
+        tasks,
+        "watch namespaces",
         client,
         Config::default(),
         namespaces::NamespaceWatch(shared.clone()),
     );
     spawn(
+        tasks,
+        "watch budgets",
         client,
         Config::default(),
         budgets::BudgetWatch(shared.clone()),
     );
 }
 
-/// Run one cluster-wide watch feeding `index` on its own task.
-fn spawn<I>(client: &Client, config: Config, index: I)
+/// Run one cluster-wide watch feeding `index` on its own supervised task.
+fn spawn<I>(tasks: &mut Supervisor, name: &str, client: &Client, config: Config, index: I)
 where
     I: Index + Send + 'static,
     I::Key: Send,
     <I::Object as Resource>::DynamicType: Default,
 {
-    tokio::spawn(relisting_watch(Api::all(client.clone()), config, index));
+    tasks.spawn(
+        name,
+        relisting_watch(Api::all(client.clone()), config, index),
+    );
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use tas_testcluster::{TestCluster, wait_for};
 
-struct Proc(Child);
+pub(super) struct Proc(pub(super) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {

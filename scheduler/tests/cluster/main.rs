@@ -3,6 +3,8 @@
 //! binary for leader election) under a unique scheduler name, on its own labelled nodes,
 //! so the tests share one control plane without seeing each other's pods.
 
+mod fault_proxy;
+mod fence;
 mod insane;
 mod interpod;
 mod leader;
@@ -66,7 +68,12 @@ pub async fn env(prefix: &str) -> Env {
 impl Env {
     /// Start an in-process scheduler with this env's scheduler name.
     pub fn start_scheduler(&mut self, extra: Value) {
-        let mut config = json!({"schedulerName": self.scheduler, "cache": {"resyncPeriod": "1s"}});
+        let mut config = json!({
+            "schedulerName": self.scheduler,
+            "cache": {"resyncPeriod": "1s"},
+            // Leader election is always on: each test elects in its own namespace.
+            "leaderElection": {"leaseNamespace": self.ns},
+        });
         if let (Some(c), Some(e)) = (config.as_object_mut(), extra.as_object()) {
             for (k, v) in e {
                 c.insert(k.clone(), v.clone());

@@ -39,7 +39,10 @@ fn scheduler_config_map_parses_back_with_the_crs_values() {
     );
 
     let minimal = parsed_config(&desired(&cr(MINIMAL), &ctx()).unwrap());
-    assert!(!minimal.leader_election.enabled);
+    assert!(
+        minimal.leader_election.enabled,
+        "one replica elects a leader too"
+    );
     assert_eq!(minimal.scheduler_name, "topology-aware-scheduler");
 }
 
@@ -112,7 +115,7 @@ fn scheduler_deployment_mounts_its_config_and_runs_as_non_root() {
 }
 
 #[test]
-fn leader_election_role_exists_only_with_more_than_one_replica() {
+fn leader_election_role_exists_with_any_number_of_replicas() {
     let mut spec_cr = cr(FULL);
     let d = desired(&spec_cr, &ctx()).unwrap();
     assert_eq!(d.roles.len(), 1);
@@ -135,8 +138,9 @@ fn leader_election_role_exists_only_with_more_than_one_replica() {
 
     spec_cr.spec.scheduler.replicas = 1;
     let d = desired(&spec_cr, &ctx()).unwrap();
-    assert!(d.roles.is_empty() && d.role_bindings.is_empty());
-    assert!(!parsed_config(&d).leader_election.enabled);
+    assert_eq!(d.roles.len(), 1, "the Role is rendered for one replica too");
+    assert_eq!(d.role_bindings.len(), 1);
+    assert!(parsed_config(&d).leader_election.enabled);
 }
 
 #[test]
