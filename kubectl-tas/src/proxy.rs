@@ -71,7 +71,7 @@ mod tests {
         };
         assert_eq!(
             s.proxy_path(RESERVATIONS_PATH),
-            "/api/v1/namespaces/tas-system/services/tas-scheduler-metrics:http/proxy/debug/reservations"
+            "/api/v1/namespaces/tas-system/services/tas-scheduler-metrics:https/proxy/debug/reservations"
         );
         s.scheme = "https".into();
         s.port = "8443".into();
