@@ -5,6 +5,7 @@
 
 mod interpod;
 mod leader;
+mod node_groups;
 mod pods;
 mod preemption;
 mod spread;
