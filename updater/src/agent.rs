@@ -229,6 +229,8 @@ impl Agent {
             resource_managers: &kubelet.resource_managers_config(),
             fingerprint,
         });
+        let nrt =
+            nrt_object::with_fingerprint_exclude(nrt, self.cfg.fingerprint.exclude_attribute());
         Ok(self.publisher.publish(&nrt).await?)
     }
 

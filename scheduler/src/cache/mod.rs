@@ -38,6 +38,7 @@
 //! reservations that object cannot reflect yet.
 
 mod config;
+mod exclude;
 mod inspect;
 mod metrics;
 mod node;

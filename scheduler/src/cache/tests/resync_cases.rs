@@ -311,3 +311,35 @@ fn a_relist_forgets_vanished_pods_so_the_fingerprint_matches_again() {
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Match));
     assert_eq!(zones_free(&cache), [(20_000, 42), (28_000, 58)]);
 }
+
+#[test]
+fn pods_the_node_agent_excludes_are_left_out_of_the_expected_fingerprint() {
+    let t0 = Instant::now();
+    let cache = dirty_node(t0, config());
+    // A kube-system pod the agent's excludePods leaves out of its fingerprint.
+    let dns = pod("dns", &[("cpu", "1")])
+        .burstable()
+        .by("default-scheduler");
+    let mut dns_pod = dns.on(NODE).running().build();
+    dns_pod.metadata.namespace = Some("kube-system".to_owned());
+    cache.pod_bound(&dns_pod, t0);
+
+    let reported = with_fingerprint(placed_on_zone_0(), &[("ns", "p")], None);
+    let mut excluding = reported.clone();
+    excluding.attributes.push(AttributeInfo::new(
+        "nodeTopologyPodsFingerprintExclude",
+        "kube-system/* other/{a,b}",
+    ));
+    // Without the attribute the scheduler counts the kube-system pod: no match.
+    cache.update_nrt(reported);
+    assert_eq!(
+        cache.resync(t0 + secs(1)).outcome(NODE),
+        Some(ResyncOutcome::Mismatch)
+    );
+    cache.update_nrt(excluding);
+    assert_eq!(
+        cache.resync(t0 + secs(2)).outcome(NODE),
+        Some(ResyncOutcome::Match)
+    );
+    assert!(cache.dirty_nodes().is_empty());
+}
