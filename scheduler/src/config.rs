@@ -58,6 +58,9 @@ pub struct Settings {
     pub leader_election: LeaderElectionSettings,
     /// Evict lower-priority pods for a pod that fits nowhere.
     pub preemption: bool,
+    /// The TAS node groups' node selectors: a node they select is not trusted without
+    /// an NRT.
+    pub node_groups: Vec<tas_api::labels::Selector>,
 }
 
 /// Validated leader-election settings.
@@ -92,6 +95,11 @@ impl LeaderElectionSettings {
 }
 
 impl Settings {
+    /// Whether a node with these labels is in a TAS node group.
+    pub fn in_node_group(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        self.node_groups.iter().any(|s| s.matches(labels))
+    }
+
     /// Read and validate a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -191,6 +199,15 @@ impl Settings {
                 renew_period,
             }
         };
+        let node_groups = c
+            .node_groups
+            .iter()
+            .map(tas_api::labels::Selector::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ConfigError::Invalid {
+                field: "nodeGroups",
+                reason: e.to_string(),
+            })?;
         let parallelism = match c.parallelism {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n as usize,
@@ -208,6 +225,7 @@ impl Settings {
             backoff_max,
             leader_election,
             preemption: c.preemption.enabled,
+            node_groups,
         })
     }
 }
@@ -240,6 +258,30 @@ mod tests {
         assert!(s.parallelism >= 1);
         assert!(s.preemption, "preemption is on unless switched off");
         assert!(!parse("preemption: {enabled: false}").unwrap().preemption);
+    }
+
+    #[test]
+    fn node_groups_select_nodes_by_label() {
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert!(!parse("{}").unwrap().in_node_group(&labels(&[])));
+        let s = parse("nodeGroups: [{matchLabels: {tas: numa}}]").unwrap();
+        assert!(s.in_node_group(&labels(&[("tas", "numa")])));
+        assert!(!s.in_node_group(&labels(&[("tas", "other")])));
+        let all = parse("nodeGroups: [{}]").unwrap();
+        assert!(all.in_node_group(&labels(&[])));
+        let bad = "nodeGroups: [{matchExpressions: [{key: a, operator: Bogus}]}]";
+        assert!(matches!(
+            parse(bad),
+            Err(ConfigError::Invalid {
+                field: "nodeGroups",
+                ..
+            })
+        ));
     }
 
     #[test]

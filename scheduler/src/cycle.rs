@@ -33,6 +33,9 @@ use tas_api::tas::NodesWithoutTopology;
 pub enum TopologyView {
     /// The node publishes no NodeResourceTopology.
     Missing,
+    /// The node is in a TAS node group but has not published its NodeResourceTopology
+    /// yet (or it was deleted): pods with exclusive resources wait for it.
+    Unpublished,
     /// Its NodeResourceTopology could not be read.
     Invalid(Arc<TopologyError>),
     /// The (possibly pessimistic) view to decide on.
@@ -125,6 +128,10 @@ impl<'a> PreFilter<'a> {
 
 /// Reason text for a node without topology when such nodes are skipped.
 pub const NO_TOPOLOGY: &str = "node(s) had no NodeResourceTopology";
+/// Reason text for a node in a TAS node group without a topology (yet), for a pod
+/// with exclusive resources.
+pub const UNPUBLISHED_TOPOLOGY: &str =
+    "node(s) in a TAS node group had not published their NodeResourceTopology yet";
 /// Reason text for a node whose topology object is unreadable.
 pub const INVALID_TOPOLOGY: &str = "node(s) had an invalid NodeResourceTopology";
 /// kube-scheduler's default weight of the `InterPodAffinity` and `PodTopologySpread`
@@ -313,7 +320,10 @@ fn numa_and_score(
             numa::score(&topo, &pod.request, &s.score)
         }
         TopologyView::Invalid(_) => return Err(INVALID_TOPOLOGY.to_owned()),
-        TopologyView::Missing => match s.nodes_without_topology {
+        TopologyView::Unpublished if numa_sensitive(&pod.request) => {
+            return Err(UNPUBLISHED_TOPOLOGY.to_owned());
+        }
+        TopologyView::Missing | TopologyView::Unpublished => match s.nodes_without_topology {
             NodesWithoutTopology::Schedule => 0,
             NodesWithoutTopology::Skip => return Err(NO_TOPOLOGY.to_owned()),
         },
@@ -325,6 +335,12 @@ fn numa_and_score(
         score: u32::from(numa_score) * 2 + node_score,
         tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
     })
+}
+
+/// Whether the kubelet may pin part of this pod to NUMA zones (exclusive CPUs,
+/// hugepages, devices): such a pod never goes to a TAS node without its topology.
+pub fn numa_sensitive(request: &PodRequest) -> bool {
+    crate::cache::holds_exclusive_resources(request)
 }
 
 /// The NUMA fit of `request` on `topology`, the node-level resources judged from

@@ -55,6 +55,12 @@ pub fn with_snapshot<T>(
         .collect();
     let lookup = |name: &str| -> TopologyView {
         let view = match shared.cache.snapshot(name) {
+            None if state
+                .node(name)
+                .is_some_and(|n| shared.settings.in_node_group(n.labels())) =>
+            {
+                TopologyView::Unpublished
+            }
             None => TopologyView::Missing,
             Some(Ok(view)) => TopologyView::Known(view),
             Some(Err(e)) => TopologyView::Invalid(e),

@@ -322,7 +322,8 @@ impl Agent {
             resource_managers: &kubelet.resource_managers_config(),
             fingerprint,
         });
-        let mut nrt = nrt;
+        let mut nrt =
+            nrt_object::with_fingerprint_exclude(nrt, self.cfg.fingerprint.exclude_attribute());
         nrt.metadata.annotations = Some(annotations);
         Ok(self.publisher.publish(&nrt).await?)
     }

@@ -40,6 +40,22 @@ pub struct Observed<'a> {
     pub fingerprint: Option<(String, Method)>,
 }
 
+/// `nrt` with the `nodeTopologyPodsFingerprintExclude` attribute set to `exclude`
+/// (when some), attributes kept sorted by name.
+pub fn with_fingerprint_exclude(
+    mut nrt: NodeResourceTopology,
+    exclude: Option<String>,
+) -> NodeResourceTopology {
+    if let Some(value) = exclude {
+        nrt.attributes.push(AttributeInfo::new(
+            attr::NODE_TOPOLOGY_PODS_FINGERPRINT_EXCLUDE,
+            value,
+        ));
+        nrt.attributes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    nrt
+}
+
 /// The object's metadata alone, without zones or attributes: what the agent publishes
 /// when it has no kubelet settings to tell (a configuration that never could be read).
 pub fn skeleton(node: &NodeRef) -> NodeResourceTopology {

@@ -27,18 +27,19 @@ pub enum ExcludeError {
 pub struct FingerprintPolicy {
     method: Option<Method>,
     exclude: GlobSet,
+    patterns: Vec<String>,
 }
 
 impl FingerprintPolicy {
     /// `method: None` publishes no fingerprint.
-    pub fn new(method: Option<Method>, exclude: &[String]) -> Result<Self, ExcludeError> {
+    pub fn new(method: Option<Method>, exclude_list: &[String]) -> Result<Self, ExcludeError> {
         let mut set = GlobSetBuilder::new();
-        for pattern in exclude {
+        for pattern in exclude_list {
             let mut parts = pattern.split('/');
             let (Some(ns), Some(name), None) = (parts.next(), parts.next(), parts.next()) else {
                 return Err(ExcludeError::Shape(pattern.clone()));
             };
-            if ns.is_empty() || name.is_empty() {
+            if ns.is_empty() || name.is_empty() || pattern.contains(char::is_whitespace) {
                 return Err(ExcludeError::Shape(pattern.clone()));
             }
             let glob = Glob::new(pattern).map_err(|source| ExcludeError::Glob {
@@ -48,10 +49,21 @@ impl FingerprintPolicy {
             set.add(glob);
         }
         let exclude = set.build().map_err(|source| ExcludeError::Glob {
-            pattern: exclude.join(","),
+            pattern: exclude_list.join(","),
             source,
         })?;
-        Ok(Self { method, exclude })
+        Ok(Self {
+            method,
+            exclude,
+            patterns: exclude_list.to_vec(),
+        })
+    }
+
+    /// The value of the `nodeTopologyPodsFingerprintExclude` attribute: the exclude
+    /// globs separated by spaces, `None` without a fingerprint or without excludes. The
+    /// scheduler leaves the same pods out of the fingerprint it computes.
+    pub fn exclude_attribute(&self) -> Option<String> {
+        (self.method.is_some() && !self.patterns.is_empty()).then(|| self.patterns.join(" "))
     }
 
     /// The method published alongside the fingerprint, if any.
@@ -116,6 +128,31 @@ mod tests {
     }
 
     #[test]
+    fn excludes_are_published_for_the_scheduler() {
+        let ex = [
+            "kube-system/*".to_owned(),
+            "monitoring/node-{a,b}".to_owned(),
+        ];
+        let p = FingerprintPolicy::new(Some(Method::All), &ex).unwrap();
+        assert_eq!(
+            p.exclude_attribute().as_deref(),
+            Some("kube-system/* monitoring/node-{a,b}")
+        );
+        assert_eq!(
+            FingerprintPolicy::new(Some(Method::All), &[])
+                .unwrap()
+                .exclude_attribute(),
+            None
+        );
+        assert_eq!(
+            FingerprintPolicy::new(None, &ex)
+                .unwrap()
+                .exclude_attribute(),
+            None
+        );
+    }
+
+    #[test]
     fn exclusive_method_covers_only_pinned_pods() {
         let p = FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap();
         let pods = [
@@ -136,7 +173,7 @@ mod tests {
 
     #[test]
     fn malformed_excludes_are_refused() {
-        for bad in ["no-slash", "a/b/c", "/x", "x/", "ns/[unclosed"] {
+        for bad in ["no-slash", "a/b/c", "/x", "x/", "ns/[unclosed", "ns/a b"] {
             let err = FingerprintPolicy::new(Some(Method::All), &[bad.into()]).unwrap_err();
             assert!(err.to_string().contains(bad), "{err}");
         }

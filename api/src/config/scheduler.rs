@@ -1,6 +1,7 @@
 //! The scheduler's configuration file, as the operator renders it into a ConfigMap.
 
 use crate::tas::{CacheSpec, NodesWithoutTopology, PreemptionSpec, ScoringSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 /// File name of the configuration inside the ConfigMap / mounted directory.
@@ -39,6 +40,12 @@ pub struct SchedulerConfig {
     /// Preemption of lower-priority pods (on unless `enabled: false`).
     #[serde(default)]
     pub preemption: PreemptionSpec,
+    /// The node selectors of the TAS node groups (nodes that run the node agent). A
+    /// node one of them selects is not trusted without a NodeResourceTopology: pods
+    /// with exclusive resources stay off it until it publishes one, whatever
+    /// `nodesWithoutTopology` says. Empty (the default): no node is known to be in one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_groups: Vec<LabelSelector>,
 }
 
 impl Default for SchedulerConfig {
@@ -52,6 +59,7 @@ impl Default for SchedulerConfig {
             parallelism: 0,
             backoff: Backoff::default(),
             preemption: PreemptionSpec::default(),
+            node_groups: Vec::new(),
         }
     }
 }

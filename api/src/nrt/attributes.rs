@@ -19,6 +19,9 @@ pub const TOPOLOGY_MANAGER_MAX_NUMA_NODES: &str = "topologyManagerMaxNUMANodes";
 pub const NODE_TOPOLOGY_PODS_FINGERPRINT: &str = "nodeTopologyPodsFingerprint";
 /// Attribute naming which pods the fingerprint covers.
 pub const NODE_TOPOLOGY_PODS_FINGERPRINT_METHOD: &str = "nodeTopologyPodsFingerprintMethod";
+/// Attribute listing the `namespace/name` globs of the pods the fingerprint leaves out,
+/// separated by spaces (written only when there are some).
+pub const NODE_TOPOLOGY_PODS_FINGERPRINT_EXCLUDE: &str = "nodeTopologyPodsFingerprintExclude";
 /// Legacy annotation holding the pod-set fingerprint, read when the attribute is absent.
 pub const FINGERPRINT_ANNOTATION: &str = "topology.node.k8s.io/fingerprint";
 /// How [`TopologyManagerConfig::from_nrt`](super::topology_manager::TopologyManagerConfig::from_nrt)
@@ -73,6 +76,14 @@ impl NodeResourceTopology {
         self.attribute(NODE_TOPOLOGY_PODS_FINGERPRINT)
             .filter(|v| !v.is_empty())
             .or_else(|| annotation().filter(|v| !v.is_empty()))
+    }
+
+    /// The `namespace/name` globs of the pods the published fingerprint leaves out
+    /// (the `nodeTopologyPodsFingerprintExclude` attribute); none when it is absent.
+    pub fn pods_fingerprint_exclude(&self) -> Vec<&str> {
+        self.attribute(NODE_TOPOLOGY_PODS_FINGERPRINT_EXCLUDE)
+            .map(|v| v.split_whitespace().collect())
+            .unwrap_or_default()
     }
 
     /// Which pods the published fingerprint covers; [`Method::All`] when the

@@ -249,16 +249,18 @@ pub enum ForeignPodsDetection {
     None,
 }
 
-/// How the scheduler watches pods for its node-usage view.
+/// Which pods bound to a node the reserve cache counts when it computes the pod-set
+/// fingerprint it compares with the node's NodeResourceTopology. Both modes use the
+/// same single watch of bound pods; only the phases counted differ.
 #[derive(
     schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
 )]
 pub enum InformerMode {
-    /// One watch of all pods, shared by scheduling and the reserve cache.
+    /// Only `Running` pods count.
     #[default]
     Shared,
-    /// A separate watch for the reserve cache that only sees running pods, so pods the
-    /// kubelet has not admitted yet do not count.
+    /// Every pod but `Pending` ones counts (`Running`, and `Succeeded` or `Failed` pods
+    /// not deleted yet), for node agents that keep reporting finished pods.
     Dedicated,
 }
 
@@ -314,7 +316,8 @@ pub struct CacheSpec {
     /// All, OnlyExclusiveResources or None.
     #[serde(default)]
     pub foreign_pods: ForeignPodsDetection,
-    /// Shared or Dedicated.
+    /// Shared (the fingerprint counts Running pods) or Dedicated (every pod but
+    /// Pending ones).
     #[serde(default)]
     pub informer_mode: InformerMode,
 }

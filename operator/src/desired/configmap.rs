@@ -8,6 +8,7 @@ use super::BuildError;
 use super::meta::{Component, Stack};
 use super::names::SCHEDULER_CONFIG_MAP;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 use tas_api::config::scheduler::{FILE_NAME, LeaderElection, SchedulerConfig};
 use tas_api::tas::{SchedulerSpec, TopologyAwareSchedulingSpec};
@@ -36,8 +37,21 @@ pub fn scheduler_config(spec: &TopologyAwareSchedulingSpec) -> SchedulerConfig {
         cache: s.cache.clone(),
         nodes_without_topology: s.nodes_without_topology,
         preemption: s.preemption.clone(),
+        node_groups: node_group_selectors(spec),
         ..SchedulerConfig::default()
     }
+}
+
+/// The node selectors of the spec's node groups; no group means the implicit group of
+/// every node (an empty selector).
+pub fn node_group_selectors(spec: &TopologyAwareSchedulingSpec) -> Vec<LabelSelector> {
+    if spec.node_groups.is_empty() {
+        return vec![LabelSelector::default()];
+    }
+    spec.node_groups
+        .iter()
+        .map(|g| g.node_selector.clone())
+        .collect()
 }
 
 /// A configuration rendered to the bytes the scheduler will read.
@@ -71,5 +85,28 @@ mod tests {
         let rendered = render(&scheduler_config(&spec)).expect("renders");
         let parsed: SchedulerConfig = serde_norway::from_str(&rendered).expect("parses back");
         assert!(!parsed.preemption.enabled);
+    }
+
+    #[test]
+    fn node_groups_reach_the_scheduler() {
+        let mut spec: TopologyAwareSchedulingSpec =
+            serde_json::from_value(serde_json::json!({})).expect("defaults");
+        let rendered = render(&scheduler_config(&spec)).expect("renders");
+        let parsed: SchedulerConfig = serde_norway::from_str(&rendered).expect("parses back");
+        assert_eq!(
+            parsed.node_groups,
+            vec![LabelSelector::default()],
+            "every node"
+        );
+        spec = serde_json::from_value(serde_json::json!({"nodeGroups": [
+            {"name": "numa", "nodeSelector": {"matchLabels": {"tas": "numa"}}}
+        ]}))
+        .expect("groups");
+        let rendered = render(&scheduler_config(&spec)).expect("renders");
+        let parsed: SchedulerConfig = serde_norway::from_str(&rendered).expect("parses back");
+        assert_eq!(
+            parsed.node_groups,
+            vec![spec.node_groups[0].node_selector.clone()]
+        );
     }
 }

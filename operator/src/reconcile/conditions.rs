@@ -4,6 +4,7 @@
 //! ```text
 //! Facts (operand rollout counts, paused, the reconcile's problem, stale nodes)
 //!   ├─ available()   Available   True when every agent pod and ≥ 1 scheduler replica is ready
+//!   │                            and the node groups select ≥ 1 node
 //!   ├─ progressing() Progressing True while a rollout is under way; False/Paused when paused
 //!   └─ degraded()    Degraded    True when something needs a human (the problem's reason)
 //!        └─ merge(existing conditions, now) ─► conditions with lastTransitionTime kept
@@ -29,6 +30,8 @@ pub const PAUSED: &str = "Paused";
 pub const ROLLING: &str = "Rolling";
 /// `Available=False`: node agents missing or not ready.
 pub const UPDATER_NOT_READY: &str = "UpdaterNotReady";
+/// `Available=False`: the node groups select no node at all.
+pub const NO_NODES_SELECTED: &str = "NoNodesSelected";
 /// `Available=False`: no scheduler replica ready.
 pub const SCHEDULER_NOT_READY: &str = "SchedulerNotReady";
 
@@ -119,8 +122,8 @@ pub fn decide(facts: &Facts) -> Vec<Decided> {
     vec![available(facts), progressing(facts), degraded(facts)]
 }
 
-/// `Available`: every node agent DaemonSet has all its pods ready and the scheduler has
-/// at least one ready replica.
+/// `Available`: every node agent DaemonSet has all its pods ready, the scheduler has
+/// at least one ready replica, and the node groups select at least one node.
 pub fn available(f: &Facts) -> Decided {
     let not_ready: Vec<String> = f
         .daemon_sets
@@ -154,6 +157,17 @@ pub fn available(f: &Facts) -> Decided {
             false,
             SCHEDULER_NOT_READY,
             format!("scheduler Deployment {} {what}", s.name),
+        );
+    }
+    if f.desired_nodes == 0 {
+        return Decided::new(
+            AVAILABLE,
+            false,
+            NO_NODES_SELECTED,
+            format!(
+                "the {} node group(s) select no node: no node agent runs and no node publishes a NodeResourceTopology; label nodes to match spec.nodeGroups[].nodeSelector",
+                f.daemon_sets.len()
+            ),
         );
     }
     let agents: i32 = f.daemon_sets.iter().map(|d| d.ready).sum();

@@ -12,6 +12,7 @@ mod collector;
 mod harness;
 mod install;
 mod least_privilege;
+mod no_nodes;
 mod otlp;
 mod overlap;
 mod paused;
@@ -57,6 +58,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     install::scenario(&client, &operator).await;
     overlap::scenario(&client).await;
     paused::scenario(&client, &operator).await;
+    no_nodes::scenario(&client).await;
     scale::scenario(&client, &operator).await;
     pods::scenario(&client).await;
     otlp::scenario(&client, &telemetry).await;

@@ -16,6 +16,8 @@
 //!   reserved (another scheduler's, or ours from before a restart) is handled by the
 //!   foreign-pods policy: when relevant it is reserved on observation, so the node
 //!   becomes dirty *and* its footprint is accounted instead of the node being unusable.
+//!   After a relist of bound pods, [`TopologyCache::retain_pods`] forgets every pod the
+//!   relist did not return (and whose binding is not in flight), as if deleted.
 //! - Resync timer → [`TopologyCache::resync`] compares each dirty node's latest NRT
 //!   with the pods believed on it and replaces the view when they agree, or when the
 //!   node has been dirty too long (bounded staleness); see [`resync`] for
@@ -36,6 +38,7 @@
 //! reservations that object cannot reflect yet.
 
 mod config;
+mod exclude;
 mod inspect;
 mod metrics;
 mod node;
@@ -331,6 +334,31 @@ impl TopologyCache {
         };
         let window = self.config.max_staleness;
         state.detach(&node, uid, &self.metrics, Some((now, window)))
+    }
+
+    /// A relist of bound pods ended: every pod the cache knows (bound, or reserved)
+    /// for which `keep` says no is handled as deleted, releasing its reservation. The
+    /// caller keeps what the relist returned and the pods whose binding is in flight.
+    /// Returns how many pods were forgotten.
+    pub fn retain_pods(&self, keep: impl Fn(&str) -> bool, now: Instant) -> usize {
+        let mut state = self.write();
+        let gone: Vec<(String, String)> = state
+            .pod_nodes
+            .iter()
+            .filter(|(uid, _)| !keep(uid))
+            .map(|(uid, node)| (uid.clone(), node.clone()))
+            .collect();
+        let window = self.config.max_staleness;
+        for (uid, node) in &gone {
+            state.detach(node, uid, &self.metrics, Some((now, window)));
+        }
+        if !gone.is_empty() {
+            tracing::debug!(
+                pods = gone.len(),
+                "pods missing from a relist forgotten by the reserve cache"
+            );
+        }
+        gone.len()
     }
 
     /// Resyncs every dirty node; see [`resync`].

@@ -13,6 +13,7 @@ use tas_api::fingerprint::{Fingerprint, Method};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::InformerMode;
 
+use super::exclude::PodExclusions;
 use super::pod::ObservedPod;
 use crate::numa::{NodeTopology, Resources, TopologyError};
 
@@ -209,10 +210,19 @@ impl NodeEntry {
                 .is_some_and(|at| now.saturating_duration_since(*at) < window)
     }
 
-    /// The fingerprint of the pods believed on the node that `method` and `mode` count.
+    /// The fingerprint of the pods believed on the node that `method` and `mode` count,
+    /// leaving out the pods the latest NRT says its writer excluded.
     pub(crate) fn fingerprint(&self, method: Method, mode: InformerMode) -> Fingerprint {
+        let excluded = self
+            .latest
+            .as_deref()
+            .map(PodExclusions::of)
+            .unwrap_or_default();
         let mut fp = Fingerprint::with_capacity(self.pods.len());
         for pod in self.pods.values() {
+            if excluded.excludes(&pod.namespace, &pod.name) {
+                continue;
+            }
             let covered = match method {
                 Method::All => true,
                 Method::WithExclusiveResources => pod.exclusive,

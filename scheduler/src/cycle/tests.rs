@@ -121,6 +121,34 @@ fn missing_topology_follows_the_setting() {
 }
 
 #[test]
+fn a_node_group_node_without_topology_takes_no_numa_sensitive_pod() {
+    let nodes = [node("in-group", "16"), node("outside", "16")];
+    let refs: Vec<&NodeInfo> = nodes.iter().collect();
+    let s = settings(1);
+    let lookup = |n: &str| match n {
+        "in-group" => TopologyView::Unpublished,
+        _ => TopologyView::Missing,
+    };
+    // Even under `Schedule`, only the node outside every group is judged without NUMA.
+    let Decision::Schedule(c) = decide(&guaranteed("6"), &refs, lookup, &s) else {
+        panic!("the node outside the groups fits");
+    };
+    assert_eq!(c.node, "outside");
+    let Decision::Unschedulable(r) = decide(&guaranteed("6"), &refs[..1], lookup, &s) else {
+        panic!("the unpublished node is not eligible");
+    };
+    assert_eq!(
+        r.message(1),
+        format!("0/1 nodes are available: 1 {UNPUBLISHED_TOPOLOGY} (in-group).")
+    );
+    // A pod the kubelet pins nothing of (no whole CPUs: shared pool) still goes there.
+    assert!(matches!(
+        decide(&guaranteed("500m"), &refs[..1], lookup, &s),
+        Decision::Schedule(_)
+    ));
+}
+
+#[test]
 fn parallel_and_serial_agree() {
     let nodes: Vec<NodeInfo> = (0..2000).map(|i| node(&format!("n{i:04}"), "16")).collect();
     let refs: Vec<&NodeInfo> = nodes.iter().collect();

@@ -40,7 +40,8 @@ where
     R: Fn(&str) -> Option<Resources>,
 {
     let topology = match view {
-        TopologyView::Missing => {
+        TopologyView::Unpublished if crate::cycle::numa_sensitive(&pod.request) => return false,
+        TopologyView::Missing | TopologyView::Unpublished => {
             return s.nodes_without_topology == NodesWithoutTopology::Schedule;
         }
         TopologyView::Invalid(_) => return false,

@@ -5,7 +5,8 @@
 //! Each watch is a `relist::Index` run by `relist::relisting_watch`: it applies its
 //! events to [`Shared`] and signals the scheduling loop when an event could help a
 //! waiting pod. A relist (`Init` … `InitDone`) replaces what the watch had delivered, so
-//! objects deleted while disconnected are forgotten.
+//! objects deleted while disconnected are forgotten — bound pods by the cluster state and
+//! the reserve cache alike.
 
 mod budgets;
 mod namespaces;

@@ -60,6 +60,15 @@ impl Index for BoundPodWatch {
         if let Ok(mut s) = self.0.state.write() {
             s.retain_pods(&seen, &in_flight);
         }
+        // The reserve cache forgets them too, or their nodes' fingerprints never match
+        // again (and their reservations are never released) until a forced resync.
+        let forgotten = self.0.cache.retain_pods(
+            |uid| seen.contains(uid) || in_flight.contains(uid),
+            std::time::Instant::now(),
+        );
+        if forgotten > 0 {
+            self.0.cluster_event();
+        }
     }
 
     fn synced(&mut self) {
@@ -190,5 +199,71 @@ fn remove_pending(shared: &Shared, uid: &str) {
     if let Ok(mut q) = shared.queue.lock() {
         q.remove(uid);
         shared.metrics.queue_depth.set(q.len() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::cache::{CacheConfig, CacheMetrics, TopologyCache};
+    use crate::config::Settings;
+    use crate::events::EventSender;
+    use crate::metrics::Metrics;
+
+    fn shared() -> Arc<Shared> {
+        let settings = Settings::from_config(&Default::default()).expect("default settings");
+        let cache = TopologyCache::new(
+            CacheConfig {
+                scheduler_name: settings.scheduler_name.clone(),
+                resync_period: settings.resync_period,
+                max_staleness: settings.max_staleness,
+                foreign_pods: settings.foreign_pods,
+                informer_mode: settings.informer_mode,
+            },
+            CacheMetrics::default(),
+        );
+        Shared::new(
+            settings,
+            cache,
+            Metrics::new(),
+            EventSender::disabled(),
+            crate::telemetry::Telemetry::off(),
+        )
+    }
+
+    fn bound(name: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("ns".to_owned()),
+                uid: Some(format!("uid-{name}")),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("worker-1".to_owned()),
+                ..PodSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_relist_removes_vanished_pods_from_the_state_and_the_reserve_cache() {
+        let shared = shared();
+        let mut watch = BoundPodWatch(shared.clone());
+        for name in ["kept", "vanished"] {
+            watch.apply(format!("uid-{name}"), bound(name));
+        }
+        assert_eq!(shared.cache.status("worker-1").map(|s| s.pods), Some(2));
+
+        watch.retain(HashSet::from(["uid-kept".to_owned()]));
+
+        assert_eq!(shared.cache.status("worker-1").map(|s| s.pods), Some(1));
+        let state = shared.state.read().expect("state");
+        assert_eq!(state.node_of("uid-kept"), Some("worker-1"));
+        assert_eq!(state.node_of("uid-vanished"), None);
     }
 }

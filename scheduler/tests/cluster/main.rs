@@ -8,6 +8,7 @@ mod fence;
 mod insane;
 mod interpod;
 mod leader;
+mod node_groups;
 mod pods;
 mod preemption;
 mod spread;

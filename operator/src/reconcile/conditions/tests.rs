@@ -73,6 +73,17 @@ fn a_group_without_nodes_does_not_block_availability() {
 }
 
 #[test]
+fn node_groups_selecting_no_node_make_it_unavailable_and_say_so() {
+    let mut f = healthy();
+    f.daemon_sets[0] = workload("tas-updater-a", 0, 0);
+    f.desired_nodes = 0;
+    let a = available(&f);
+    assert!(!a.status);
+    assert_eq!(a.reason, NO_NODES_SELECTED);
+    assert!(a.message.contains("select no node"), "{}", a.message);
+}
+
+#[test]
 fn no_ready_scheduler_replica_makes_it_unavailable() {
     let mut f = healthy();
     f.scheduler.ready = 0;

@@ -283,3 +283,63 @@ fn finished_pods_count_only_with_a_dedicated_informer() {
         );
     }
 }
+
+#[test]
+fn a_relist_forgets_vanished_pods_so_the_fingerprint_matches_again() {
+    let t0 = Instant::now();
+    let cache = dirty_node(t0, config());
+    // `gone` was bound and deleted while the watch was away: no Delete ever comes.
+    let gone = big("gone");
+    reserve(&cache, NODE, &gone, t0);
+    cache.pod_bound(&gone.on(NODE).running().build(), t0);
+    // `binding` is assumed, its binding still in flight: the relist cannot show it.
+    let binding = pod("binding", &[("cpu", "2"), ("memory", "2Gi")]);
+    reserve(&cache, NODE, &binding, t0);
+    assert_eq!(cache.status(NODE).map(|s| s.reservations), Some(3));
+
+    let forgotten = cache.retain_pods(|uid| uid == "uid-p" || uid == "uid-binding", t0);
+    assert_eq!(forgotten, 1);
+    let status = cache.status(NODE).expect("node known");
+    assert_eq!(status.pods, 1, "only p is believed bound");
+    assert_eq!(status.reservations, 2, "p and the in-flight pod");
+    assert_eq!(zones_free(&cache), [(20_000, 42), (20_000, 42)]);
+
+    // The node agent reports p alone: the fingerprint agrees, the view is replaced
+    // and only the in-flight pod's reservation survives.
+    cache.update_nrt(with_fingerprint(placed_on_zone_0(), &[("ns", "p")], None));
+    let report = cache.resync(t0 + secs(1));
+    assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Match));
+    assert_eq!(zones_free(&cache), [(20_000, 42), (28_000, 58)]);
+}
+
+#[test]
+fn pods_the_node_agent_excludes_are_left_out_of_the_expected_fingerprint() {
+    let t0 = Instant::now();
+    let cache = dirty_node(t0, config());
+    // A kube-system pod the agent's excludePods leaves out of its fingerprint.
+    let dns = pod("dns", &[("cpu", "1")])
+        .burstable()
+        .by("default-scheduler");
+    let mut dns_pod = dns.on(NODE).running().build();
+    dns_pod.metadata.namespace = Some("kube-system".to_owned());
+    cache.pod_bound(&dns_pod, t0);
+
+    let reported = with_fingerprint(placed_on_zone_0(), &[("ns", "p")], None);
+    let mut excluding = reported.clone();
+    excluding.attributes.push(AttributeInfo::new(
+        "nodeTopologyPodsFingerprintExclude",
+        "kube-system/* other/{a,b}",
+    ));
+    // Without the attribute the scheduler counts the kube-system pod: no match.
+    cache.update_nrt(reported);
+    assert_eq!(
+        cache.resync(t0 + secs(1)).outcome(NODE),
+        Some(ResyncOutcome::Mismatch)
+    );
+    cache.update_nrt(excluding);
+    assert_eq!(
+        cache.resync(t0 + secs(2)).outcome(NODE),
+        Some(ResyncOutcome::Match)
+    );
+    assert!(cache.dirty_nodes().is_empty());
+}

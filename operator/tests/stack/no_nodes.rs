@@ -1,0 +1,22 @@
+//! Node groups that select no node: `Available=False` with `NoNodesSelected` (not
+//! `Available=True` with 0 nodes), until a node matches.
+
+use crate::harness::*;
+use kube::Client;
+use tas_api::tas::status::condition_type::AVAILABLE;
+use tas_testcluster::unique_name;
+
+const POOL: &str = "e2e.tas.dev/pool";
+
+pub async fn scenario(client: &Client) {
+    let ns = unique_name("tas-nonodes");
+    let pool = unique_name("pool");
+    create(client, &with_groups(&ns, &[("empty", POOL, &pool)])).await;
+    let cr = wait_condition(client, AVAILABLE, "False", Some("NoNodesSelected")).await;
+    let message = &condition(&cr, AVAILABLE).unwrap().message;
+    assert!(message.contains("select no node"), "{message}");
+
+    nodes(client, "nonodes", 1, &[(POOL, &pool)]).await;
+    wait_condition(client, AVAILABLE, "True", Some("AsExpected")).await;
+    uninstall(client, &ns).await;
+}
