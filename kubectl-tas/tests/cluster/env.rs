@@ -255,6 +255,9 @@ impl Env {
                 SERVICE,
                 "--scheduler-port",
                 PORT_NAME,
+                // The in-process scheduler serves plain HTTP (as --insecure-http).
+                "--scheduler-scheme",
+                "http",
             ])
             .env_remove("KUBECONFIG")
             .output()
