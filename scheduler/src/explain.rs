@@ -95,14 +95,6 @@ pub fn unsupported_features(pod: &Pod) -> Vec<&'static str> {
     let Some(spec) = &pod.spec else {
         return out;
     };
-    let has_pvc = spec
-        .volumes
-        .iter()
-        .flatten()
-        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
-    if has_pvc {
-        out.push("volume topology (PersistentVolumeClaims)");
-    }
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         out.push("dynamic resource claims");
     }
@@ -176,15 +168,12 @@ mod tests {
         }))
         .unwrap();
         let u = unsupported_features(&pod);
-        // Inter-pod affinity and topology spread are evaluated: not named.
-        assert_eq!(
-            u,
-            [
-                "volume topology (PersistentVolumeClaims)",
-                "dynamic resource claims"
-            ]
-        );
+        // Inter-pod affinity, topology spread and volumes are evaluated: not named.
+        assert_eq!(u, ["dynamic resource claims"]);
         let m = with_unsupported_note("0/1 nodes are available.".into(), &u);
-        assert!(m.contains("does not evaluate volume topology"), "{m}");
+        assert!(
+            m.contains("does not evaluate dynamic resource claims"),
+            "{m}"
+        );
     }
 }

@@ -32,6 +32,9 @@ pub struct PodMeta {
     pub affinity: Option<PodAffinityTerms>,
     /// What the kubelet may pin to NUMA zones for it ([`numa_footprint`]).
     pub footprint: Resources,
+    /// The PersistentVolumeClaims its volumes use, in its namespace
+    /// ([`crate::filter::volumes::claim_names`]).
+    pub claims: Vec<String>,
 }
 
 impl PodMeta {
@@ -49,6 +52,7 @@ impl PodMeta {
             never_preempts: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
             affinity: PodAffinityTerms::from_pod(pod),
             footprint: numa_footprint(request),
+            claims: crate::filter::volumes::claim_names(pod),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::cycle::{self, CycleSettings, Decision, PodInput};
 use crate::decision_trace::decide_traced;
 use crate::events::EventSender;
 use crate::explain;
-use crate::filter::PodFilterInput;
+use crate::filter::{PodFilterInput, VolumeProblem, volumes};
 use crate::numa::PodRequest;
 use crate::preempt::{self, Outcome};
 use crate::shared::Shared;
@@ -90,7 +90,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
         if shared.is_in_flight(&queued.uid) {
             continue;
         }
-        let input = match parse(&pod) {
+        let mut input = match parse(&pod) {
             Ok(i) => i,
             Err(message) => {
                 shared.metrics.attempt("error");
@@ -107,6 +107,22 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 continue;
             }
         };
+        if let Err(problem) = resolve_volumes(&shared, &pod, &mut input.filter) {
+            shared.metrics.attempt("unschedulable");
+            let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
+            let message = format!("0/{total} nodes are available: {problem}.");
+            shared.telemetry.attempt(&AttemptRecord {
+                pod: &pod,
+                started: SystemTime::now(),
+                phases: &[],
+                decision: None,
+                nodes: total,
+                feasible: 0,
+                outcome: AttemptOutcome::Unschedulable { reason: &message },
+            });
+            unschedulable(&shared, &events, &pod, message, &mut last_message);
+            continue;
+        }
         let started = Instant::now();
         let started_at = SystemTime::now();
         let zones = shared.telemetry.is_on();
@@ -226,6 +242,29 @@ fn parse(pod: &Pod) -> Result<PodInput, String> {
         filter: PodFilterInput::new(pod).map_err(|e| err(&e))?,
         request: PodRequest::from_pod(pod).map_err(|e| err(&e))?,
     })
+}
+
+/// Resolves the pod's claims into the volume filters' input, or says why no node can
+/// take the pod yet (see [`crate::filter::volumes`]). `ReadWriteOncePod` claims are
+/// checked against every pod on a node, assumed ones included.
+fn resolve_volumes(
+    shared: &Shared,
+    pod: &Pod,
+    filter: &mut PodFilterInput,
+) -> Result<(), VolumeProblem> {
+    if !volumes::has_claims(pod) {
+        return Ok(());
+    }
+    let catalog = shared
+        .volumes
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let state = shared
+        .state
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    filter.set_volumes(volumes::prepare(&catalog, pod, state.nodes())?);
+    Ok(())
 }
 
 /// One decision over a consistent snapshot of nodes, namespaces and topologies.

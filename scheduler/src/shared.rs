@@ -4,6 +4,7 @@ use crate::affinity::NamespaceLabels;
 use crate::cache::TopologyCache;
 use crate::config::Settings;
 use crate::events::EventSender;
+use crate::filter::volume_catalog::VolumeCatalog;
 use crate::metrics::Metrics;
 use crate::preempt::{Budgets, Nominations};
 use crate::queue::SchedulingQueue;
@@ -31,6 +32,12 @@ pub struct Synced {
     pub namespaces: AtomicBool,
     /// PodDisruptionBudgets listed.
     pub budgets: AtomicBool,
+    /// PersistentVolumeClaims listed.
+    pub claims: AtomicBool,
+    /// PersistentVolumes listed.
+    pub volumes: AtomicBool,
+    /// StorageClasses listed.
+    pub storage_classes: AtomicBool,
 }
 
 impl Synced {
@@ -43,6 +50,9 @@ impl Synced {
             &self.topologies,
             &self.namespaces,
             &self.budgets,
+            &self.claims,
+            &self.volumes,
+            &self.storage_classes,
         ]
         .iter()
         .all(|b| b.load(Ordering::Acquire))
@@ -82,6 +92,9 @@ pub struct Shared {
     pub events: EventSender,
     /// Spans and OTLP metrics (off without an endpoint).
     pub telemetry: Telemetry,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, for the volume
+    /// filters.
+    pub volumes: RwLock<VolumeCatalog>,
 }
 
 impl Shared {
@@ -110,6 +123,7 @@ impl Shared {
             synced: Synced::default(),
             events,
             telemetry,
+            volumes: RwLock::new(VolumeCatalog::default()),
         })
     }
 

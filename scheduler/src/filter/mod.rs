@@ -10,7 +10,14 @@
 //! 3. [`taint_toleration`] — `NoSchedule`/`NoExecute` taints;
 //! 4. [`node_affinity`] — `nodeSelector` and required node affinity;
 //! 5. [`node_ports`] — host ports;
-//! 6. [`node_resources_fit`] — requests against allocatable, and pod count.
+//! 6. [`node_resources_fit`] — requests against allocatable, and pod count;
+//! 7. [`volume_binding`] — the node affinity of the pod's bound PersistentVolumes;
+//! 8. [`volume_zone`] — their zone and region labels.
+//!
+//! What the volume filters compare is resolved once per attempt by
+//! [`volumes::prepare`] (claims, volumes and storage classes from the watches'
+//! [`volume_catalog`]), which also keeps a pod Pending when a claim is missing, being
+//! deleted, unbound, or `ReadWriteOncePod` and in use ([`volume_restrictions`]).
 //!
 //! Data flows in three steps so the per pod × node work is comparisons only:
 //!
@@ -27,8 +34,10 @@
 //!
 //! The plugins that need cluster-wide state live next door: `PodTopologySpread` in
 //! [`crate::spread`], `InterPodAffinity` in [`crate::affinity`]. Not covered at all:
-//! volume plugins, pod-level `spec.resources`, in-place resize status, and the
-//! profile-level knobs (ignored resources, added affinity).
+//! `NodeVolumeLimits` (attachable volume counts), the in-tree disk conflicts of
+//! `VolumeRestrictions`, volume binding itself (see [`volumes`]), pod-level
+//! `spec.resources`, in-place resize status, and the profile-level knobs (ignored
+//! resources, added affinity).
 
 pub mod node;
 pub mod node_affinity;
@@ -42,6 +51,11 @@ pub mod reason;
 pub mod resources;
 pub mod score;
 pub mod taint_toleration;
+pub mod volume_binding;
+pub mod volume_catalog;
+pub mod volume_restrictions;
+pub mod volume_zone;
+pub mod volumes;
 
 use std::fmt;
 
@@ -49,6 +63,7 @@ pub use node::{AddPodError, NodeInfo};
 pub use pod::{PodFilterInput, PodUsage};
 pub use reason::FilterReason;
 pub use resources::{Insufficient, ResourceName, ResourceTotals};
+pub use volumes::{VolumeInput, VolumeProblem};
 
 /// A kube-scheduler filter plugin implemented here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,17 +80,23 @@ pub enum Plugin {
     NodePorts,
     /// Resource requests and pod count.
     NodeResourcesFit,
+    /// Node affinity of bound PersistentVolumes.
+    VolumeBinding,
+    /// Zone and region labels of bound PersistentVolumes.
+    VolumeZone,
 }
 
 impl Plugin {
     /// Every plugin, in the order kube-scheduler's default profile runs them.
-    pub const FILTER_ORDER: [Self; 6] = [
+    pub const FILTER_ORDER: [Self; 8] = [
         Self::NodeUnschedulable,
         Self::NodeName,
         Self::TaintToleration,
         Self::NodeAffinity,
         Self::NodePorts,
         Self::NodeResourcesFit,
+        Self::VolumeBinding,
+        Self::VolumeZone,
     ];
 
     /// kube-scheduler's name for the plugin.
@@ -87,6 +108,8 @@ impl Plugin {
             Self::NodeAffinity => "NodeAffinity",
             Self::NodePorts => "NodePorts",
             Self::NodeResourcesFit => "NodeResourcesFit",
+            Self::VolumeBinding => "VolumeBinding",
+            Self::VolumeZone => "VolumeZone",
         }
     }
 
@@ -99,6 +122,8 @@ impl Plugin {
             Self::NodeAffinity => node_affinity::filter(pod, node),
             Self::NodePorts => node_ports::filter(pod, node),
             Self::NodeResourcesFit => node_resources_fit::filter(pod, node),
+            Self::VolumeBinding => volume_binding::filter(pod, node),
+            Self::VolumeZone => volume_zone::filter(pod, node),
         }
     }
 }

@@ -17,6 +17,7 @@ use super::node_ports::{HostPort, host_ports};
 use super::node_unschedulable::tolerates_unschedulable;
 use super::resources::ResourceTotals;
 use super::taint_toleration::PodToleration;
+use super::volumes::VolumeInput;
 use crate::numa::{PodRequest, RequestError};
 use crate::pod_meta::PodMeta;
 use crate::spread::SpreadConstraint;
@@ -60,6 +61,7 @@ pub struct PodFilterInput {
     node_affinity: NodeAffinityInput,
     usage: PodUsage,
     spread: Vec<SpreadConstraint>,
+    volumes: VolumeInput,
 }
 
 impl PodFilterInput {
@@ -83,6 +85,7 @@ impl PodFilterInput {
             node_affinity: NodeAffinityInput::from_pod(pod),
             usage: PodUsage::from_pod(pod)?,
             spread: SpreadConstraint::from_pod(pod),
+            volumes: VolumeInput::default(),
         })
     }
 
@@ -129,5 +132,16 @@ impl PodFilterInput {
     /// `spec.topologySpreadConstraints`, parsed.
     pub fn spread(&self) -> &[SpreadConstraint] {
         &self.spread
+    }
+
+    /// The pod's volume constraints, as [`Self::set_volumes`] left them (none after
+    /// [`Self::new`]).
+    pub fn volumes(&self) -> &VolumeInput {
+        &self.volumes
+    }
+
+    /// Sets the volume constraints resolved by [`super::volumes::prepare`].
+    pub fn set_volumes(&mut self, volumes: VolumeInput) {
+        self.volumes = volumes;
     }
 }

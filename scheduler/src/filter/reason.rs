@@ -32,6 +32,10 @@ pub enum FilterReason {
     PortsInUse,
     /// `NodeResourcesFit`: every resource the node lacks (never empty).
     InsufficientResources(Vec<Insufficient>),
+    /// `VolumeBinding`: a bound PersistentVolume's node affinity excludes the node.
+    VolumeNodeConflict,
+    /// `VolumeZone`: the node is not in a bound PersistentVolume's zone or region.
+    VolumeZoneConflict,
 }
 
 impl FilterReason {
@@ -44,6 +48,8 @@ impl FilterReason {
             Self::AffinityMismatch => Plugin::NodeAffinity,
             Self::PortsInUse => Plugin::NodePorts,
             Self::InsufficientResources(_) => Plugin::NodeResourcesFit,
+            Self::VolumeNodeConflict => Plugin::VolumeBinding,
+            Self::VolumeZoneConflict => Plugin::VolumeZone,
         }
     }
 
@@ -74,6 +80,11 @@ impl FilterReason {
                 Some("node(s) didn't have free ports for the requested pod ports".into()),
                 &[],
             ),
+            Self::VolumeNodeConflict => (
+                Some("node(s) had volume node affinity conflict".into()),
+                &[],
+            ),
+            Self::VolumeZoneConflict => (Some("node(s) had no available volume zone".into()), &[]),
         };
         single
             .into_iter()

@@ -1,6 +1,8 @@
 //! State from watches, never GETs: nodes (`nodes.rs`), bound pods and our pending pods
 //! (`pods.rs`), NodeResourceTopology objects (`topologies.rs`), namespace labels
-//! (`namespaces.rs`) and PodDisruptionBudgets (`budgets.rs`, for preemption).
+//! (`namespaces.rs`), PodDisruptionBudgets (`budgets.rs`, for preemption), and
+//! PersistentVolumeClaims, PersistentVolumes and StorageClasses (`volumes.rs`, for the
+//! volume filters).
 //!
 //! Each watch is a `relist::Index` run by `relist::relisting_watch`: it applies its
 //! events to [`Shared`] and signals the scheduling loop when an event could help a
@@ -14,6 +16,7 @@ mod nodes;
 mod pods;
 mod relist;
 mod topologies;
+mod volumes;
 
 use std::sync::Arc;
 
@@ -71,6 +74,32 @@ pub fn spawn_all(client: &Client, shared: &Arc<Shared>, tasks: &mut Supervisor) 
         client,
         Config::default(),
         budgets::BudgetWatch(shared.clone()),
+    );
+    spawn_volume_watches(client, shared, tasks);
+}
+
+/// The claims, volumes and storage classes the volume filters read.
+fn spawn_volume_watches(client: &Client, shared: &Arc<Shared>, tasks: &mut Supervisor) {
+    spawn(
+        tasks,
+        "watch persistentvolumeclaims",
+        client,
+        Config::default(),
+        volumes::ClaimWatch(shared.clone()),
+    );
+    spawn(
+        tasks,
+        "watch persistentvolumes",
+        client,
+        Config::default(),
+        volumes::VolumeWatch(shared.clone()),
+    );
+    spawn(
+        tasks,
+        "watch storageclasses",
+        client,
+        Config::default(),
+        volumes::StorageClassWatch(shared.clone()),
     );
 }
 
