@@ -150,6 +150,19 @@ fn scheduler_rules() -> Vec<PolicyRule> {
         ),
         // Inter-pod (anti-)affinity terms may select namespaces by label.
         rule(CORE, &["namespaces"], &["list", "watch"]),
+        // Volume filters: a bound claim's PersistentVolume node affinity and zone labels,
+        // ReadWriteOncePod claims, and whether an unbound claim's class waits for its
+        // first consumer. Read only: the scheduler never binds or provisions volumes.
+        rule(
+            CORE,
+            &["persistentvolumeclaims", "persistentvolumes"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            "storage.k8s.io",
+            &["storageclasses"],
+            &["get", "list", "watch"],
+        ),
     ]
     .into_iter()
     .chain(metrics_auth_rules())

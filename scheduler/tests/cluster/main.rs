@@ -12,6 +12,7 @@ mod node_groups;
 mod pods;
 mod preemption;
 mod spread;
+mod volumes;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};

@@ -67,6 +67,14 @@ fn rbac_grants_only_what_each_operand_uses() {
         Some(v(&["get", "list", "watch"]))
     );
     assert_eq!(verbs("", "namespaces"), Some(v(&["list", "watch"])));
+    for res in ["persistentvolumeclaims", "persistentvolumes"] {
+        assert_eq!(verbs("", res), Some(v(&["get", "list", "watch"])), "{res}");
+    }
+    assert_eq!(
+        verbs("storage.k8s.io", "storageclasses"),
+        Some(v(&["get", "list", "watch"])),
+        "read only: the scheduler binds no volume"
+    );
     assert_eq!(
         verbs("authentication.k8s.io", "tokenreviews"),
         Some(v(&["create"]))

@@ -7,6 +7,7 @@ mod node_info_cases;
 mod ports_cases;
 mod resources_cases;
 mod taint_cases;
+mod volume_cases;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
