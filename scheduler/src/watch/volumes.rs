@@ -144,3 +144,98 @@ impl Index for StorageClassWatch {
         self.0.wake.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::cache::{CacheConfig, CacheMetrics, TopologyCache};
+    use crate::config::Settings;
+    use crate::events::EventSender;
+    use crate::metrics::Metrics;
+
+    fn shared() -> Arc<Shared> {
+        let settings = Settings::from_config(&Default::default()).expect("default settings");
+        let cache = TopologyCache::new(
+            CacheConfig {
+                scheduler_name: settings.scheduler_name.clone(),
+                resync_period: settings.resync_period,
+                max_staleness: settings.max_staleness,
+                foreign_pods: settings.foreign_pods,
+                informer_mode: settings.informer_mode,
+            },
+            CacheMetrics::default(),
+        );
+        Shared::new(
+            settings,
+            cache,
+            Metrics::new(),
+            EventSender::disabled(),
+            crate::telemetry::Telemetry::off(),
+        )
+    }
+
+    fn pvc(name: &str) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"volumeName": "pv"}
+        }))
+        .expect("pvc")
+    }
+
+    #[tokio::test]
+    async fn a_relist_forgets_vanished_claims_volumes_and_classes() {
+        let shared = shared();
+        let mut claims = ClaimWatch(shared.clone());
+        for name in ["kept", "vanished"] {
+            claims.apply(("ns".into(), name.into()), pvc(name));
+        }
+        claims.retain(HashSet::from([("ns".to_owned(), "kept".to_owned())]));
+        let mut volumes = VolumeWatch(shared.clone());
+        let pv: PersistentVolume =
+            serde_json::from_value(json!({"metadata": {"name": "pv"}})).expect("pv");
+        volumes.apply("pv".into(), pv);
+        volumes.retain(HashSet::new());
+        let mut classes = StorageClassWatch(shared.clone());
+        let sc: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "local"}, "provisioner": "x",
+            "volumeBindingMode": "WaitForFirstConsumer"
+        }))
+        .expect("class");
+        classes.apply("local".into(), sc);
+        {
+            let catalog = shared.volumes.read().expect("catalog");
+            assert!(catalog.claim("ns", "kept").is_some());
+            assert!(catalog.claim("ns", "vanished").is_none());
+            assert!(catalog.volume("pv").is_none());
+            assert_eq!(
+                catalog.class("local"),
+                Some(BindingMode::WaitForFirstConsumer)
+            );
+        }
+        classes.delete("local".into(), StorageClass::default());
+        assert_eq!(shared.volumes.read().expect("catalog").class("local"), None);
+    }
+
+    #[tokio::test]
+    async fn the_scheduler_waits_for_all_three_lists() {
+        let shared = shared();
+        let synced = &shared.synced;
+        for flag in [
+            &synced.nodes,
+            &synced.bound_pods,
+            &synced.pending_pods,
+            &synced.topologies,
+            &synced.namespaces,
+            &synced.budgets,
+        ] {
+            flag.store(true, Ordering::Release);
+        }
+        ClaimWatch(shared.clone()).synced();
+        VolumeWatch(shared.clone()).synced();
+        assert!(!synced.all(), "storage classes not listed yet");
+        StorageClassWatch(shared.clone()).synced();
+        assert!(synced.all());
+    }
+}
