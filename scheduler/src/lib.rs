@@ -1,7 +1,8 @@
 //! `tas-scheduler`: a NUMA-aware secondary scheduler.
 //!
 //! Data flows from [`watch`] (nodes, bound pods, our pending pods, NodeResourceTopology
-//! objects, namespaces, PodDisruptionBudgets) into [`state`] (node usage and who runs
+//! objects, namespaces, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
+//! StorageClasses) into [`state`] (node usage and who runs
 //! where, as [`pod_meta`]), the [`cache`] (per-node NUMA views with pessimistic
 //! reservations) and the [`queue`]. The loop in [`scheduler`] pops a pod, takes a
 //! [`snapshot`] and runs one [`cycle`] — node-level [`filter`]s, topology [`spread`],

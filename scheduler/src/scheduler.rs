@@ -10,6 +10,10 @@
 //! only while the lease is held for longer than the request's timeout, so losing the
 //! lease stops binding before another replica can take over.
 //!
+//! A pod whose volumes no node can serve yet — a claim missing, being deleted, unbound,
+//! or `ReadWriteOncePod` and used by another pod — is reported unschedulable before any
+//! decision, with a message naming the claim (see [`crate::filter::volumes`]).
+//!
 //! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs here,
 //! the evictions in a background task; the pod itself waits in the queue until an
 //! ordinary decision places it.
