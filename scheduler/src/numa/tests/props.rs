@@ -272,7 +272,11 @@ proptest! {
     ) {
         let node = build(policy, scope, &zones);
         let (mut init, mut apps) = (Vec::new(), Vec::new());
+        // A pod has at least one app container (the API server refuses one without).
+        let last = specs.len() - 1;
+        let no_app = specs.iter().all(|(kind, _)| *kind < 2);
         for (i, (kind, spec)) in specs.into_iter().enumerate() {
+            let kind = if no_app && i == last { 2 } else { kind };
             let c = make_container(&format!("c{i}"), spec);
             match kind {
                 0 => init.push(c),
