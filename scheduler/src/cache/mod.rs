@@ -38,6 +38,7 @@
 //! reservations that object cannot reflect yet.
 
 mod config;
+mod confirm;
 mod exclude;
 mod inspect;
 mod metrics;
@@ -57,6 +58,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::ForeignPodsDetection;
 
 pub use config::{CacheConfig, ConfigError};
+pub use confirm::{MAX_PREFIX_TRIES, SUBSET_MAX_PODS, Search};
 pub use inspect::{NodeInspection, ReservationInspection};
 pub use metrics::CacheMetrics;
 pub use node::{NodeView, NrtUpdate};
@@ -140,9 +142,29 @@ impl TopologyCache {
             tracing::warn!("NodeResourceTopology without a name ignored");
             return NrtUpdate::Ignored;
         };
-        let update = self
-            .write()
-            .edit(&node, &self.metrics, |entry| entry.set_nrt(nrt));
+        let mut state = self.write();
+        let (update, dropped) = state.edit(&node, &self.metrics, |entry| {
+            let update = entry.set_nrt(nrt);
+            if update != NrtUpdate::Held {
+                return (update, Vec::new());
+            }
+            // Held on a dirty node: accept it at once if its fingerprint shows which
+            // unconfirmed pods it reflects; the resync timer stays the fallback.
+            match confirm::judge(&node, entry, &self.config) {
+                confirm::Verdict::Match(evidence) => {
+                    self.metrics.evidence(Some(evidence.search));
+                    (NrtUpdate::Confirmed, evidence.apply(entry))
+                }
+                confirm::Verdict::Mismatch => {
+                    self.metrics.evidence(None);
+                    (update, Vec::new())
+                }
+                confirm::Verdict::Unusable => (update, Vec::new()),
+            }
+        });
+        for uid in &dropped {
+            state.forget_if_gone(&node, uid);
+        }
         tracing::trace!(node, ?update, "NodeResourceTopology observed");
         update
     }

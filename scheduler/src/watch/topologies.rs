@@ -59,7 +59,10 @@ impl Index for TopologyWatch {
         }
         self.count_refused();
         let update = shared.cache.update_nrt(nrt);
-        if matches!(update, NrtUpdate::Added | NrtUpdate::Replaced) {
+        if matches!(
+            update,
+            NrtUpdate::Added | NrtUpdate::Replaced | NrtUpdate::Confirmed
+        ) {
             shared.topology_accepted(&name);
         }
         shared.cluster_event();
