@@ -1,0 +1,55 @@
+//! FailedScheduling Events of a pod that stays unschedulable while its node's NRT keeps
+//! changing: one Event, however many attempts and whatever amounts the message names.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tas_testcluster::wait_for;
+
+use super::{TIMEOUT, env};
+
+/// `tas_scheduler_schedule_attempts_total{result="unschedulable"}` in a `/metrics` body.
+fn unschedulable_attempts(metrics: &str) -> Option<u64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with("tas_scheduler_schedule_attempts_total{result=\"unschedulable\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_unschedulable_through_20_nrt_updates_gets_one_event() {
+    let mut env = env("events").await;
+    let n = env.node(16).await;
+    env.nrt(&n, "single-numa-node", &[(8, 6), (8, 6)], None)
+        .await;
+    env.start_scheduler(json!({"backoff": {"initial": "200ms", "max": "1s"}}));
+    let pod = env.pod(8).await;
+    let first = env.failed_scheduling(&pod).await;
+    assert!(first.contains("largest free zone 6"), "{first}");
+
+    // Every update changes the free amount the message names; each one accepted wakes
+    // the pod (it passes every node-level filter on n), which fails again.
+    for i in 0..20u32 {
+        let free = 6 - i % 3;
+        env.nrt(&n, "single-numa-node", &[(8, free), (8, free)], None)
+            .await;
+        // Pacing, so the updates spread over several back-off periods.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let attempts = wait_for("several failed attempts", TIMEOUT, || async {
+        let body = env.metrics().await?;
+        Ok::<_, String>(unschedulable_attempts(&body).filter(|&a| a >= 6))
+    })
+    .await
+    .expect("attempts");
+
+    let events = env.events(&pod, "FailedScheduling").await;
+    println!("{attempts} failed attempts, {} FailedScheduling Event(s)", events.len());
+    assert_eq!(
+        events.len(),
+        1,
+        "identical failures aggregate into one Event: {events:#?}"
+    );
+    assert_eq!(events[0], first, "the Event keeps the first wording");
+}
