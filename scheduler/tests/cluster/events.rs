@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
 use serde_json::json;
 use tas_testcluster::wait_for;
 
@@ -45,11 +48,32 @@ async fn a_pod_unschedulable_through_20_nrt_updates_gets_one_event() {
     .expect("attempts");
 
     let events = env.events(&pod, "FailedScheduling").await;
-    println!("{attempts} failed attempts, {} FailedScheduling Event(s)", events.len());
+    let api: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
+    // Each Event counts once, plus every repeat patched into its series.
+    let occurrences: i32 = api
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod.as_str())
+        })
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum();
+    println!(
+        "{attempts} failed attempts, {} FailedScheduling Event(s), {occurrences} sent",
+        events.len()
+    );
     assert_eq!(
         events.len(),
         1,
         "identical failures aggregate into one Event: {events:#?}"
     );
     assert_eq!(events[0], first, "the Event keeps the first wording");
+    assert_eq!(
+        occurrences, 1,
+        "a failure whose reasons did not change is not sent again"
+    );
 }
