@@ -4,8 +4,12 @@
 //! Data flows in from four sources and out to the filters:
 //!
 //! - NRT watch → [`TopologyCache::update_nrt`] / [`TopologyCache::delete_nrt`]. A clean
-//!   node's view follows every update; a dirty node only records the object as its
-//!   latest and keeps its pessimistic view.
+//!   node's view follows every update. On a dirty node the object is accepted at once
+//!   when its fingerprint shows which unconfirmed pods it reflects ([`confirm`]: the
+//!   confirmed pods plus a subset of the reserved and recently deleted ones, found by
+//!   bind-order prefixes, then a bounded subset search), keeping the reservations of
+//!   the others; otherwise it is only recorded as the latest and the node keeps its
+//!   pessimistic view until a resync.
 //! - Reserve / unreserve of the scheduling cycle → [`TopologyCache::reserve`]
 //!   subtracts the pod's NUMA footprint ([`numa_footprint`]) from **every** zone (the
 //!   kubelet picks the zone, not us) and makes the node dirty;
@@ -28,7 +32,7 @@
 //! stays valid and unchanged while a cycle uses it.
 //!
 //! A node is *dirty* while its view carries reservations: then, and only then, NRT
-//! updates are held back. Releasing its last reservation makes it clean again (and
+//! updates without fingerprint evidence are held back. Releasing its last reservation makes it clean again (and
 //! accepts the latest NRT at once). Reservations on a node without an NRT object are
 //! recorded and subtracted from its first one. A corrupt NRT object yields an error
 //! view for that node only; the next good object replaces it at once.
@@ -38,7 +42,7 @@
 //! reservations that object cannot reflect yet.
 
 mod config;
-mod confirm;
+pub mod confirm;
 mod exclude;
 mod inspect;
 mod metrics;
