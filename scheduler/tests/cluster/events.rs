@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, PostParams};
 use serde_json::json;
-use tas_testcluster::wait_for;
+use tas_testcluster::{unique_name, wait_for};
 
-use super::{TIMEOUT, env};
+use super::{GROUP, TIMEOUT, env};
 
 /// `tas_scheduler_schedule_attempts_total{result="unschedulable"}` in a `/metrics` body.
 fn unschedulable_attempts(metrics: &str) -> Option<u64> {
@@ -27,7 +28,25 @@ async fn a_pod_unschedulable_through_20_nrt_updates_gets_one_event() {
     env.nrt(&n, "single-numa-node", &[(8, 6), (8, 6)], None)
         .await;
     env.start_scheduler(json!({"backoff": {"initial": "200ms", "max": "1s"}}));
-    let pod = env.pod(8).await;
+    // Tolerates every taint, so the other tests' nodes (not ready, cordoned, coming
+    // and going) only ever fail it for its node selector: the reasons stay the same.
+    let pod = unique_name("g");
+    let spec: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod},
+        "spec": {
+            "schedulerName": env.scheduler,
+            "nodeSelector": {GROUP: env.group},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "app", "image": "app", "resources": {
+                "requests": {"cpu": "8", "memory": "1Gi"},
+                "limits": {"cpu": "8", "memory": "1Gi"}}}]
+        }
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(env.client.clone(), &env.ns)
+        .create(&PostParams::default(), &spec)
+        .await
+        .expect("pod created");
     let first = env.failed_scheduling(&pod).await;
     assert!(first.contains("largest free zone 6"), "{first}");
 
