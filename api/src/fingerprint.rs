@@ -56,8 +56,13 @@ impl Fingerprint {
 
     /// Adds one pod. Adding the same pod twice counts it twice.
     pub fn add(&mut self, namespace: &str, name: &str) {
-        self.hashes
-            .push(xxh64(name.as_bytes(), xxh64(namespace.as_bytes(), 0)));
+        self.hashes.push(pod_hash(namespace, name));
+    }
+
+    /// Adds one pod by its [`pod_hash`], computed once by a caller that tries many
+    /// pod sets over the same pods.
+    pub fn add_hash(&mut self, hash: u64) {
+        self.hashes.push(hash);
     }
 
     /// Number of pods added so far.
@@ -101,6 +106,11 @@ impl<'a> FromIterator<(&'a str, &'a str)> for Fingerprint {
         fp.extend(pods);
         fp
     }
+}
+
+/// One pod's contribution to a fingerprint: `XXH64(name, seed = XXH64(namespace))`.
+pub fn pod_hash(namespace: &str, name: &str) -> u64 {
+    xxh64(name.as_bytes(), xxh64(namespace.as_bytes(), 0))
 }
 
 /// The fingerprint of `(namespace, name)` pairs, in any order.

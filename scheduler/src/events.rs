@@ -2,6 +2,8 @@
 //! scheduling loop never waits on them: `Scheduled` / `FailedScheduling` on pods (and
 //! `PodScheduled=False` with reason `Unschedulable`), `Preempting` on a preemptor and
 //! `Preempted` on its victims, `InvalidNodeResourceTopology` on unreadable NRT objects.
+//! Repeated `FailedScheduling` Events aggregate into one series (see
+//! [`crate::event_series`]).
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Patch, PatchParams};
@@ -10,6 +12,7 @@ use kube::{Api, Client, Resource};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::event_series::SeriesCache;
 use crate::pod_meta::PodMeta;
 
 /// Longest note an Event may carry.
@@ -51,6 +54,7 @@ impl EventSender {
     /// Start the task that publishes Events as `reporter`.
     pub fn spawn(client: Client, reporter: &str, instance: Option<String>) -> Self {
         let (tx, rx) = mpsc::channel(4096);
+        let series = SeriesCache::new(reporter, instance.clone());
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -58,7 +62,7 @@ impl EventSender {
                 instance,
             },
         );
-        tokio::spawn(run(client, recorder, rx, reporter.to_owned()));
+        tokio::spawn(run(client, recorder, series, rx, reporter.to_owned()));
         Self { tx }
     }
 
@@ -140,6 +144,7 @@ fn truncate(mut s: String) -> String {
 async fn run(
     client: Client,
     recorder: Recorder,
+    mut series: SeriesCache,
     mut rx: mpsc::Receiver<Message>,
     reporter: String,
 ) {
@@ -169,15 +174,15 @@ async fn run(
                 if set_condition {
                     set_unschedulable(&client, &pod, &message, &reporter).await;
                 }
-                publish(
-                    &recorder,
-                    &pod,
-                    EventType::Warning,
-                    "FailedScheduling",
-                    "Scheduling",
-                    message,
-                )
-                .await
+                series
+                    .publish(
+                        &client,
+                        &pod,
+                        "FailedScheduling",
+                        "Scheduling",
+                        truncate(message),
+                    )
+                    .await
             }
             Message::Preempting { pod, node, victims } => {
                 let note = format!(

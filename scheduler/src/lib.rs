@@ -20,6 +20,7 @@ pub mod config;
 pub mod cycle;
 pub mod debug;
 pub mod decision_trace;
+pub mod event_series;
 pub mod events;
 pub mod explain;
 pub mod filter;

@@ -41,6 +41,12 @@ pub struct Metrics {
     /// NRT objects refused (each arrival of an unreadable or insane object), by the
     /// problem's code (`too_large`, `amounts_out_of_order`, `duplicate_zone`, ...).
     pub refused_topologies: Family<ProblemLabel, Counter>,
+    /// Backing-off pods woken by a node's topology change (only those that could fit
+    /// that node).
+    pub topology_wakeups: Counter,
+    /// Preemption victim searches run (skipped when no lower-priority pod exists on a
+    /// node the pod may use).
+    pub preemption_searches: Counter,
 }
 
 /// The `problem` label: a short code naming why an object was refused.
@@ -104,6 +110,18 @@ impl Metrics {
             "NodeResourceTopology objects refused as unreadable or insane, by problem",
             refused_topologies.clone(),
         );
+        let topology_wakeups = Counter::default();
+        registry.register(
+            "topology_wakeups",
+            "Backing-off pods woken early by a node's NodeResourceTopology change because they could fit that node",
+            topology_wakeups.clone(),
+        );
+        let preemption_searches = Counter::default();
+        registry.register(
+            "preemption_searches",
+            "Preemption victim searches run for unschedulable pods",
+            preemption_searches.clone(),
+        );
         Self {
             registry,
             attempts,
@@ -114,6 +132,8 @@ impl Metrics {
             invalid_topologies,
             leader,
             refused_topologies,
+            topology_wakeups,
+            preemption_searches,
         }
     }
 

@@ -1,14 +1,22 @@
-//! The scheduling queue: pending pods ordered by priority, then age; unschedulable pods
-//! wait in a backoff queue with a growing, capped delay, and move back early when an
-//! event could help them (a node added or changed, a pod deleted, an NRT changed) — but
-//! never before the initial backoff, so a storm of NRT updates cannot spin them hot.
+//! The scheduling queue: pending pods ordered by priority, then by when they were queued
+//! (their creation when first added, the time of their last failure when requeued, as
+//! kube-scheduler does); unschedulable pods wait in a backoff queue with a growing,
+//! capped delay, and move back early when an event could help them (a node added or
+//! changed, a pod deleted, an NRT changed) — but never before the initial backoff, so a
+//! storm of NRT updates cannot spin them hot. An event about one node's topology wakes
+//! only the pods a caller-given check says could fit that node (see
+//! [`SchedulingQueue::on_node_event`]); the check reads what the pod's last attempt
+//! parsed ([`SchedulingQueue::unschedulable_with`]).
 //!
 //! Pure data structure with an injectable clock; the scheduler loop owns it behind a
 //! mutex and is woken through a `Notify` when something becomes active.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::filter::PodFilterInput;
 
 /// What the queue knows of a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +34,8 @@ pub struct QueuedPod {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Active {
     priority: i32,
-    created: i64,
+    /// Milliseconds since the epoch: creation, or the last requeue.
+    queued: i64,
     seq: u64,
     uid: String,
 }
@@ -36,7 +45,7 @@ impl Ord for Active {
         // BinaryHeap pops the greatest: higher priority, then older, then first queued.
         self.priority
             .cmp(&other.priority)
-            .then_with(|| other.created.cmp(&self.created))
+            .then_with(|| other.queued.cmp(&self.queued))
             .then_with(|| other.seq.cmp(&self.seq))
     }
 }
@@ -59,6 +68,10 @@ struct Entry {
     pod: QueuedPod,
     attempts: u32,
     state: State,
+    /// Milliseconds since the epoch of the last requeue (`None`: never failed).
+    requeued: Option<i64>,
+    /// What the last attempt parsed, for [`SchedulingQueue::on_node_event`].
+    filter: Option<Arc<PodFilterInput>>,
 }
 
 /// The queue.
@@ -70,6 +83,9 @@ pub struct SchedulingQueue {
     active: BinaryHeap<Active>,
     backoff: BTreeMap<(Instant, u64), String>,
     seq: u64,
+    /// An instant and its wall-clock time in milliseconds, to stamp requeues with the
+    /// injected clock.
+    epoch: (Instant, i64),
 }
 
 impl SchedulingQueue {
@@ -82,6 +98,7 @@ impl SchedulingQueue {
             active: BinaryHeap::new(),
             backoff: BTreeMap::new(),
             seq: 0,
+            epoch: (Instant::now(), epoch_millis(SystemTime::now())),
         }
     }
 
@@ -99,6 +116,8 @@ impl SchedulingQueue {
                 pod,
                 attempts: 0,
                 state: State::InFlight,
+                requeued: None,
+                filter: None,
             },
         );
         self.activate(&uid);
@@ -136,7 +155,21 @@ impl SchedulingQueue {
     /// The pod could not be placed: retry after a delay that doubles per attempt.
     /// Returns the delay.
     pub fn unschedulable(&mut self, uid: &str, now: Instant) -> Option<Duration> {
+        self.unschedulable_with(uid, now, None)
+    }
+
+    /// As [`Self::unschedulable`], keeping what the attempt parsed so that a node's
+    /// topology event wakes the pod only when it could fit that node.
+    pub fn unschedulable_with(
+        &mut self,
+        uid: &str,
+        now: Instant,
+        filter: Option<Arc<PodFilterInput>>,
+    ) -> Option<Duration> {
+        let stamp = self.millis(now);
         let e = self.entries.get_mut(uid)?;
+        e.filter = filter;
+        e.requeued = Some(stamp);
         e.attempts = e.attempts.saturating_add(1);
         let delay = backoff_delay(self.initial, self.max, e.attempts);
         self.seq += 1;
@@ -163,6 +196,34 @@ impl SchedulingQueue {
             .iter()
             .filter_map(|(uid, e)| match e.state {
                 State::Backoff { since, .. } if now >= since + self.initial => Some(uid.clone()),
+                _ => None,
+            })
+            .collect();
+        for uid in &ready {
+            self.activate(uid);
+        }
+        ready.len()
+    }
+
+    /// An event about one node (its topology changed or went away): of the pods that
+    /// have waited at least the initial backoff, those `could_fit` accepts become
+    /// active now. A pod whose last attempt left nothing to check is woken. Returns how
+    /// many moved.
+    pub fn on_node_event(
+        &mut self,
+        now: Instant,
+        mut could_fit: impl FnMut(&PodFilterInput) -> bool,
+    ) -> usize {
+        let ready: Vec<String> = self
+            .entries
+            .iter()
+            .filter_map(|(uid, e)| match e.state {
+                State::Backoff { since, .. }
+                    if now >= since + self.initial
+                        && e.filter.as_deref().is_none_or(&mut could_fit) =>
+                {
+                    Some(uid.clone())
+                }
                 _ => None,
             })
             .collect();
@@ -218,7 +279,9 @@ impl SchedulingQueue {
             e.state = State::Active { seq };
             self.active.push(Active {
                 priority: e.pod.priority,
-                created: e.pod.created,
+                queued: e
+                    .requeued
+                    .unwrap_or_else(|| e.pod.created.saturating_mul(1000)),
                 seq,
                 uid: uid.to_owned(),
             });
@@ -242,6 +305,19 @@ impl SchedulingQueue {
             }
         }
     }
+}
+
+impl SchedulingQueue {
+    fn millis(&self, now: Instant) -> i64 {
+        let (at, millis) = self.epoch;
+        let since = now.saturating_duration_since(at).as_millis();
+        millis.saturating_add(i64::try_from(since).unwrap_or(i64::MAX))
+    }
+}
+
+fn epoch_millis(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `initial × 2^(attempts−1)`, capped at `max`.
@@ -317,6 +393,52 @@ mod tests {
             q.pop(t0 + Duration::from_secs(1)).map(|p| p.uid),
             Some("a".into())
         );
+    }
+
+    #[test]
+    fn requeued_pods_go_behind_pods_queued_before_their_requeue() {
+        let t0 = Instant::now();
+        let mut q = queue();
+        // Created long ago, failed now.
+        q.add(pod("old-failed", 0, 10));
+        assert!(q.pop(t0).is_some());
+        q.unschedulable("old-failed", t0);
+        // Created after the old pod but long before its failure.
+        q.add(pod("newer", 0, 20));
+        let t1 = t0 + Duration::from_secs(1);
+        let order: Vec<_> = std::iter::from_fn(|| q.pop(t1)).map(|p| p.uid).collect();
+        assert_eq!(order, ["newer", "old-failed"]);
+    }
+
+    #[test]
+    fn a_node_event_wakes_only_the_pods_that_could_fit() {
+        use crate::test_support;
+        let t0 = Instant::now();
+        let mut q = queue();
+        let fits = test_support::pod("fits", &[], serde_json::json!({}));
+        let elsewhere = test_support::pod(
+            "elsewhere",
+            &[],
+            serde_json::json!({"nodeSelector": {"pool": "other"}}),
+        );
+        for p in ["fits", "elsewhere", "unparsed"] {
+            q.add(pod(p, 0, 1));
+        }
+        while q.pop(t0).is_some() {}
+        let parsed = |p| Some(Arc::new(PodFilterInput::new(p).expect("parses")));
+        // Second failures: backing off for 2s.
+        for _ in 0..2 {
+            q.unschedulable_with("fits", t0, parsed(&fits));
+            q.unschedulable_with("elsewhere", t0, parsed(&elsewhere));
+            q.unschedulable("unparsed", t0);
+        }
+        let node = test_support::node("n", &[("pool", "main")]);
+        let later = t0 + Duration::from_secs(1);
+        let moved = q.on_node_event(later, |p| crate::filter::filter_node(p, &node).is_ok());
+        assert_eq!(moved, 2);
+        let mut woken: Vec<_> = std::iter::from_fn(|| q.pop(later)).map(|p| p.uid).collect();
+        woken.sort();
+        assert_eq!(woken, ["fits", "unparsed"]);
     }
 
     #[test]

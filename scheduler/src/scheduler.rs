@@ -37,8 +37,12 @@ use tokio::sync::Semaphore;
 
 /// Concurrent bind requests.
 const MAX_CONCURRENT_BINDS: usize = 64;
-/// Every how many identical failed attempts the Event is repeated.
-const REPEAT_EVENT_EVERY: u32 = 10;
+/// How long a pod that keeps failing for the same reasons waits for its next
+/// `FailedScheduling` Event (which then extends the open series).
+const REPEAT_EVENT_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// The last `FailedScheduling` sent per pod: the message's signature and when.
+type LastFailures = std::collections::HashMap<String, (String, Instant)>;
 
 /// Answers "may I send a bind or an eviction now?": true while this process stays
 /// leader for longer than the write timeout
@@ -54,7 +58,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
         nodes_without_topology: shared.settings.nodes_without_topology,
         parallelism: shared.settings.parallelism,
     };
-    let mut last_message: std::collections::HashMap<String, String> = Default::default();
+    let mut last_message = LastFailures::default();
     loop {
         if !shared.synced.all() || !is_leader() {
             tokio::select! {
@@ -107,7 +111,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                     feasible: 0,
                     outcome: AttemptOutcome::Error { message: &message },
                 });
-                unschedulable(&shared, &events, &pod, message, &mut last_message);
+                unschedulable(&shared, &events, &pod, message, None, &mut last_message);
                 continue;
             }
         };
@@ -205,7 +209,8 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                     &phases,
                     AttemptOutcome::Unschedulable { reason: &message },
                 ));
-                unschedulable(&shared, &events, &pod, message, &mut last_message);
+                let parsed = Some(Arc::new(input.filter.clone()));
+                unschedulable(&shared, &events, &pod, message, parsed, &mut last_message);
                 if let Outcome::Plans(plans) = outcome {
                     start_preemption(&client, &shared, &events, &pod, input, plans, &is_leader);
                 }
@@ -404,28 +409,35 @@ async fn bind(
     }
 }
 
+/// Requeues the pod with back-off and reports the failure: a `FailedScheduling` Event
+/// (and the `PodScheduled=False` condition) only when the reasons changed (numbers
+/// aside, see [`crate::event_series::signature`]), or again after
+/// [`REPEAT_EVENT_AFTER`] of identical failures.
 fn unschedulable(
     shared: &Shared,
     events: &EventSender,
     pod: &Pod,
     message: String,
-    last: &mut std::collections::HashMap<String, String>,
+    parsed: Option<Arc<PodFilterInput>>,
+    last: &mut LastFailures,
 ) {
     let uid = pod.uid().unwrap_or_default();
-    let attempts = shared
-        .queue
-        .lock()
-        .ok()
-        .map(|mut q| {
-            q.unschedulable(&uid, Instant::now());
-            q.attempts(&uid)
-        })
-        .unwrap_or(1);
-    let changed = last.get(&uid) != Some(&message);
-    if changed || attempts.is_multiple_of(REPEAT_EVENT_EVERY) {
+    let now = Instant::now();
+    if let Ok(mut q) = shared.queue.lock() {
+        q.unschedulable_with(&uid, now, parsed);
+    }
+    let signature = crate::event_series::signature(&message);
+    let (changed, due) = match last.get(&uid) {
+        Some((sent, at)) => (
+            *sent != signature,
+            now.saturating_duration_since(*at) >= REPEAT_EVENT_AFTER,
+        ),
+        None => (true, true),
+    };
+    if changed || due {
         tracing::info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %message, "unschedulable");
-        events.failed(pod, message.clone(), changed);
-        last.insert(uid, message);
+        events.failed(pod, message, changed);
+        last.insert(uid, (signature, now));
     }
     if last.len() > 100_000 {
         last.clear();

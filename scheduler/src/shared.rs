@@ -139,6 +139,37 @@ impl Shared {
         }
     }
 
+    /// `node`'s topology view changed (an NRT accepted, or deleted): wakes only the
+    /// backing-off pods that pass the node-level filters on `node` (cordon, name,
+    /// taints, selector and affinity, ports, resources against allocatable), which no
+    /// topology change can alter. Returns how many were woken.
+    pub fn topology_event(&self, node: &str) -> usize {
+        let Ok(state) = self.state.read() else {
+            self.cluster_event();
+            return 0;
+        };
+        // A topology without its Node helps nobody until the Node arrives (an event of
+        // its own).
+        let Some(info) = state.node(node) else {
+            return 0;
+        };
+        let moved = self
+            .queue
+            .lock()
+            .map(|mut q| {
+                q.on_node_event(Instant::now(), |pod| {
+                    crate::filter::filter_node(pod, info).is_ok()
+                })
+            })
+            .unwrap_or(0);
+        drop(state);
+        self.metrics.topology_wakeups.inc_by(moved as u64);
+        if moved > 0 {
+            self.wake.notify_one();
+        }
+        moved
+    }
+
     /// The cache has just taken `node`'s view from its latest NRT object.
     pub fn topology_accepted(&self, node: &str) {
         if let Ok(mut t) = self.nrt_updated.lock() {
@@ -152,5 +183,61 @@ impl Shared {
             .lock()
             .map(|s| s.contains(uid))
             .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+
+    use crate::filter::PodFilterInput;
+    use crate::queue::QueuedPod;
+    use crate::test_support::{pod, shared};
+
+    #[test]
+    fn a_topology_event_wakes_only_pods_that_could_fit_its_node() {
+        let shared = shared();
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"pool": "main"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+        }))
+        .expect("node");
+        shared.state.write().expect("state").upsert_node(&node);
+        let pods = [
+            pod("fits", &[], json!({})),
+            pod(
+                "too-big",
+                &[],
+                json!({"containers": [{"name": "app",
+                "resources": {"requests": {"cpu": "8"}}}]}),
+            ),
+            pod("elsewhere", &[], json!({"nodeSelector": {"pool": "other"}})),
+        ];
+        // Backed off long enough for an event to move them.
+        let failed = Instant::now() - Duration::from_secs(60);
+        {
+            let mut q = shared.queue.lock().expect("queue");
+            for (i, p) in pods.iter().enumerate() {
+                let uid = format!("uid-{}", p.metadata.name.as_deref().unwrap_or_default());
+                q.add(QueuedPod {
+                    uid: uid.clone(),
+                    key: uid.clone(),
+                    priority: 0,
+                    created: i64::try_from(i).expect("small"),
+                });
+                let parsed = Arc::new(PodFilterInput::new(p).expect("parses"));
+                q.pop(failed);
+                q.unschedulable_with(&uid, failed, Some(parsed));
+            }
+        }
+        assert_eq!(shared.topology_event("n1"), 1);
+        assert_eq!(shared.topology_event("unknown-node"), 0);
+        assert_eq!(shared.metrics.topology_wakeups.get(), 1);
+        let woken = shared.queue.lock().expect("queue").pop(Instant::now());
+        assert_eq!(woken.map(|p| p.uid).as_deref(), Some("uid-fits"));
     }
 }

@@ -75,3 +75,27 @@ pub fn input(pod: &Pod) -> PodInput {
         request: PodRequest::from_pod(pod).expect("request"),
     }
 }
+
+/// Shared state with default settings, a disabled event sender and fresh metrics.
+pub fn shared() -> std::sync::Arc<crate::shared::Shared> {
+    use crate::cache::{CacheConfig, CacheMetrics, TopologyCache};
+    let settings =
+        crate::config::Settings::from_config(&Default::default()).expect("default settings");
+    let cache = TopologyCache::new(
+        CacheConfig {
+            scheduler_name: settings.scheduler_name.clone(),
+            resync_period: settings.resync_period,
+            max_staleness: settings.max_staleness,
+            foreign_pods: settings.foreign_pods,
+            informer_mode: settings.informer_mode,
+        },
+        CacheMetrics::default(),
+    );
+    crate::shared::Shared::new(
+        settings,
+        cache,
+        crate::metrics::Metrics::new(),
+        crate::events::EventSender::disabled(),
+        crate::telemetry::Telemetry::off(),
+    )
+}

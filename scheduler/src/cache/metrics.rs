@@ -6,7 +6,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tas_runtime::metrics::ResultLabel;
 
+use super::confirm::Search;
 use super::resync::ResyncOutcome;
+
+fn evidence_label(result: Option<Search>) -> &'static str {
+    result.map_or("miss", Search::as_label)
+}
 
 /// The cache's metrics. Clones share the same underlying values.
 #[derive(Clone, Debug, Default)]
@@ -16,6 +21,9 @@ pub struct CacheMetrics {
     resyncs: Family<ResultLabel, Counter>,
     foreign_pods: Counter,
     identity_reuses: Counter,
+    /// Held NRT objects judged on arrival, by result: `exact`, `prefix`, `subset` or
+    /// `miss`.
+    evidence: Family<ResultLabel, Counter>,
 }
 
 impl CacheMetrics {
@@ -44,7 +52,26 @@ impl CacheMetrics {
             "Pods bound with the namespace/name of a pod just deleted from the same node, which the pod fingerprint cannot tell apart",
             metrics.identity_reuses.clone(),
         );
+        registry.register(
+            "evidence",
+            "NRT objects of dirty nodes judged on arrival by their pod fingerprint, by result (exact, prefix, subset: accepted; miss: held for the resync)",
+            metrics.evidence.clone(),
+        );
         metrics
+    }
+
+    /// Held NRT objects judged on arrival with `result` (`None`: no candidate set
+    /// matched).
+    pub fn evidence_count(&self, result: Option<Search>) -> u64 {
+        self.evidence
+            .get_or_create(&ResultLabel::new(evidence_label(result)))
+            .get()
+    }
+
+    pub(crate) fn evidence(&self, result: Option<Search>) {
+        self.evidence
+            .get_or_create(&ResultLabel::new(evidence_label(result)))
+            .inc();
     }
 
     /// Current number of dirty nodes.

@@ -4,8 +4,12 @@
 //! Data flows in from four sources and out to the filters:
 //!
 //! - NRT watch → [`TopologyCache::update_nrt`] / [`TopologyCache::delete_nrt`]. A clean
-//!   node's view follows every update; a dirty node only records the object as its
-//!   latest and keeps its pessimistic view.
+//!   node's view follows every update. On a dirty node the object is accepted at once
+//!   when its fingerprint shows which unconfirmed pods it reflects ([`confirm`]: the
+//!   confirmed pods plus a subset of the reserved and recently deleted ones, found by
+//!   bind-order prefixes, then a bounded subset search), keeping the reservations of
+//!   the others; otherwise it is only recorded as the latest and the node keeps its
+//!   pessimistic view until a resync.
 //! - Reserve / unreserve of the scheduling cycle → [`TopologyCache::reserve`]
 //!   subtracts the pod's NUMA footprint ([`numa_footprint`]) from **every** zone (the
 //!   kubelet picks the zone, not us) and makes the node dirty;
@@ -28,7 +32,7 @@
 //! stays valid and unchanged while a cycle uses it.
 //!
 //! A node is *dirty* while its view carries reservations: then, and only then, NRT
-//! updates are held back. Releasing its last reservation makes it clean again (and
+//! updates without fingerprint evidence are held back. Releasing its last reservation makes it clean again (and
 //! accepts the latest NRT at once). Reservations on a node without an NRT object are
 //! recorded and subtracted from its first one. A corrupt NRT object yields an error
 //! view for that node only; the next good object replaces it at once.
@@ -38,6 +42,7 @@
 //! reservations that object cannot reflect yet.
 
 mod config;
+pub mod confirm;
 mod exclude;
 mod inspect;
 mod metrics;
@@ -57,6 +62,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::ForeignPodsDetection;
 
 pub use config::{CacheConfig, ConfigError};
+pub use confirm::{MAX_PREFIX_TRIES, SUBSET_MAX_PODS, Search};
 pub use inspect::{NodeInspection, ReservationInspection};
 pub use metrics::CacheMetrics;
 pub use node::{NodeView, NrtUpdate};
@@ -140,9 +146,29 @@ impl TopologyCache {
             tracing::warn!("NodeResourceTopology without a name ignored");
             return NrtUpdate::Ignored;
         };
-        let update = self
-            .write()
-            .edit(&node, &self.metrics, |entry| entry.set_nrt(nrt));
+        let mut state = self.write();
+        let (update, dropped) = state.edit(&node, &self.metrics, |entry| {
+            let update = entry.set_nrt(nrt);
+            if update != NrtUpdate::Held {
+                return (update, Vec::new());
+            }
+            // Held on a dirty node: accept it at once if its fingerprint shows which
+            // unconfirmed pods it reflects; the resync timer stays the fallback.
+            match confirm::judge(&node, entry, &self.config) {
+                confirm::Verdict::Match(evidence) => {
+                    self.metrics.evidence(Some(evidence.search));
+                    (NrtUpdate::Confirmed, evidence.apply(entry))
+                }
+                confirm::Verdict::Mismatch => {
+                    self.metrics.evidence(None);
+                    (update, Vec::new())
+                }
+                confirm::Verdict::Unusable => (update, Vec::new()),
+            }
+        });
+        for uid in &dropped {
+            state.forget_if_gone(&node, uid);
+        }
         tracing::trace!(node, ?update, "NodeResourceTopology observed");
         update
     }

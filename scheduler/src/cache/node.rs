@@ -48,6 +48,9 @@ pub enum NrtUpdate {
     Held,
     /// The object has no name, so it belongs to no node.
     Ignored,
+    /// Dirty node, but the object's fingerprint shows which unconfirmed pods it
+    /// reflects: the view was rebuilt from it, keeping the reservations of the others.
+    Confirmed,
 }
 
 /// One node's cache state; see the module documentation.
@@ -64,7 +67,23 @@ pub(crate) struct NodeEntry {
     /// When pods were deleted, by namespace/name: a new pod reusing one has the same
     /// fingerprint identity (see `pod_identity_reused`).
     deleted: HashMap<(String, String), Instant>,
+    /// Pods deleted from the node that no accepted NRT has shown gone yet, oldest
+    /// first: an NRT may still count them (see [`super::confirm`]).
+    departed: Vec<Departed>,
 }
+
+/// A pod deleted from a node whose absence no accepted NRT has confirmed yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Departed {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    /// As [`ObservedPod::exclusive`].
+    pub(crate) exclusive: bool,
+    pub(crate) at: Instant,
+}
+
+/// Most departed pods remembered per node; older ones are assumed reported gone.
+const MAX_DEPARTED: usize = 16;
 
 impl NodeEntry {
     pub(crate) fn view(&self) -> Option<NodeView> {
@@ -94,6 +113,61 @@ impl NodeEntry {
             return None;
         }
         self.reservations.values().map(|r| r.reserved_at).min()
+    }
+
+    /// Pods deleted from the node that an NRT may still count, oldest first.
+    pub(crate) fn departed(&self) -> &[Departed] {
+        &self.departed
+    }
+
+    /// Records a pod deletion an NRT may not reflect yet, forgetting records older than
+    /// `window` and all but the newest [`MAX_DEPARTED`].
+    pub(crate) fn note_departed(&mut self, pod: &ObservedPod, now: Instant, window: Duration) {
+        self.departed
+            .retain(|d| now.saturating_duration_since(d.at) < window);
+        if self.departed.len() >= MAX_DEPARTED {
+            self.departed.remove(0);
+        }
+        self.departed.push(Departed {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            exclusive: pod.exclusive,
+            at: now,
+        });
+    }
+
+    /// Accepts the latest NRT on fingerprint evidence: it reflects the confirmed pods,
+    /// the reserved pods in `reflected` and the departed pods at the indexes in
+    /// `still_counted`. The view is rebuilt from it keeping every other reservation
+    /// (`uncovered` decides for pods the NRT's fingerprint method does not count), and
+    /// departed pods it shows gone are forgotten. Returns the dropped reservations.
+    pub(crate) fn accept(
+        &mut self,
+        reflected: &std::collections::HashSet<String>,
+        still_counted: &[usize],
+        mut uncovered: impl FnMut(&str, Option<&ObservedPod>) -> Option<bool>,
+    ) -> Vec<String> {
+        let mut index = 0;
+        self.departed.retain(|_| {
+            let keep = still_counted.contains(&index);
+            index += 1;
+            keep
+        });
+        let pods = &self.pods;
+        let mut dropped = Vec::new();
+        self.reservations.retain(|uid, _| {
+            let pod = pods.get(uid);
+            let kept = match uncovered(uid, pod) {
+                Some(kept) => kept,
+                None => !reflected.contains(uid),
+            };
+            if !kept {
+                dropped.push(uid.clone());
+            }
+            kept
+        });
+        self.rebuild(|_, _| true);
+        dropped
     }
 
     /// Nothing worth keeping: no NRT, no reservation, no pod.

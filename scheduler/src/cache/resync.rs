@@ -4,9 +4,9 @@
 //! Decision, in order:
 //!
 //! 1. The NRT carries a fingerprint of a known method and version, and it equals the
-//!    fingerprint of the pods the cache believes are on the node → **match**: the NRT
-//!    reflects exactly those pods. Reservations of pods it cannot reflect yet (assumed
-//!    but not bound, or bound but still `Pending`) are carried over; the rest dropped.
+//!    fingerprint of the confirmed pods plus some of the unconfirmed ones (see
+//!    [`super::confirm`]) → **match**: the reservations of the pods it reflects are
+//!    dropped, the others (assumed but not bound, bound but not in it) carried over.
 //! 2. A valid fingerprint that differs → **mismatch**: the node stays dirty.
 //! 3. No fingerprint, or one that cannot be compared (malformed, other version, unknown
 //!    method) → the NRT is trusted once the node has been dirty for one resync period
@@ -23,11 +23,10 @@
 
 use std::time::{Duration, Instant};
 
-use tas_api::fingerprint::{CheckError, check};
-
 use super::config::CacheConfig;
+use super::confirm::{self, Verdict};
 use super::node::{NodeEntry, Reservation};
-use super::pod::{ObservedPod, PodPhase};
+use super::pod::ObservedPod;
 
 /// What a resync did with one dirty node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,13 +91,6 @@ impl ResyncReport {
     }
 }
 
-/// What the fingerprint says about the latest NRT.
-enum Verdict {
-    Match,
-    Mismatch,
-    Unusable,
-}
-
 /// Resyncs `entry` if it is dirty; returns what happened and the UIDs of the dropped
 /// reservations.
 pub(crate) fn resync_node(
@@ -115,11 +107,8 @@ pub(crate) fn resync_node(
     };
     let trusting =
         |r: &Reservation, pod: Option<&ObservedPod>| kept_when_trusting(r, pod, now, config);
-    let (outcome, mut dropped) = match verdict(node, entry, config) {
-        Verdict::Match => {
-            let dropped = entry.rebuild(|_, pod| kept_after_match(pod));
-            (ResyncOutcome::Match, dropped)
-        }
+    let (outcome, mut dropped) = match confirm::judge(node, entry, config) {
+        Verdict::Match(evidence) => (ResyncOutcome::Match, evidence.apply(entry)),
         Verdict::Mismatch if stale(entry) => (ResyncOutcome::Forced, entry.rebuild(trusting)),
         Verdict::Mismatch => (ResyncOutcome::Mismatch, Vec::new()),
         Verdict::Unusable if dirty_for >= config.resync_period => {
@@ -161,37 +150,6 @@ pub(crate) fn resync_node(
         carried_over,
     };
     Some((resync, dropped))
-}
-
-fn verdict(node: &str, entry: &NodeEntry, config: &CacheConfig) -> Verdict {
-    let Some(nrt) = entry.latest() else {
-        return Verdict::Unusable;
-    };
-    let Some(expected) = nrt.pods_fingerprint() else {
-        return Verdict::Unusable;
-    };
-    let method = match nrt.pods_fingerprint_method() {
-        Ok(method) => method,
-        Err(error) => {
-            tracing::warn!(node, %error, "pod fingerprint ignored");
-            return Verdict::Unusable;
-        }
-    };
-    let computed = entry.fingerprint(method, config.informer_mode).sum();
-    match check(expected, &computed) {
-        Ok(()) => Verdict::Match,
-        Err(CheckError::Mismatch { .. }) => Verdict::Mismatch,
-        Err(error) => {
-            tracing::warn!(node, %error, "pod fingerprint ignored");
-            Verdict::Unusable
-        }
-    }
-}
-
-/// After a match the NRT reflects every pod the fingerprint counted, and the
-/// fingerprint never counts pods that are not bound or still `Pending`.
-fn kept_after_match(pod: Option<&ObservedPod>) -> bool {
-    pod.is_none_or(|p| p.phase == PodPhase::Pending)
 }
 
 /// See the module documentation.

@@ -55,6 +55,7 @@ impl State {
             let observed = entry.pods.remove(uid);
             if let (Some(pod), Some((now, window))) = (&observed, deleted) {
                 entry.note_deleted(&pod.namespace, &pod.name, now, window);
+                entry.note_departed(pod, now, window);
             }
             let reservation = entry.unreserve(uid);
             observed.is_some() || reservation.is_some()

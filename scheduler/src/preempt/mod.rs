@@ -79,6 +79,10 @@ pub fn attempt(shared: &Shared, pod: &PodInput, settings: &CycleSettings) -> Out
     if let Gate::Wait(why) = gate(shared, &pod.uid) {
         return Outcome::Waiting(why);
     }
+    if !lower_priority_exists(shared, pod) {
+        return Outcome::NotHelpful;
+    }
+    shared.metrics.preemption_searches.inc();
     let budgets = shared.budgets.read().map(|b| b.clone()).unwrap_or_default();
     let plans = with_snapshot(shared, pod, |cluster, lookup| {
         let reserved = |node: &str, uid: &str| shared.cache.reserved_amounts(node, uid);
@@ -91,6 +95,29 @@ pub fn attempt(shared: &Shared, pod: &PodInput, settings: &CycleSettings) -> Out
     } else {
         Outcome::Plans(plans)
     }
+}
+
+/// Whether some node the pod may use runs a pod of lower priority: without one no
+/// eviction can help, and the snapshot and victim search are skipped. "May use" is
+/// judged by the node-level filters eviction cannot change (cordon, `nodeName`,
+/// taints, selector and affinity); ports and resources are what eviction frees.
+fn lower_priority_exists(shared: &Shared, pod: &PodInput) -> bool {
+    use crate::filter::Plugin;
+    let Ok(state) = shared.state.read() else {
+        return true;
+    };
+    let priority = pod.filter.meta().priority;
+    state.nodes().any(|node| {
+        node.pods().any(|p| p.meta.priority < priority)
+            && [
+                Plugin::NodeUnschedulable,
+                Plugin::NodeName,
+                Plugin::TaintToleration,
+                Plugin::NodeAffinity,
+            ]
+            .iter()
+            .all(|plugin| plugin.filter(&pod.filter, node).is_ok())
+    })
 }
 
 /// The pod's own nomination decides whether it may preempt now.

@@ -59,10 +59,14 @@ impl Index for TopologyWatch {
         }
         self.count_refused();
         let update = shared.cache.update_nrt(nrt);
-        if matches!(update, NrtUpdate::Added | NrtUpdate::Replaced) {
+        if matches!(
+            update,
+            NrtUpdate::Added | NrtUpdate::Replaced | NrtUpdate::Confirmed
+        ) {
             shared.topology_accepted(&name);
+            shared.topology_event(&name);
         }
-        shared.cluster_event();
+        // A held object changes nothing a decision reads: nobody is woken.
     }
 
     fn delete(&mut self, name: String, _: NodeResourceTopology) {
@@ -72,7 +76,9 @@ impl Index for TopologyWatch {
         if let Ok(mut t) = self.shared.nrt_updated.lock() {
             t.remove(&name);
         }
-        self.shared.cache.delete_nrt(&name);
+        if self.shared.cache.delete_nrt(&name) {
+            self.shared.topology_event(&name);
+        }
     }
 
     fn retain(&mut self, seen: HashSet<String>) {

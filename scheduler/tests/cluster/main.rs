@@ -3,6 +3,7 @@
 //! binary for leader election) under a unique scheduler name, on its own labelled nodes,
 //! so the tests share one control plane without seeing each other's pods.
 
+mod events;
 mod fault_proxy;
 mod fence;
 mod insane;

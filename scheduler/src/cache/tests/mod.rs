@@ -1,6 +1,7 @@
 //! Behaviour of the reserve cache as the scheduler sees it: what a filter reads after
 //! reserves, binds, deletions, NRT updates and resyncs. Builders keep each case short.
 
+mod evidence_cases;
 mod pod_cases;
 mod props;
 mod reserve_cases;

@@ -1,7 +1,7 @@
 //! Resync: when a dirty node's latest NRT replaces its pessimistic view, and which
 //! reservations survive.
 
-use super::super::{PodBound, ResyncOutcome};
+use super::super::{NrtUpdate, PodBound, ResyncOutcome, Search};
 use super::*;
 
 const EXCLUSIVE: Option<&str> = Some("with-exclusive-resources");
@@ -36,7 +36,7 @@ fn dirty_node(t0: Instant, config: CacheConfig) -> TopologyCache {
 }
 
 #[test]
-fn match_with_method_all_replaces_the_view_and_cleans_the_node() {
+fn a_matching_nrt_replaces_the_view_on_arrival_and_cleans_the_node() {
     let t0 = Instant::now();
     let cache = dirty_node(t0, config());
     // A pod of another scheduler without exclusive resources counts under `all`.
@@ -48,14 +48,10 @@ fn match_with_method_all_replaces_the_view_and_cleans_the_node() {
         PodBound::Recorded
     );
     let reported = with_fingerprint(placed_on_zone_0(), &[("ns", "p"), ("ns", "web")], None);
-    cache.update_nrt(reported);
-    assert_eq!(zones_free(&cache), [(22_000, 44), (22_000, 44)], "held");
-
-    let report = cache.resync(t0 + secs(1));
-    assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Match));
+    assert_eq!(cache.update_nrt(reported), NrtUpdate::Confirmed);
     assert_eq!(zones_free(&cache), [(22_000, 44), (30_000, 60)]);
     assert!(cache.dirty_nodes().is_empty());
-    assert_eq!(cache.metrics().resyncs(ResyncOutcome::Match), 1);
+    assert_eq!(cache.metrics().evidence_count(Some(Search::Exact)), 1);
     assert_eq!(cache.metrics().dirty_nodes(), 0);
     assert!(
         cache.resync(t0 + secs(2)).nodes.is_empty(),
@@ -77,13 +73,12 @@ fn match_with_exclusive_method_counts_only_pinned_pods() {
     let report = cache.resync(t0 + secs(1));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Mismatch));
 
-    cache.update_nrt(with_fingerprint(
+    let update = cache.update_nrt(with_fingerprint(
         placed_on_zone_0(),
         &[("ns", "p")],
         EXCLUSIVE,
     ));
-    let report = cache.resync(t0 + secs(2));
-    assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Match));
+    assert_eq!(update, NrtUpdate::Confirmed);
     assert_eq!(zones_free(&cache), [(22_000, 44), (30_000, 60)]);
 }
 
@@ -91,8 +86,12 @@ fn match_with_exclusive_method_counts_only_pinned_pods() {
 fn mismatch_keeps_the_node_dirty_and_pessimistic() {
     let t0 = Instant::now();
     let cache = dirty_node(t0, config());
-    // The agent has not seen the pod yet.
-    cache.update_nrt(with_fingerprint(nrt("30", "60Gi"), &[], None));
+    // A pod the scheduler does not know: no candidate set explains the object.
+    cache.update_nrt(with_fingerprint(
+        nrt("30", "60Gi"),
+        &[("ns", "stranger")],
+        None,
+    ));
     let report = cache.resync(t0 + secs(5));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Mismatch));
     assert_eq!(report.nodes[0].dirty_for, secs(5));
@@ -274,13 +273,16 @@ fn finished_pods_count_only_with_a_dedicated_informer() {
         let job = pod("job", &[("cpu", "1"), ("memory", "1Gi")]).by("default-scheduler");
         let outcome = cache.pod_bound(&job.on(NODE).phase("Succeeded").build(), t0);
         assert_eq!(outcome, PodBound::Recorded, "finished pods hold nothing");
-        cache.update_nrt(with_fingerprint(placed_on_zone_0(), reported, None));
-        let report = cache.resync(t0 + secs(1));
-        assert_eq!(
-            report.outcome(NODE),
-            Some(expected),
-            "{mode:?} {reported:?}"
-        );
+        let update = cache.update_nrt(with_fingerprint(placed_on_zone_0(), reported, None));
+        let outcome = match update {
+            // Matched on arrival: nothing left for the resync.
+            NrtUpdate::Confirmed => ResyncOutcome::Match,
+            _ => cache
+                .resync(t0 + secs(1))
+                .outcome(NODE)
+                .expect("still dirty"),
+        };
+        assert_eq!(outcome, expected, "{mode:?} {reported:?}");
     }
 }
 
@@ -336,10 +338,6 @@ fn pods_the_node_agent_excludes_are_left_out_of_the_expected_fingerprint() {
         cache.resync(t0 + secs(1)).outcome(NODE),
         Some(ResyncOutcome::Mismatch)
     );
-    cache.update_nrt(excluding);
-    assert_eq!(
-        cache.resync(t0 + secs(2)).outcome(NODE),
-        Some(ResyncOutcome::Match)
-    );
+    assert_eq!(cache.update_nrt(excluding), NrtUpdate::Confirmed);
     assert!(cache.dirty_nodes().is_empty());
 }

@@ -82,3 +82,43 @@ fn outcome_notes() {
         Some("Preemption: waiting for x.")
     );
 }
+
+#[test]
+fn no_victim_search_runs_when_no_lower_priority_pod_exists_where_the_pod_may_go() {
+    use k8s_openapi::api::core::v1::Node;
+    let shared = crate::test_support::shared();
+    let node = |name: &str, pool: &str| -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"pool": pool}},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}
+        }))
+        .expect("node")
+    };
+    let on = |mut p: Pod, node: &str| {
+        p.spec.as_mut().expect("spec").node_name = Some(node.to_owned());
+        p
+    };
+    {
+        let mut state = shared.state.write().expect("state");
+        state.upsert_node(&node("main-1", "main"));
+        state.upsert_node(&node("other-1", "other"));
+        // Only equal priority where the preemptor may go; lower priority elsewhere.
+        state.upsert_bound_pod(&on(gpod("peer", 8, 100), "main-1"));
+        state.upsert_bound_pod(&on(gpod("low-elsewhere", 8, 0), "other-1"));
+    }
+    let mut preemptor = gpod("urgent", 12, 100);
+    preemptor.spec.as_mut().expect("spec").node_selector =
+        Some([("pool".to_owned(), "main".to_owned())].into());
+    let outcome = attempt(&shared, &input(&preemptor), &settings());
+    assert!(matches!(outcome, Outcome::NotHelpful), "{outcome:?}");
+    assert_eq!(shared.metrics.preemption_searches.get(), 0, "skipped");
+
+    // A lower-priority pod where it may go: the search runs.
+    shared
+        .state
+        .write()
+        .expect("state")
+        .upsert_bound_pod(&on(gpod("low", 4, 0), "main-1"));
+    attempt(&shared, &input(&preemptor), &settings());
+    assert_eq!(shared.metrics.preemption_searches.get(), 1);
+}

@@ -1,0 +1,194 @@
+//! A burst of NUMA-sensitive pods on nodes whose zones are tight, judged by the
+//! kubelet's own managers (the referee, through the node simulator): the scheduler
+//! in-process, one real updater agent per node publishing from the referee's
+//! podresources socket. Every pod the scheduler binds must be admitted; the time to
+//! fill the nodes is printed (never asserted), to compare the reserve cache's
+//! unblocking before and after a change.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tas_nodesim::Scenario;
+use tas_nodesim::simulator::Simulator;
+use tas_testcluster::{
+    NODE_SIM_LABEL, TestCluster, apply_crds_from_dir, crd_dir, free_ports, unique_name,
+    unique_namespace, wait_for,
+};
+
+const NODES: usize = 4;
+/// Four zones of 4 CPUs per node: two 2-CPU pods per zone.
+const CAPACITY: usize = NODES * 4 * 2;
+/// More than fits, so the last ones stay Pending.
+const BURST: usize = CAPACITY + 8;
+const TIMEOUT: Duration = Duration::from_secs(180);
+const LABEL: &str = "e2e.tas.dev/burst";
+
+fn scenario(group: &str) -> Scenario {
+    Scenario::from_yaml(&format!(
+        "nodes:
+- name: {group}
+  count: {NODES}
+  topologyManagerPolicy: single-numa-node
+  topologyManagerScope: pod
+  labels: {{ {LABEL}: {group} }}
+  zones:
+  - {{ count: 4, cpus: 4, memory: 8Gi }}
+"
+    ))
+    .expect("scenario")
+}
+
+/// One updater agent for `node`, with the flags the operator renders by default.
+fn start_updater(client: &Client, sim: &Simulator, node: &str) -> tokio::task::JoinHandle<()> {
+    let dir = sim.node_dir(node);
+    let args = tas_updater::cli::Args::try_parse_from([
+        "tas-updater".to_owned(),
+        format!("--node-name={node}"),
+        format!("--sysfs-root={}", dir.join("sys").display()),
+        format!("--kubelet-config={}", dir.join("config.yaml").display()),
+        format!("--podresources-socket={}", sim.socket_path(node).display()),
+        "--debounce=100ms".to_owned(),
+        "--refresh-period=5s".to_owned(),
+    ])
+    .expect("updater flags");
+    let config = args.agent_config().expect("agent config");
+    let podresources = tas_updater::podresources::PodResourcesClient::new(
+        tas_updater::podresources::ClientConfig::new(sim.socket_path(node)),
+    );
+    let agent = tas_updater::agent::Agent::new(
+        config,
+        client.clone(),
+        podresources,
+        Arc::new(tas_updater::metrics::Metrics::new()),
+        tas_runtime::http::Readiness::not_ready("starting"),
+    );
+    tokio::spawn(async move {
+        agent.run().await;
+    })
+}
+
+fn start_scheduler(client: &Client, name: &str, ns: &str) -> tokio::task::JoinHandle<()> {
+    let config = json!({
+        "schedulerName": name,
+        "leaderElection": {"leaseNamespace": ns},
+    });
+    let settings = tas_scheduler::config::Settings::from_config(
+        &serde_json::from_value(config).expect("config"),
+    )
+    .expect("valid config");
+    let port = free_ports(1).expect("a free port")[0];
+    let http = tas_runtime::http::Endpoint::insecure((std::net::Ipv4Addr::LOCALHOST, port).into());
+    let client = client.clone();
+    tokio::spawn(async move {
+        if let Err(e) =
+            tas_scheduler::run::run(client, settings, http, "burst".into(), "default".into()).await
+        {
+            panic!("scheduler stopped: {e}");
+        }
+    })
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
+    let cluster = TestCluster::shared().expect("cluster");
+    let client = cluster.client().await.expect("client");
+    apply_crds_from_dir(&client, &crd_dir())
+        .await
+        .expect("CRDs");
+    let ns = unique_namespace(&client, "burst").await.expect("namespace");
+    let group = unique_name("burst");
+    let scheduler = unique_name("tas");
+    let work = tempfile::tempdir().expect("work dir");
+    let sim = Simulator::start(client.clone(), &scenario(&group), work.path())
+        .await
+        .expect("simulator");
+    let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
+    let updaters: Vec<_> = nodes
+        .iter()
+        .map(|n| start_updater(&client, &sim, n))
+        .collect();
+    let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
+    for n in &nodes {
+        wait_for(format!("the NRT of {n}"), TIMEOUT, || async {
+            Ok::<_, kube::Error>(nrts.get_opt(n).await?.map(|_| ()))
+        })
+        .await
+        .expect("NRT published");
+    }
+    let scheduler_task = start_scheduler(&client, &scheduler, &ns);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let started = Instant::now();
+    for i in 0..BURST {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("p-{i:03}"), "labels": {NODE_SIM_LABEL: "true"}},
+            "spec": {
+                "schedulerName": scheduler,
+                "nodeSelector": {LABEL: group},
+                "containers": [{"name": "app", "image": "app", "resources": {
+                    "requests": {"cpu": "2", "memory": "1Gi"},
+                    "limits": {"cpu": "2", "memory": "1Gi"}}}]
+            }
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("pod created");
+    }
+
+    // Filled: as many pods admitted as the zones hold. A rejection fails at once.
+    let filled = wait_for("the zones to fill", TIMEOUT, || async {
+        let list = pods.list(&ListParams::default()).await?.items;
+        let rejected: Vec<String> = list
+            .iter()
+            .filter(|p| phase(p) == "Failed")
+            .map(|p| {
+                let reason = p.status.as_ref().and_then(|s| s.reason.clone());
+                format!("{} ({reason:?})", p.name_any())
+            })
+            .collect();
+        assert!(
+            rejected.is_empty(),
+            "the kubelet rejected pods the scheduler bound: {rejected:?}"
+        );
+        let running = list.iter().filter(|p| phase(p) == "Running").count();
+        Ok::<_, kube::Error>((running >= CAPACITY).then(|| started.elapsed()))
+    })
+    .await
+    .expect("filled");
+    println!(
+        "burst: {CAPACITY} pods admitted on {NODES} nodes × 4 zones of 4 CPUs in {:.2} s ({:.1} pods/s)",
+        filled.as_secs_f64(),
+        CAPACITY as f64 / filled.as_secs_f64()
+    );
+
+    // Nothing beyond capacity is ever bound, so nothing is ever rejected.
+    let list = pods.list(&ListParams::default()).await.expect("pods").items;
+    let bound = list
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count();
+    assert_eq!(
+        bound, CAPACITY,
+        "every bound pod is admitted, no more bound"
+    );
+    assert!(list.iter().all(|p| phase(p) != "Failed"));
+
+    scheduler_task.abort();
+    for u in updaters {
+        u.abort();
+    }
+    sim.shutdown().await;
+}
