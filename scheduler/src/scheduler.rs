@@ -128,7 +128,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 feasible: 0,
                 outcome: AttemptOutcome::Unschedulable { reason: &message },
             });
-            unschedulable(&shared, &events, &pod, message, &mut last_message);
+            unschedulable(&shared, &events, &pod, message, None, &mut last_message);
             continue;
         }
         let started = Instant::now();
