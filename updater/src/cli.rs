@@ -69,6 +69,10 @@ pub struct Args {
     /// Re-apply unchanged content this often, repairing edits by others (Go duration).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub reapply_interval: Duration,
+    /// Longest time between two writes of the object: when its content has not changed
+    /// for this long it is rewritten with a fresh `tas.dev/heartbeat` (Go duration).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub heartbeat_period: Duration,
     /// Pods covered by the fingerprint: all, with-exclusive-resources or disabled.
     #[arg(long, default_value = "with-exclusive-resources")]
     pub pods_fingerprint: String,
@@ -147,6 +151,7 @@ impl Args {
             debounce: self.debounce,
             reapply_interval: self.reapply_interval,
             fingerprint: FingerprintPolicy::new(method, &self.exclude_pods)?,
+            heartbeat_period: self.heartbeat_period.max(Duration::from_secs(1)),
         })
     }
 }

@@ -50,7 +50,7 @@ mod store;
 mod tests;
 
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
@@ -363,6 +363,12 @@ impl TopologyCache {
 
     /// Resyncs every dirty node; see [`resync`].
     pub fn resync(&self, now: Instant) -> ResyncReport {
+        self.resync_at(now, SystemTime::now())
+    }
+
+    /// [`Self::resync`] with `now` also given on the wall clock (NRT heartbeats are
+    /// wall-clock times).
+    pub fn resync_at(&self, now: Instant, wall: SystemTime) -> ResyncReport {
         let _span = tracing::debug_span!("nrt_cache_resync").entered();
         let mut report = ResyncReport::default();
         for node in self.dirty_nodes() {
@@ -371,7 +377,8 @@ impl TopologyCache {
             let Some(entry) = state.nodes.get_mut(&node) else {
                 continue;
             };
-            let Some((resync, dropped)) = resync::resync_node(&node, entry, now, &self.config)
+            let Some((resync, dropped)) =
+                resync::resync_node(&node, entry, now, wall, &self.config)
             else {
                 continue;
             };

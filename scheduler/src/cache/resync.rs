@@ -13,6 +13,13 @@
 //!    (**no_fingerprint**); until then nothing happens (**deferred**).
 //! 4. Whatever the fingerprint says, a node still dirty after `max_staleness` is
 //!    **forced** clean from its latest NRT.
+//! 5. Except when the latest NRT's writer stopped: its `tas.dev/heartbeat` attribute
+//!    ([`tas_api::nrt::heartbeat`]) is older than `missed_heartbeats` of the periods it
+//!    promises. Where 3 or 4 would trust it, the view is rebuilt from it keeping every
+//!    reservation of a pod bound after its last write (**writer_stopped**): the node is
+//!    never forced clean on an object that cannot have seen those pods, and they keep
+//!    counting against the zones until a fresh object arrives (or they are deleted).
+//!    Objects without the attribute (other writers) follow 3 and 4.
 //!
 //! Trusting an NRT without a match (3 and 4) keeps the reservations of pods the node
 //! agent cannot have reported yet: assumed pods not bound (unless the reservation
@@ -21,9 +28,10 @@
 //! longer ago are assumed to be in the NRT. Every carried reservation keeps its age, so
 //! the node cannot stay dirty past `max_staleness` on old reservations.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tas_api::fingerprint::{CheckError, check};
+use tas_api::nrt::heartbeat::Heartbeat;
 
 use super::config::CacheConfig;
 use super::node::{NodeEntry, Reservation};
@@ -42,6 +50,9 @@ pub enum ResyncOutcome {
     Deferred,
     /// Dirty for `max_staleness`: the NRT replaced the view without a match.
     Forced,
+    /// The NRT would have been trusted without a match, but its writer stopped: the view
+    /// was rebuilt from it keeping every pod bound after its last write.
+    WriterStopped,
 }
 
 impl ResyncOutcome {
@@ -53,6 +64,7 @@ impl ResyncOutcome {
             Self::NoFingerprint => "no_fingerprint",
             Self::Deferred => "deferred",
             Self::Forced => "forced",
+            Self::WriterStopped => "writer_stopped",
         }
     }
 }
@@ -99,12 +111,43 @@ enum Verdict {
     Unusable,
 }
 
+/// When the writer of a node's latest NRT last wrote it, as an instant of this
+/// process, if that writer has stopped (see the module documentation); `None` while it
+/// is alive or makes no promise. `now` and `wall` are the same moment on both clocks.
+pub(crate) fn stopped_writer_since(
+    entry: &NodeEntry,
+    now: Instant,
+    wall: SystemTime,
+    config: &CacheConfig,
+) -> Option<StoppedWriter> {
+    let heartbeat = Heartbeat::of(entry.latest()?)?;
+    if !heartbeat.stopped(wall, config.missed_heartbeats) {
+        return None;
+    }
+    let age = heartbeat.age(wall);
+    Some(StoppedWriter {
+        age,
+        // Before the process started: every pod it saw bound came later.
+        last_write: now.checked_sub(age),
+    })
+}
+
+/// A stopped writer's last write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StoppedWriter {
+    /// How long ago.
+    pub(crate) age: Duration,
+    /// When, on this process's clock; `None` when before any instant it can name.
+    pub(crate) last_write: Option<Instant>,
+}
+
 /// Resyncs `entry` if it is dirty; returns what happened and the UIDs of the dropped
-/// reservations.
+/// reservations. `wall` is `now` on the wall clock, for the NRT's heartbeat.
 pub(crate) fn resync_node(
     node: &str,
     entry: &mut NodeEntry,
     now: Instant,
+    wall: SystemTime,
     config: &CacheConfig,
 ) -> Option<(NodeResync, Vec<String>)> {
     let dirty_for = now.saturating_duration_since(entry.dirty_since()?);
@@ -113,15 +156,27 @@ pub(crate) fn resync_node(
             .dirty_since()
             .is_some_and(|since| now.saturating_duration_since(since) >= config.max_staleness)
     };
-    let trusting =
-        |r: &Reservation, pod: Option<&ObservedPod>| kept_when_trusting(r, pod, now, config);
+    let stopped = stopped_writer_since(entry, now, wall, config);
+    // Trusting the NRT without a match: for a stopped writer, only what it saw.
+    let trusting = |r: &Reservation, pod: Option<&ObservedPod>| match stopped {
+        Some(writer) => kept_when_stopped(r, pod, now, writer.last_write, config),
+        None => kept_when_trusting(r, pod, now, config),
+    };
+    let trusted = if stopped.is_some() {
+        ResyncOutcome::WriterStopped
+    } else {
+        ResyncOutcome::Forced
+    };
     let (outcome, mut dropped) = match verdict(node, entry, config) {
         Verdict::Match => {
             let dropped = entry.rebuild(|_, pod| kept_after_match(pod));
             (ResyncOutcome::Match, dropped)
         }
-        Verdict::Mismatch if stale(entry) => (ResyncOutcome::Forced, entry.rebuild(trusting)),
+        Verdict::Mismatch if stale(entry) || stopped.is_some() => {
+            (trusted, entry.rebuild(trusting))
+        }
         Verdict::Mismatch => (ResyncOutcome::Mismatch, Vec::new()),
+        Verdict::Unusable if stopped.is_some() => (trusted, entry.rebuild(trusting)),
         Verdict::Unusable if dirty_for >= config.resync_period => {
             (ResyncOutcome::NoFingerprint, entry.rebuild(trusting))
         }
@@ -130,7 +185,7 @@ pub(crate) fn resync_node(
     // A match can carry over reservations that are themselves past the bound.
     let outcome = if outcome == ResyncOutcome::Match && stale(entry) {
         dropped.extend(entry.rebuild(trusting));
-        ResyncOutcome::Forced
+        trusted
     } else {
         outcome
     };
@@ -139,7 +194,14 @@ pub(crate) fn resync_node(
     } else {
         0
     };
-    if outcome == ResyncOutcome::Forced {
+    if let (ResyncOutcome::WriterStopped, Some(writer)) = (outcome, stopped) {
+        tracing::warn!(
+            node,
+            heartbeat_age_seconds = writer.age.as_secs(),
+            carried_over,
+            "node topology writer stopped: its NodeResourceTopology is kept with every pod bound since its last write reserved, until a fresh one arrives",
+        );
+    } else if outcome == ResyncOutcome::Forced {
         tracing::warn!(
             node,
             dirty_for_seconds = dirty_for.as_secs_f64(),
@@ -205,5 +267,24 @@ fn kept_when_trusting(
         None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
         Some(p) if p.phase.is_terminal() => false,
         Some(p) => now.saturating_duration_since(p.bound_at) < config.resync_period,
+    }
+}
+
+/// See the module documentation: an object whose writer stopped at `last_write` reflects
+/// no pod bound after it. A margin of one resync period covers clocks that differ
+/// between the node and the scheduler and the delay of the pod watch.
+fn kept_when_stopped(
+    reservation: &Reservation,
+    pod: Option<&ObservedPod>,
+    now: Instant,
+    last_write: Option<Instant>,
+    config: &CacheConfig,
+) -> bool {
+    match pod {
+        None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
+        Some(p) if p.phase.is_terminal() => false,
+        Some(p) => last_write
+            .and_then(|at| at.checked_sub(config.resync_period))
+            .is_none_or(|since| p.bound_at >= since),
     }
 }
