@@ -67,7 +67,7 @@ pub async fn scenario(client: &Client) {
     assert!(message.contains(stopped.as_str()), "{message}");
     assert!(!message.contains(alive.as_str()), "{message}");
     let group = &cr.status.as_ref().unwrap().node_groups[0];
-    assert_eq!(group.stale_nodes, [stopped.clone()]);
+    assert_eq!(group.stale_nodes, std::slice::from_ref(stopped));
     assert_eq!((group.stale_node_count, group.nodes_with_fresh_nrt), (1, 1));
 
     // The agent writes again. The write changes nothing the NRT watch wakes the

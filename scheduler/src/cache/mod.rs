@@ -35,7 +35,10 @@
 //!
 //! Unlike the reference, no node stays dirty forever: one dirty for `max_staleness`
 //! is forced clean from its latest NRT (logged and counted), keeping only the
-//! reservations that object cannot reflect yet.
+//! reservations that object cannot reflect yet. The exception is an NRT whose writer
+//! stopped (its `tas.dev/heartbeat` is `missed_heartbeats` periods old): it is never
+//! trusted past what it saw, so the pods bound after its last write stay reserved
+//! until a fresh object arrives ([`resync`], [`TopologyCache::stopped_writers`]).
 
 mod config;
 mod exclude;
@@ -44,6 +47,7 @@ mod metrics;
 mod node;
 mod pod;
 pub mod resync;
+mod stopped;
 mod store;
 
 #[cfg(test)]
@@ -62,6 +66,7 @@ pub use metrics::CacheMetrics;
 pub use node::{NodeView, NrtUpdate};
 pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
+pub use stopped::{StoppedWriter, stopped_writers_note};
 
 use crate::numa::{PodRequest, Resources};
 use node::{NodeEntry, Reservation};

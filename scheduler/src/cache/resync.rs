@@ -114,7 +114,7 @@ enum Verdict {
 /// When the writer of a node's latest NRT last wrote it, as an instant of this
 /// process, if that writer has stopped (see the module documentation); `None` while it
 /// is alive or makes no promise. `now` and `wall` are the same moment on both clocks.
-pub(crate) fn stopped_writer_since(
+pub(super) fn stopped_writer_since(
     entry: &NodeEntry,
     now: Instant,
     wall: SystemTime,

@@ -83,6 +83,10 @@ fn a_stopped_writer_keeps_the_pods_bound_after_its_last_write_past_max_staleness
     assert_eq!(s.cache.dirty_nodes(), [NODE], "not forced clean");
     assert_eq!(s.cache.metrics().resyncs(ResyncOutcome::WriterStopped), 1);
     assert_eq!(s.cache.metrics().resyncs(ResyncOutcome::Forced), 0);
+    assert!(
+        crate::cache::stopped_writers_note(&[], 3).is_none(),
+        "no note without a stopped writer"
+    );
 
     // Hours later, nothing changed: `p` still counts.
     for hours in [1, 2, 5] {
@@ -123,6 +127,22 @@ fn a_stopped_writer_without_a_fingerprint_is_not_trusted_after_a_resync_period()
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::WriterStopped));
     assert_eq!(zones_free(&cache), [(22_000, 44), (22_000, 44)]);
 
+    // Shown to users: in the debug report and in unschedulable pods' messages.
+    let stopped = cache.stopped_writers(t0 + secs(10), w0 + secs(10));
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(
+        (stopped[0].node.as_str(), stopped[0].reservations),
+        (NODE, 1)
+    );
+    let note = crate::cache::stopped_writers_note(&stopped, 3).expect("a note");
+    assert!(
+        note.contains(&format!("{NODE} (60 min, 1 pod(s) held)")),
+        "{note}"
+    );
+    let inspected = cache.inspect(t0 + secs(10));
+    let age = inspected[0].writer_stopped_seconds.expect("stopped");
+    assert!(age >= 3600.0, "{age}");
+
     // Deleting the pod releases it at once, as for any reservation.
     cache.pod_deleted(&p.on(NODE).running().build(), t0 + secs(20));
     assert!(cache.dirty_nodes().is_empty());
@@ -145,4 +165,9 @@ fn the_missed_periods_are_configurable() {
     // 50 minutes without a write: stopped under 3 periods, alive under 10.
     let report = cache.resync_at(t0 + secs(3000), w0 + secs(3000));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Forced));
+    assert!(
+        cache
+            .stopped_writers(t0 + secs(3000), w0 + secs(3000))
+            .is_empty()
+    );
 }
