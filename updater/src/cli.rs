@@ -218,4 +218,26 @@ mod tests {
         assert_eq!(k.overrides.scope, Some(TopologyManagerScope::Pod));
         assert_eq!(k.overrides.options.as_ref().map(BTreeMap::len), Some(2));
     }
+
+    #[test]
+    fn a_group_s_heartbeat_period_reaches_the_agent() {
+        let defaults = UpdaterArgs::for_daemonset(&UpdaterSpec::default(), "info").to_args();
+        let argv = ["tas-updater", "--node-name=n"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(defaults);
+        let config = Args::try_parse_from(argv).unwrap().agent_config().unwrap();
+        assert_eq!(config.heartbeat_period, Duration::from_secs(600));
+
+        let spec: UpdaterSpec =
+            serde_json::from_value(serde_json::json!({"refresh": {"heartbeatPeriod": "90s"}}))
+                .unwrap();
+        let rendered = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        let argv = ["tas-updater", "--node-name=n"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(rendered);
+        let config = Args::try_parse_from(argv).unwrap().agent_config().unwrap();
+        assert_eq!(config.heartbeat_period, Duration::from_secs(90));
+    }
 }

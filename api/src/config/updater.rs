@@ -195,4 +195,18 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_heartbeat_period_is_rendered_only_when_not_the_default() {
+        let mut spec = UpdaterSpec::default();
+        spec.refresh.heartbeat_period = "600s".to_owned();
+        let args = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        assert!(!args.iter().any(|a| a.starts_with("--heartbeat-period")));
+        spec.refresh.heartbeat_period = "2m".to_owned();
+        let args = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some("--heartbeat-period=2m")
+        );
+    }
 }
