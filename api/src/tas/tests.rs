@@ -175,7 +175,10 @@ fn node_group_overrides_merge_field_by_field() {
     assert_eq!(merged.refresh.period, "5s");
     assert_eq!(merged.refresh.mode, base.refresh.mode, "mode inherited");
     assert_eq!(merged.refresh.debounce, base.refresh.debounce);
-    assert_eq!(merged.refresh.heartbeat_period, "10m", "heartbeat inherited");
+    assert_eq!(
+        merged.refresh.heartbeat_period, "10m",
+        "heartbeat inherited"
+    );
     assert_eq!(merged.pods_fingerprint, PodsFingerprint::All);
     let slow: NodeGroup = serde_json::from_value(json!({
         "name": "slow",

@@ -64,6 +64,9 @@ pub(crate) struct NodeEntry {
     /// When pods were deleted, by namespace/name: a new pod reusing one has the same
     /// fingerprint identity (see `pod_identity_reused`).
     deleted: HashMap<(String, String), Instant>,
+    /// The last write of a stopped NRT writer already reported for this node, so a
+    /// resync warns once per stopped object, not every period (see `resync`).
+    pub(crate) stopped_writer_reported: Option<std::time::SystemTime>,
 }
 
 impl NodeEntry {

@@ -126,6 +126,7 @@ pub(super) fn stopped_writer_since(
     }
     let age = heartbeat.age(wall);
     Some(StoppedWriter {
+        at: heartbeat.at,
         age,
         // Before the process started: every pod it saw bound came later.
         last_write: now.checked_sub(age),
@@ -135,6 +136,8 @@ pub(super) fn stopped_writer_since(
 /// A stopped writer's last write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StoppedWriter {
+    /// When, as the object states it.
+    pub(crate) at: SystemTime,
     /// How long ago.
     pub(crate) age: Duration,
     /// When, on this process's clock; `None` when before any instant it can name.
@@ -194,7 +197,9 @@ pub(crate) fn resync_node(
     } else {
         0
     };
-    if let (ResyncOutcome::WriterStopped, Some(writer)) = (outcome, stopped) {
+    let first_report = stopped.is_some_and(|w| entry.stopped_writer_reported != Some(w.at));
+    if let (ResyncOutcome::WriterStopped, Some(writer), true) = (outcome, stopped, first_report) {
+        entry.stopped_writer_reported = Some(writer.at);
         tracing::warn!(
             node,
             heartbeat_age_seconds = writer.age.as_secs(),
