@@ -15,8 +15,9 @@
 //!    **forced** clean from its latest NRT.
 //! 5. Except when the latest NRT's writer stopped: its `tas.dev/heartbeat` attribute
 //!    ([`tas_api::nrt::heartbeat`]) is older than `missed_heartbeats` of the periods it
-//!    promises. Where 3 or 4 would trust it, the view is rebuilt from it keeping every
-//!    reservation of a pod bound after its last write (**writer_stopped**): the node is
+//!    promises. Where 2, 3 or 4 would keep it dirty or trust it, the view is rebuilt
+//!    from it keeping every reservation of a pod bound after its last write, or less
+//!    than `max_staleness` before it (**writer_stopped**): the node is
 //!    never forced clean on an object that cannot have seen those pods, and they keep
 //!    counting against the zones until a fresh object arrives (or they are deleted).
 //!    Objects without the attribute (other writers) follow 3 and 4.
@@ -276,8 +277,11 @@ fn kept_when_trusting(
 }
 
 /// See the module documentation: an object whose writer stopped at `last_write` reflects
-/// no pod bound after it. A margin of one resync period covers clocks that differ
-/// between the node and the scheduler and the delay of the pod watch.
+/// no pod bound after it, nor surely one bound shortly before it (the kubelet admits a
+/// pod some time after its binding, clocks differ between the node and the scheduler,
+/// the pod watch lags). Pods bound within `max_staleness` before the last write, the
+/// longest the cache waits for any object to show a pod, are kept too: on a node whose
+/// agent is gone, counting a pod twice only leaves other pods Pending.
 fn kept_when_stopped(
     reservation: &Reservation,
     pod: Option<&ObservedPod>,
@@ -289,7 +293,7 @@ fn kept_when_stopped(
         None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
         Some(p) if p.phase.is_terminal() => false,
         Some(p) => last_write
-            .and_then(|at| at.checked_sub(config.resync_period))
+            .and_then(|at| at.checked_sub(config.max_staleness))
             .is_none_or(|since| p.bound_at >= since),
     }
 }

@@ -23,9 +23,9 @@ fn stamped(nrt: NodeResourceTopology, at: SystemTime) -> NodeResourceTopology {
     )
 }
 
-/// Both clocks at one moment, and the node's NRT written one minute later by an agent
-/// whose fingerprint will never match: `q` (2 CPUs) bound before that write, `p`
-/// (8 CPUs) bound 40 s after it.
+/// Both clocks at one moment, and the node's NRT written 200 s later by an agent whose
+/// fingerprint will never match: `q` (2 CPUs) bound more than `max_staleness` (120 s)
+/// before that write, `r` (1 CPU) 30 s before it, `p` (8 CPUs) 40 s after it.
 struct Setup {
     cache: TopologyCache,
     t0: Instant,
@@ -38,20 +38,26 @@ impl Setup {
         let w0 = SystemTime::now();
         let cache = cache();
         let written = with_fingerprint(nrt("30", "60Gi"), &[("ns", "other")], None);
-        cache.update_nrt(stamped(written, w0 + secs(60)));
+        cache.update_nrt(stamped(written, w0 + secs(200)));
         let q = pod("q", &[("cpu", "2"), ("memory", "2Gi")]);
         reserve(&cache, NODE, &q, t0);
         assert_eq!(
             cache.pod_bound(&q.on(NODE).running().build(), t0),
             PodBound::Confirmed
         );
-        let p = pod("p", &[("cpu", "8"), ("memory", "16Gi")]);
-        reserve(&cache, NODE, &p, t0 + secs(100));
+        let r = pod("r", &[("cpu", "1"), ("memory", "1Gi")]);
+        reserve(&cache, NODE, &r, t0 + secs(170));
         assert_eq!(
-            cache.pod_bound(&p.on(NODE).running().build(), t0 + secs(100)),
+            cache.pod_bound(&r.on(NODE).running().build(), t0 + secs(170)),
             PodBound::Confirmed
         );
-        assert_eq!(zones_free(&cache), [(20_000, 42), (20_000, 42)]);
+        let p = pod("p", &[("cpu", "8"), ("memory", "16Gi")]);
+        reserve(&cache, NODE, &p, t0 + secs(240));
+        assert_eq!(
+            cache.pod_bound(&p.on(NODE).running().build(), t0 + secs(240)),
+            PodBound::Confirmed
+        );
+        assert_eq!(zones_free(&cache), [(19_000, 41), (19_000, 41)]);
         Self { cache, t0, w0 }
     }
 
@@ -65,7 +71,7 @@ impl Setup {
 fn a_stopped_writer_keeps_the_pods_bound_after_its_last_write_past_max_staleness() {
     let s = Setup::new();
     // Ten minutes after the write: the writer is alive, the fingerprint mismatches.
-    let report = s.resync(secs(60 + 600));
+    let report = s.resync(secs(200 + 600));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Forced));
     assert_eq!(
         zones_free(&s.cache),
@@ -75,11 +81,12 @@ fn a_stopped_writer_keeps_the_pods_bound_after_its_last_write_past_max_staleness
 
     let s = Setup::new();
     // Three periods and a second after the write: stopped. `p` was bound after the
-    // write, so the object cannot show it; `q` was bound before it.
-    let report = s.resync(secs(60 + 1801));
+    // write, so the object cannot show it, and `r` too close before it to be sure;
+    // `q` was bound well before it.
+    let report = s.resync(secs(200 + 1801));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::WriterStopped));
-    assert_eq!(report.nodes[0].carried_over, 1);
-    assert_eq!(zones_free(&s.cache), [(22_000, 44), (22_000, 44)]);
+    assert_eq!(report.nodes[0].carried_over, 2);
+    assert_eq!(zones_free(&s.cache), [(21_000, 43), (21_000, 43)]);
     assert_eq!(s.cache.dirty_nodes(), [NODE], "not forced clean");
     assert_eq!(s.cache.metrics().resyncs(ResyncOutcome::WriterStopped), 1);
     assert_eq!(s.cache.metrics().resyncs(ResyncOutcome::Forced), 0);
@@ -92,7 +99,7 @@ fn a_stopped_writer_keeps_the_pods_bound_after_its_last_write_past_max_staleness
     for hours in [1, 2, 5] {
         let report = s.resync(secs(hours * 3600));
         assert_eq!(report.outcome(NODE), Some(ResyncOutcome::WriterStopped));
-        assert_eq!(zones_free(&s.cache), [(22_000, 44), (22_000, 44)]);
+        assert_eq!(zones_free(&s.cache), [(21_000, 43), (21_000, 43)]);
     }
 
     // The agent comes back and reports `p` on zone 0: a fresh object, trusted on match.
@@ -104,7 +111,7 @@ fn a_stopped_writer_keeps_the_pods_bound_after_its_last_write_past_max_staleness
         ],
         &[],
     );
-    let reported = with_fingerprint(reported, &[("ns", "p"), ("ns", "q")], None);
+    let reported = with_fingerprint(reported, &[("ns", "p"), ("ns", "q"), ("ns", "r")], None);
     s.cache.update_nrt(stamped(reported, s.w0 + secs(6 * 3600)));
     let report = s.resync(secs(6 * 3600 + 1));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Match));
