@@ -73,6 +73,11 @@ pub struct NodeRow {
     pub reservations: usize,
     /// NUMA zones.
     pub zones: Vec<ZoneRow>,
+    /// Seconds since the node's NRT writer last wrote it, when the scheduler judges that
+    /// writer stopped (its `tas.dev/heartbeat` is too old): the pods bound since stay
+    /// reserved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_stopped_seconds: Option<f64>,
 }
 
 /// One NUMA zone.
@@ -145,11 +150,17 @@ impl NodesReport {
                 (_, _, Some(problem)) => problem.clone(),
                 _ => "-".to_owned(),
             };
-            let view = match n.confirmed {
+            let mut view = match n.confirmed {
                 Some(true) => "confirmed".to_owned(),
                 Some(false) => format!("{} reserved", n.reservations),
                 None => "-".to_owned(),
             };
+            if let Some(seconds) = n.writer_stopped_seconds {
+                view.push_str(&format!(
+                    ", writer stopped {}m ago",
+                    (seconds / 60.0) as u64
+                ));
+            }
             let mut head = vec![
                 n.node.clone(),
                 policy,
@@ -210,6 +221,7 @@ fn node_row(cluster: &ClusterRead, node: &str) -> NodeRow {
         confirmed: cached.map(|c| c.confirmed),
         reservations: cached.map_or(0, |c| c.reservations.len()),
         zones: Vec::new(),
+        writer_stopped_seconds: cached.and_then(|c| c.writer_stopped_seconds),
     };
     let Some(nrt) = cluster.nrts.get(node) else {
         row.problem = Some("no NodeResourceTopology".to_owned());
@@ -254,4 +266,37 @@ fn node_row(cluster: &ClusterRead, node: &str) -> NodeRow {
         });
     }
     row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_writer_is_shown_with_the_reservations() {
+        let row = |stopped| NodeRow {
+            node: "worker-1".into(),
+            policy: None,
+            scope: None,
+            problem: None,
+            fingerprint: FingerprintState::Mismatch,
+            confirmed: Some(false),
+            reservations: 2,
+            zones: Vec::new(),
+            writer_stopped_seconds: stopped,
+        };
+        let report = |stopped| NodesReport {
+            scheduler_error: None,
+            scheduler_leader: Some(true),
+            nodes: vec![row(stopped)],
+        };
+        let text = report(Some(2130.0)).render();
+        assert!(
+            text.contains("2 reserved, writer stopped 35m ago"),
+            "{text}"
+        );
+        assert!(!report(None).render().contains("writer stopped"));
+        let json = serde_json::to_value(report(Some(2130.0))).unwrap();
+        assert_eq!(json["nodes"][0]["writerStoppedSeconds"], 2130.0);
+    }
 }

@@ -46,6 +46,8 @@ pub struct Settings {
     pub foreign_pods: ForeignPodsDetection,
     /// Which pod phases count as present on a node.
     pub informer_mode: InformerMode,
+    /// Heartbeat periods an NRT's writer may miss before it counts as stopped.
+    pub missed_heartbeats: u32,
     /// Nodes without an NRT.
     pub nodes_without_topology: NodesWithoutTopology,
     /// Worker threads for filtering nodes.
@@ -219,6 +221,7 @@ impl Settings {
             max_staleness,
             foreign_pods: c.cache.foreign_pods,
             informer_mode: c.cache.informer_mode,
+            missed_heartbeats: c.cache.missed_heartbeats.max(1),
             nodes_without_topology: c.nodes_without_topology,
             parallelism,
             backoff_initial,

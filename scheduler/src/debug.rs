@@ -77,6 +77,11 @@ pub struct NodeReservations {
     /// The scheduler's view: each zone's free amounts with the reservations subtracted.
     #[serde(default)]
     pub zones: Vec<ZoneFree>,
+    /// Seconds since the NRT's writer last wrote it, present only when that writer
+    /// stopped (`tas.dev/heartbeat` older than `missedHeartbeats` periods): the pods
+    /// bound since stay reserved until it writes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_stopped_seconds: Option<f64>,
 }
 
 /// One NUMA zone of the scheduler's view.
@@ -128,6 +133,7 @@ impl From<NodeInspection> for NodeReservations {
                     available: free.into_iter().collect(),
                 })
                 .collect(),
+            writer_stopped_seconds: n.writer_stopped_seconds,
         }
     }
 }

@@ -50,6 +50,7 @@ pub async fn run_with_otlp(
             max_staleness: settings.max_staleness,
             foreign_pods: settings.foreign_pods,
             informer_mode: settings.informer_mode,
+            missed_heartbeats: settings.missed_heartbeats,
         },
         CacheMetrics::register(&mut metrics.registry),
     );

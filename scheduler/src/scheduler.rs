@@ -18,6 +18,7 @@
 //! the evictions in a background task; the pod itself waits in the queue until an
 //! ordinary decision places it.
 
+use crate::cache;
 use crate::cycle::{self, CycleSettings, Decision, PodInput};
 use crate::decision_trace::decide_traced;
 use crate::events::EventSender;
@@ -202,6 +203,12 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                     &explain::unsupported_features(&pod),
                 );
                 if let Some(note) = outcome.note() {
+                    message = format!("{message} {note}");
+                }
+                let stopped = shared
+                    .cache
+                    .stopped_writers(Instant::now(), SystemTime::now());
+                if let Some(note) = cache::stopped_writers_note(&stopped, explain::NODES_NAMED) {
                     message = format!("{message} {note}");
                 }
                 phases.push(("preempt", searching.elapsed()));

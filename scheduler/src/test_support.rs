@@ -88,6 +88,7 @@ pub fn shared() -> std::sync::Arc<crate::shared::Shared> {
             max_staleness: settings.max_staleness,
             foreign_pods: settings.foreign_pods,
             informer_mode: settings.informer_mode,
+            missed_heartbeats: settings.missed_heartbeats,
         },
         CacheMetrics::default(),
     );

@@ -47,6 +47,8 @@ pub struct AgentConfig {
     pub reapply_interval: Duration,
     /// Which pods the fingerprint covers.
     pub fingerprint: FingerprintPolicy,
+    /// Longest time between two writes of the object (its `tas.dev/heartbeat`).
+    pub heartbeat_period: Duration,
 }
 
 /// Why an observation failed (the kind is the metrics label).
@@ -104,6 +106,7 @@ impl Agent {
         readiness: Readiness,
     ) -> Self {
         let publisher = Publisher::new(Api::all(client.clone()), cfg.reapply_interval)
+            .heartbeat_period(cfg.heartbeat_period)
             .take_over(cfg.take_over_nrt);
         let node = NodeRef {
             name: cfg.node_name.clone(),
@@ -128,12 +131,14 @@ impl Agent {
     pub async fn run(mut self) -> TaskEnded {
         let (tx, mut rx) = mpsc::channel::<Trigger>(16);
         let mut tasks = Supervisor::new();
-        if self.cfg.mode.periodic() {
-            tasks.spawn("ticker", triggers::ticker(self.cfg.period, tx.clone()));
+        // The tick also carries the heartbeat: events only still publishes at start and
+        // once per heartbeat period.
+        let tick = if self.cfg.mode.periodic() {
+            self.cfg.period.min(self.cfg.heartbeat_period)
         } else {
-            // Events only: still publish once at start.
-            let _ = tx.send(Trigger::Tick).await;
-        }
+            self.cfg.heartbeat_period
+        };
+        tasks.spawn("ticker", triggers::ticker(tick, tx.clone()));
         if self.cfg.mode.events() {
             let (raw_tx, raw_rx) = mpsc::channel(256);
             tasks.spawn(
@@ -389,6 +394,7 @@ mod tests {
             debounce: Duration::from_millis(100),
             reapply_interval: Duration::from_secs(600),
             fingerprint: FingerprintPolicy::new(None, &[]).unwrap(),
+            heartbeat_period: Duration::from_secs(600),
         };
         Agent::new(
             cfg,

@@ -69,6 +69,10 @@ pub struct Args {
     /// Re-apply unchanged content this often, repairing edits by others (Go duration).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub reapply_interval: Duration,
+    /// Longest time between two writes of the object: when its content has not changed
+    /// for this long it is rewritten with a fresh `tas.dev/heartbeat` (Go duration).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub heartbeat_period: Duration,
     /// Pods covered by the fingerprint: all, with-exclusive-resources or disabled.
     #[arg(long, default_value = "with-exclusive-resources")]
     pub pods_fingerprint: String,
@@ -147,6 +151,7 @@ impl Args {
             debounce: self.debounce,
             reapply_interval: self.reapply_interval,
             fingerprint: FingerprintPolicy::new(method, &self.exclude_pods)?,
+            heartbeat_period: self.heartbeat_period.max(Duration::from_secs(1)),
         })
     }
 }
@@ -212,5 +217,27 @@ mod tests {
         assert_eq!(k.overrides.policy, Some(TopologyManagerPolicy::Restricted));
         assert_eq!(k.overrides.scope, Some(TopologyManagerScope::Pod));
         assert_eq!(k.overrides.options.as_ref().map(BTreeMap::len), Some(2));
+    }
+
+    #[test]
+    fn a_group_s_heartbeat_period_reaches_the_agent() {
+        let defaults = UpdaterArgs::for_daemonset(&UpdaterSpec::default(), "info").to_args();
+        let argv = ["tas-updater", "--node-name=n"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(defaults);
+        let config = Args::try_parse_from(argv).unwrap().agent_config().unwrap();
+        assert_eq!(config.heartbeat_period, Duration::from_secs(600));
+
+        let spec: UpdaterSpec =
+            serde_json::from_value(serde_json::json!({"refresh": {"heartbeatPeriod": "90s"}}))
+                .unwrap();
+        let rendered = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        let argv = ["tas-updater", "--node-name=n"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(rendered);
+        let config = Args::try_parse_from(argv).unwrap().agent_config().unwrap();
+        assert_eq!(config.heartbeat_period, Duration::from_secs(90));
     }
 }

@@ -1,11 +1,15 @@
 //! Writes the node's NodeResourceTopology with server-side apply — only when its content
-//! changed, plus a slow safety-net re-apply.
+//! changed, or when its heartbeat is due.
 //!
-//! The publisher remembers the content it last applied. On the first publish it reads
-//! the object once (a restart of the agent with an unchanged node costs one GET and no
-//! write); afterwards it never reads. A write happens when the desired content differs
-//! from the remembered one, or when the safety interval has passed since the last write
-//! (this repairs an object someone else edited, without a watch).
+//! The publisher remembers the content it last applied and when. On the first publish it
+//! reads the object once (a restart of the agent with an unchanged node and a recent
+//! heartbeat costs one GET and no write); afterwards it never reads. A write happens when
+//! the desired content differs from the remembered one, or when the heartbeat period (or
+//! the safety interval, if shorter) has passed since the last write ([`decide`]). Every
+//! write stamps the `tas.dev/heartbeat` attributes ([`tas_api::nrt::heartbeat`]), which
+//! are left out when comparing content: time passing alone never causes a write before
+//! the heartbeat is due. The heartbeat tells readers the agent is alive on an idle node,
+//! and the periodic write repairs an object someone else edited, without a watch.
 //!
 //! Another NRT writer (node-feature-discovery's topology-updater,
 //! resource-topology-exporter, ...) may already publish the node's object: the agent
@@ -16,7 +20,8 @@
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+use tas_api::nrt::heartbeat::{self, Heartbeat};
 use tas_api::nrt::ownership::foreign_nrt_writers;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tracing::Instrument as _;
@@ -59,9 +64,10 @@ pub enum PublishError {
 /// Prefix of the annotations the agent writes.
 const AGENT_ANNOTATION_PREFIX: &str = "tas.dev/kubelet-config";
 
-/// The part of the object the agent owns; two objects with equal content need no write.
+/// The part of the object the agent owns, without the heartbeat; two objects with equal
+/// content need no write until the heartbeat is due.
 #[derive(Debug, Clone, PartialEq)]
-struct Content {
+pub struct Content {
     topology_policies: Vec<String>,
     attributes: Vec<tas_api::nrt::v1alpha2::AttributeInfo>,
     zones: Vec<tas_api::nrt::v1alpha2::Zone>,
@@ -71,7 +77,8 @@ struct Content {
 }
 
 impl Content {
-    fn of(obj: &NodeResourceTopology) -> Self {
+    /// The content of `obj`.
+    pub fn of(obj: &NodeResourceTopology) -> Self {
         let owners = obj
             .metadata
             .owner_references
@@ -81,7 +88,12 @@ impl Content {
             .collect();
         Self {
             topology_policies: obj.topology_policies.clone(),
-            attributes: obj.attributes.clone(),
+            attributes: obj
+                .attributes
+                .iter()
+                .filter(|a| !heartbeat::is_heartbeat_attribute(&a.name))
+                .cloned()
+                .collect(),
             zones: obj.zones.clone(),
             owners,
             annotations: obj
@@ -96,11 +108,47 @@ impl Content {
     }
 }
 
+/// Why [`decide`] wants a write, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// Same content, written less than the interval ago.
+    NotNeeded,
+    /// Nothing written yet, or the content differs from the last write.
+    ContentChanged,
+    /// Same content, but the last write is an interval old: restamp the heartbeat.
+    HeartbeatDue,
+}
+
+/// Whether to write `content` at `now`, given the last write (its content, and when it
+/// was made; `None` when its time is unknown) and the longest allowed time between
+/// writes.
+pub fn decide(
+    last: Option<&(Content, Option<Instant>)>,
+    content: &Content,
+    now: Instant,
+    interval: Duration,
+) -> Write {
+    match last {
+        Some((last, _)) if last != content => Write::ContentChanged,
+        None => Write::ContentChanged,
+        Some((_, Some(at))) if now.saturating_duration_since(*at) < interval => Write::NotNeeded,
+        Some(_) => Write::HeartbeatDue,
+    }
+}
+
+/// When an object read back was last written, as an instant of this process: from its
+/// heartbeat's age (`None` without a heartbeat: the next publish writes one).
+fn written_at(obj: &NodeResourceTopology, now: Instant, wall: SystemTime) -> Option<Instant> {
+    let age = Heartbeat::of(obj)?.age(wall);
+    now.checked_sub(age)
+}
+
 /// Keeps one NodeResourceTopology object up to date.
 pub struct Publisher {
     api: Api<NodeResourceTopology>,
     safety_interval: Duration,
-    last: Option<(Content, Instant)>,
+    heartbeat_period: Duration,
+    last: Option<(Content, Option<Instant>)>,
     initialised: bool,
     take_over: bool,
     foreign: Vec<String>,
@@ -113,12 +161,21 @@ impl Publisher {
         Self {
             api,
             safety_interval,
+            heartbeat_period: heartbeat::DEFAULT_PERIOD,
             last: None,
             initialised: false,
             take_over: false,
             foreign: Vec::new(),
             last_write: None,
         }
+    }
+
+    /// The longest time between two writes, stated in every write's
+    /// `tas.dev/heartbeat-period` attribute.
+    #[must_use]
+    pub fn heartbeat_period(mut self, period: Duration) -> Self {
+        self.heartbeat_period = period;
+        self
     }
 
     /// Whether to write the object even when another field manager writes it.
@@ -161,7 +218,10 @@ impl Publisher {
                     source,
                 })?;
             self.observe(existing.as_ref());
-            self.last = existing.map(|o| (Content::of(&o), Instant::now()));
+            self.last = existing.map(|o| {
+                let at = written_at(&o, Instant::now(), SystemTime::now());
+                (Content::of(&o), at)
+            });
             self.initialised = true;
         }
         if !self.foreign.is_empty() && !self.take_over {
@@ -169,17 +229,24 @@ impl Publisher {
             self.last = None;
             return Ok(Outcome::Yielded(self.foreign.clone()));
         }
-        if let Some((last, at)) = &self.last
-            && *last == content
-            && at.elapsed() < self.safety_interval
-        {
+        let interval = self.safety_interval.min(self.heartbeat_period);
+        let write = decide(self.last.as_ref(), &content, Instant::now(), interval);
+        if write == Write::NotNeeded {
             return Ok(Outcome::Unchanged);
         }
+        tracing::debug!(?write, "writing NodeResourceTopology");
+        let stamped = heartbeat::stamp(
+            desired.clone(),
+            &Heartbeat {
+                at: SystemTime::now(),
+                period: self.heartbeat_period,
+            },
+        );
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let started = Instant::now();
         let written = self
             .api
-            .patch(&name, &params, &Patch::Apply(desired))
+            .patch(&name, &params, &Patch::Apply(&stamped))
             .instrument(tracing::info_span!("apply", object = %name))
             .await;
         self.last_write = Some(started.elapsed());
@@ -187,7 +254,7 @@ impl Publisher {
             name: name.clone(),
             source,
         })?;
-        self.last = Some((content, Instant::now()));
+        self.last = Some((content, Some(started)));
         Ok(Outcome::Applied)
     }
 
@@ -207,5 +274,102 @@ impl Publisher {
             (Some(o), Some((last, _))) => Content::of(o) == *last,
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tas_api::nrt::v1alpha2::AttributeInfo;
+
+    const PERIOD: Duration = Duration::from_secs(600);
+
+    fn object(policy: &str) -> NodeResourceTopology {
+        let mut nrt = NodeResourceTopology::new("worker");
+        nrt.attributes
+            .push(AttributeInfo::new("topologyManagerPolicy", policy));
+        nrt
+    }
+
+    fn stamped(nrt: NodeResourceTopology, at: SystemTime) -> NodeResourceTopology {
+        heartbeat::stamp(nrt, &Heartbeat { at, period: PERIOD })
+    }
+
+    #[test]
+    fn time_passing_within_the_period_writes_nothing() {
+        let t0 = Instant::now();
+        let written = Content::of(&object("single-numa-node"));
+        let last = (written.clone(), Some(t0));
+        for after in [0, 1, 60, 599] {
+            let now = t0 + Duration::from_secs(after);
+            assert_eq!(
+                decide(Some(&last), &written, now, PERIOD),
+                Write::NotNeeded,
+                "{after}s after the last write"
+            );
+        }
+    }
+
+    #[test]
+    fn the_heartbeat_is_due_after_one_period() {
+        let t0 = Instant::now();
+        let written = Content::of(&object("single-numa-node"));
+        let last = (written.clone(), Some(t0));
+        assert_eq!(
+            decide(Some(&last), &written, t0 + PERIOD, PERIOD),
+            Write::HeartbeatDue
+        );
+        // A write of unknown time (read back without a heartbeat) is due at once.
+        let unknown = (written.clone(), None);
+        assert_eq!(
+            decide(Some(&unknown), &written, t0, PERIOD),
+            Write::HeartbeatDue
+        );
+    }
+
+    #[test]
+    fn changed_content_is_written_at_once() {
+        let t0 = Instant::now();
+        let last = (Content::of(&object("single-numa-node")), Some(t0));
+        let changed = Content::of(&object("restricted"));
+        assert_eq!(
+            decide(Some(&last), &changed, t0 + Duration::from_secs(1), PERIOD),
+            Write::ContentChanged
+        );
+        assert_eq!(decide(None, &changed, t0, PERIOD), Write::ContentChanged);
+    }
+
+    #[test]
+    fn the_heartbeat_is_not_content() {
+        let wall = SystemTime::now();
+        let a = stamped(object("single-numa-node"), wall);
+        let b = stamped(object("single-numa-node"), wall + Duration::from_secs(3600));
+        assert_ne!(a, b);
+        assert_eq!(Content::of(&a), Content::of(&b));
+        assert_eq!(Content::of(&a), Content::of(&object("single-numa-node")));
+    }
+
+    #[test]
+    fn an_object_read_back_is_as_old_as_its_heartbeat() {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let recent = stamped(object("x"), wall - Duration::from_secs(120));
+        let at = written_at(&recent, now, wall).expect("has a heartbeat");
+        // The stamp keeps whole seconds.
+        let age = (now - at).as_secs_f64();
+        assert!((120.0..121.0).contains(&age), "{age}");
+        let content = Content::of(&recent);
+        // Restarted two minutes after the last write: no write for eight more minutes.
+        assert_eq!(
+            decide(Some(&(content.clone(), Some(at))), &content, now, PERIOD),
+            Write::NotNeeded
+        );
+        let old = stamped(object("x"), wall - Duration::from_secs(3600));
+        let at = written_at(&old, now, wall);
+        assert_eq!(
+            decide(Some(&(content.clone(), at)), &content, now, PERIOD),
+            Write::HeartbeatDue
+        );
+        assert_eq!(written_at(&object("x"), now, wall), None);
     }
 }

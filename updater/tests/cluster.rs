@@ -118,6 +118,15 @@ async fn client() -> Client {
 }
 
 async fn start(client: &Client, mode: Mode, period: Duration) -> SimNode {
+    start_with_heartbeat(client, mode, period, Duration::from_secs(600)).await
+}
+
+async fn start_with_heartbeat(
+    client: &Client,
+    mode: Mode,
+    period: Duration,
+    heartbeat_period: Duration,
+) -> SimNode {
     let name = unique_name("numa");
     create_fake_node(client, &FakeNode::new(name.clone()))
         .await
@@ -148,6 +157,7 @@ async fn start(client: &Client, mode: Mode, period: Duration) -> SimNode {
         period,
         debounce: Duration::from_millis(50),
         reapply_interval: Duration::from_secs(600),
+        heartbeat_period,
         fingerprint: FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap(),
     };
     let podres = PodResourcesClient::new(ClientConfig {
@@ -273,6 +283,46 @@ async fn an_unchanged_node_is_not_rewritten() {
         first.metadata.resource_version
     );
     assert_eq!(node.publishes("applied"), 1, "exactly one write");
+}
+
+#[tokio::test]
+async fn an_idle_node_is_rewritten_once_per_heartbeat_period() {
+    use tas_api::nrt::heartbeat::{HEARTBEAT, HEARTBEAT_PERIOD, Heartbeat};
+    let client = client().await;
+    let heartbeat_period = Duration::from_secs(10);
+    let node = start_with_heartbeat(
+        &client,
+        Mode::Periodic,
+        Duration::from_millis(200),
+        heartbeat_period,
+    )
+    .await;
+    let api: Api<NodeResourceTopology> = Api::all(client.clone());
+    let first = wait_nrt(&api, &node.name, "NRT published", |_| true).await;
+    let stamp = Heartbeat::of(&first).expect("the first write carries a heartbeat");
+    assert_eq!(first.attribute(HEARTBEAT_PERIOD), Some("10s"));
+    // Observations within the period find the same content: no write, although the
+    // time they would stamp moved on.
+    let before = node.publishes("unchanged");
+    wait_for("five more observations", TIMEOUT, || async {
+        Ok::<_, kube::Error>((node.publishes("unchanged") >= before + 5).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(node.publishes("applied"), 1, "no write within the period");
+    // Once the period has passed, the same content is written again with a new stamp.
+    let second = wait_nrt(&api, &node.name, "heartbeat rewritten", |o| {
+        o.attribute(HEARTBEAT) != first.attribute(HEARTBEAT)
+    })
+    .await;
+    let next = Heartbeat::of(&second).expect("heartbeat");
+    let gap = next.at.duration_since(stamp.at).unwrap_or_default();
+    assert!(
+        gap >= heartbeat_period - Duration::from_secs(1),
+        "rewritten {gap:?} after the first write"
+    );
+    assert_eq!(second.zones, first.zones, "content unchanged");
+    assert_eq!(node.publishes("applied"), 2, "one heartbeat write");
 }
 
 #[tokio::test]

@@ -147,6 +147,7 @@ fn start(client: &Client, node: &mut Node, take_over_nrt: bool) {
         period: Duration::from_secs(3600),
         debounce: Duration::from_millis(50),
         reapply_interval: Duration::from_secs(600),
+        heartbeat_period: Duration::from_secs(600),
         fingerprint: FingerprintPolicy::new(None, &[]).unwrap(),
     };
     let podresources = PodResourcesClient::new(ClientConfig {
@@ -325,7 +326,11 @@ async fn a_config_never_read_is_published_without_zones_and_unready() {
         "{problem}"
     );
     assert!(
-        nrt.zones.is_empty() && nrt.attributes.is_empty(),
+        nrt.zones.is_empty()
+            && nrt
+                .attributes
+                .iter()
+                .all(|a| tas_api::nrt::heartbeat::is_heartbeat_attribute(&a.name)),
         "no guess"
     );
     assert!(node.readiness.check().is_err());

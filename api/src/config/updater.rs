@@ -53,6 +53,8 @@ pub struct UpdaterArgs {
     pub topology_manager_policy_options: Option<String>,
     /// `--take-over-nrt`
     pub take_over_nrt: bool,
+    /// `--heartbeat-period` (Go duration; rendered only when not the agent's default)
+    pub heartbeat_period: String,
 }
 
 impl UpdaterArgs {
@@ -85,6 +87,7 @@ impl UpdaterArgs {
                     .join(",")
             }),
             take_over_nrt: spec.take_over_nrt,
+            heartbeat_period: spec.refresh.heartbeat_period.clone(),
         }
     }
 
@@ -110,6 +113,11 @@ impl UpdaterArgs {
         args.push(format!("--http-address={}", self.http_address));
         args.push(format!("--log-level={}", self.log_level));
         args.extend(self.kubelet_args());
+        if crate::duration::parse(&self.heartbeat_period)
+            != Ok(crate::nrt::heartbeat::DEFAULT_PERIOD)
+        {
+            args.push(format!("--heartbeat-period={}", self.heartbeat_period));
+        }
         args
     }
 
@@ -185,6 +193,20 @@ mod tests {
                 "--log-level=info",
                 "--host-path=/host-kubelet/config.yaml=/var/lib/kubelet/config.yaml",
             ]
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_period_is_rendered_only_when_not_the_default() {
+        let mut spec = UpdaterSpec::default();
+        spec.refresh.heartbeat_period = "600s".to_owned();
+        let args = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        assert!(!args.iter().any(|a| a.starts_with("--heartbeat-period")));
+        spec.refresh.heartbeat_period = "2m".to_owned();
+        let args = UpdaterArgs::for_daemonset(&spec, "info").to_args();
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some("--heartbeat-period=2m")
         );
     }
 }

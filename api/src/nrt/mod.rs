@@ -14,6 +14,7 @@
 //! - [`limits`]: the size bounds of one object (CRD schema, admission policy, scheduler).
 //! - [`zone`]: the `node-<NUMA id>` zone naming convention and typed zone readers.
 //! - [`attributes`]: the well-known attribute names and the pod-set fingerprint readers.
+//! - [`heartbeat`]: the writer's liveness stamp (`tas.dev/heartbeat`, `tas.dev/heartbeat-period`).
 //! - [`topology_manager`]: the node's Topology Manager policy, scope and NUMA limit, read
 //!   from `topologyPolicies` and attributes.
 //! - [`resource_managers`]: the node's CPU and memory manager policies and the policy
@@ -25,6 +26,7 @@
 pub mod agent_report;
 pub mod attributes;
 mod crd;
+pub mod heartbeat;
 pub mod limits;
 pub mod ownership;
 mod quantity;

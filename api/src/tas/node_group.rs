@@ -65,6 +65,10 @@ impl NodeGroup {
                     .debounce
                     .clone()
                     .unwrap_or_else(|| base.refresh.debounce.clone()),
+                heartbeat_period: r
+                    .heartbeat_period
+                    .clone()
+                    .unwrap_or_else(|| base.refresh.heartbeat_period.clone()),
             };
         }
         if let Some(fp) = o.pods_fingerprint {
@@ -177,6 +181,12 @@ pub struct RefreshOverride {
     #[schemars(length(max = 32))]
     #[x_kube(validation = Rule::new(super::updater::debounce_rule()).message("spec.nodeGroups[].updater.refresh.debounce must be a duration between 0s and 10s"))]
     pub debounce: Option<String>,
+    /// Longest time between two writes of a node's NodeResourceTopology (10s to 1h); see
+    /// `spec.updater.refresh.heartbeatPeriod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(super::updater::heartbeat_period_rule()).message("spec.nodeGroups[].updater.refresh.heartbeatPeriod must be a duration between 10s and 1h, e.g. '10m'"))]
+    pub heartbeat_period: Option<String>,
 }
 
 /// The kubelet paths, Topology Manager overrides and NRT take-over of a group.

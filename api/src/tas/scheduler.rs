@@ -320,6 +320,16 @@ pub struct CacheSpec {
     /// Pending ones).
     #[serde(default)]
     pub informer_mode: InformerMode,
+    /// How many heartbeat periods a NodeResourceTopology written by the TAS node agent
+    /// (`tas.dev/heartbeat` attribute) may go without a write before its writer counts as
+    /// stopped (1 to 100). The scheduler then never forces such a node clean after
+    /// `maxStaleness`: it keeps counting the pods bound since the object's last write
+    /// against the node until a fresh object arrives. The operator lists such nodes in
+    /// `status.nodeGroups[].staleNodes` and reports `Degraded=True` (`StaleTopology`).
+    /// Objects without the attribute (other writers) are judged as before. Default 3.
+    #[serde(default = "default_missed_heartbeats")]
+    #[schemars(range(min = 1, max = 100))]
+    pub missed_heartbeats: u32,
 }
 
 impl Default for CacheSpec {
@@ -329,8 +339,13 @@ impl Default for CacheSpec {
             max_staleness: default_max_staleness(),
             foreign_pods: ForeignPodsDetection::default(),
             informer_mode: InformerMode::default(),
+            missed_heartbeats: default_missed_heartbeats(),
         }
     }
+}
+
+fn default_missed_heartbeats() -> u32 {
+    crate::nrt::heartbeat::DEFAULT_MISSED
 }
 
 fn default_resync() -> String {

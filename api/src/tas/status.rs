@@ -89,11 +89,14 @@ pub struct NodeGroupStatus {
     pub desired_nodes: i32,
     /// Nodes whose agent pod is ready.
     pub ready_nodes: i32,
-    /// Nodes whose NodeResourceTopology exists and was confirmed recently (within a few
-    /// refresh periods).
+    /// Nodes whose NodeResourceTopology exists with zones and was written within
+    /// `spec.scheduler.cache.missedHeartbeats` heartbeat periods.
     #[serde(rename = "nodesWithFreshNRT")]
     pub nodes_with_fresh_nrt: i32,
-    /// Nodes whose NodeResourceTopology is missing or stale (at most 20 listed).
+    /// Nodes whose NodeResourceTopology is missing, or stale: not written for longer
+    /// than `spec.scheduler.cache.missedHeartbeats` heartbeat periods (the object's
+    /// `tas.dev/heartbeat`, else its last `managedFields` time against the group's
+    /// `refresh.heartbeatPeriod`). At most 20 listed; `staleNodeCount` counts them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_nodes: Vec<String>,
     /// Nodes whose kubelet configuration the agent cannot read, or whose Topology
@@ -107,6 +110,9 @@ pub struct NodeGroupStatus {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub foreign_nrt_writers: Vec<ForeignNrtWriter>,
+    /// How many nodes are missing or stale, listed or not in `staleNodes`.
+    #[serde(default)]
+    pub stale_node_count: i32,
 }
 
 /// The scheduler Deployment.

@@ -175,7 +175,17 @@ fn node_group_overrides_merge_field_by_field() {
     assert_eq!(merged.refresh.period, "5s");
     assert_eq!(merged.refresh.mode, base.refresh.mode, "mode inherited");
     assert_eq!(merged.refresh.debounce, base.refresh.debounce);
+    assert_eq!(
+        merged.refresh.heartbeat_period, "10m",
+        "heartbeat inherited"
+    );
     assert_eq!(merged.pods_fingerprint, PodsFingerprint::All);
+    let slow: NodeGroup = serde_json::from_value(json!({
+        "name": "slow",
+        "updater": {"refresh": {"heartbeatPeriod": "30m"}}
+    }))
+    .expect("group parses");
+    assert_eq!(slow.merged_updater(&base).refresh.heartbeat_period, "30m");
     assert_eq!(merged.tolerations, base.tolerations);
     assert_eq!(NodeGroup::all_nodes().merged_updater(&base), base);
 }

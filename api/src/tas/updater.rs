@@ -175,6 +175,17 @@ pub struct RefreshSpec {
     #[schemars(length(max = 32))]
     #[x_kube(validation = Rule::new(debounce_rule()).message("spec.updater.refresh.debounce must be a duration between 0s and 10s, e.g. '200ms'"))]
     pub debounce: String,
+    /// Longest time between two writes of a node's NodeResourceTopology, in every mode
+    /// (10s to 1h). The agent writes when the content changes; when it has not changed
+    /// for this long it rewrites the object with a fresh `tas.dev/heartbeat` attribute
+    /// (and `tas.dev/heartbeat-period` set to this value), so readers can tell an idle
+    /// node from a stopped agent: the scheduler and the operator treat an object whose
+    /// heartbeat is older than `spec.scheduler.cache.missedHeartbeats` periods as stale.
+    /// Default `10m`: at most 6 writes an hour on an idle node.
+    #[serde(default = "default_heartbeat_period")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(heartbeat_period_rule()).message("spec.updater.refresh.heartbeatPeriod must be a duration between 10s and 1h, e.g. '10m'"))]
+    pub heartbeat_period: String,
 }
 
 impl Default for RefreshSpec {
@@ -183,8 +194,20 @@ impl Default for RefreshSpec {
             mode: RefreshMode::default(),
             period: default_period(),
             debounce: default_debounce(),
+            heartbeat_period: default_heartbeat_period(),
         }
     }
+}
+
+pub(crate) fn default_heartbeat_period() -> String {
+    "10m".to_owned()
+}
+
+/// CEL: a well-formed duration between 10s and 1h.
+pub(crate) fn heartbeat_period_rule() -> String {
+    format!(
+        "self.matches('{DURATION_PATTERN}') && duration(self) >= duration('10s') && duration(self) <= duration('1h')"
+    )
 }
 
 fn default_period() -> String {

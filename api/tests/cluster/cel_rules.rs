@@ -264,6 +264,30 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "spec.scheduler.cache.maxStaleness must be a duration of at least 1s",
         ),
         (
+            "no missed heartbeat allowed",
+            "default",
+            json!({"scheduler": {"cache": {"missedHeartbeats": 0}}}),
+            "spec.scheduler.cache.missedHeartbeats",
+        ),
+        (
+            "heartbeat too frequent",
+            "default",
+            json!({"updater": {"refresh": {"heartbeatPeriod": "5s"}}}),
+            "spec.updater.refresh.heartbeatPeriod must be a duration between 10s and 1h",
+        ),
+        (
+            "heartbeat too rare",
+            "default",
+            json!({"updater": {"refresh": {"heartbeatPeriod": "2h"}}}),
+            "spec.updater.refresh.heartbeatPeriod must be a duration between 10s and 1h",
+        ),
+        (
+            "group heartbeat garbage",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "updater": {"refresh": {"heartbeatPeriod": "often"}}}]}),
+            "spec.nodeGroups[].updater.refresh.heartbeatPeriod must be a duration between 10s and 1h",
+        ),
+        (
             "foreign pods enum",
             "default",
             json!({"scheduler": {"cache": {"foreignPods": "Some"}}}),
@@ -371,6 +395,8 @@ async fn a_minimal_object_is_accepted_and_defaulted_by_the_api_server() {
     assert_eq!(spec["nrtCRD"]["manage"], true);
     assert_eq!(spec["updater"]["refresh"]["mode"], "PeriodicAndEvents");
     assert_eq!(spec["updater"]["refresh"]["period"], "10s");
+    assert_eq!(spec["updater"]["refresh"]["heartbeatPeriod"], "10m");
+    assert_eq!(spec["scheduler"]["cache"]["missedHeartbeats"], 3);
     assert!(
         spec["updater"]["tolerations"]
             .as_array()

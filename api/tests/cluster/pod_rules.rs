@@ -245,7 +245,7 @@ async fn kubectl_explain_shows_the_pod_settings() {
         }
     };
     // (field, texts its explanation must contain)
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 10] = [
         (
             "spec.imagePullSecrets",
             &[
@@ -286,6 +286,18 @@ async fn kubectl_explain_shows_the_pod_settings() {
                 "<map[string]string>",
                 "Extra labels of this group's agent pods",
             ],
+        ),
+        (
+            "spec.updater.refresh.heartbeatPeriod",
+            &[
+                "<string>",
+                "`tas.dev/heartbeat`",
+                "at most 6 writes an hour",
+            ],
+        ),
+        (
+            "spec.scheduler.cache.missedHeartbeats",
+            &["<integer>", "never forces such a node clean"],
         ),
     ];
     for (field, wants) in cases {

@@ -11,12 +11,13 @@
 //!                                              unless the status flipped
 //! ```
 //!
-//! Stale NodeResourceTopology objects do not make the stack Degraded: a node's topology
-//! is fresh when its agent is Ready and its object exists with zones, so a stale node is
-//! almost always a node whose agent is starting or failing, which `Available`
-//! (`UpdaterNotReady`) already reports; an agent that is Ready without an object is
-//! restoring it within moments. The Degraded message still names stale nodes, so
-//! `kubectl describe` shows them, and `status.nodeGroups[].staleNodes` lists them.
+//! A stale NodeResourceTopology (not written for more than `missedHeartbeats` heartbeat
+//! periods, see [`super::freshness`]) makes the stack `Degraded=True` with reason
+//! `StaleTopology`, naming the nodes: their agents stopped writing, and the scheduler
+//! keeps counting every pod bound there since the last write against those nodes. A
+//! node *without* an object is only mentioned in the message: it is almost always a
+//! node whose agent is starting, which `Available` (`UpdaterNotReady`) already reports.
+//! `status.nodeGroups[].staleNodes` lists both kinds.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tas_api::tas::Condition;
@@ -34,6 +35,8 @@ pub const UPDATER_NOT_READY: &str = "UpdaterNotReady";
 pub const NO_NODES_SELECTED: &str = "NoNodesSelected";
 /// `Available=False`: no scheduler replica ready.
 pub const SCHEDULER_NOT_READY: &str = "SchedulerNotReady";
+/// `Degraded=True`: NodeResourceTopology objects not written for too long.
+pub const STALE_TOPOLOGY: &str = "StaleTopology";
 
 /// Rollout counts of one workload (a DaemonSet or the Deployment), as observed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -91,6 +94,11 @@ pub struct Facts {
     pub stale_nodes: Vec<String>,
     /// Nodes selected by the node groups.
     pub desired_nodes: usize,
+    /// Nodes whose object exists but was not written for too long (sorted, with the
+    /// time since the last write).
+    pub stale_topology: Vec<(String, std::time::Duration)>,
+    /// Heartbeat periods allowed without a write (for the message).
+    pub missed_heartbeats: u32,
 }
 
 /// A condition as decided, before timestamps.
@@ -229,10 +237,29 @@ pub fn progressing(f: &Facts) -> Decided {
     }
 }
 
-/// `Degraded`: the reconcile's problem if there is one; stale nodes only in the message.
+/// `Degraded`: the reconcile's problem if there is one, else stale topology; nodes
+/// without an object only in the message.
 pub fn degraded(f: &Facts) -> Decided {
     if let Some(p) = &f.problem {
         return Decided::new(DEGRADED, true, &p.reason, p.message.clone());
+    }
+    if !f.stale_topology.is_empty() {
+        let named: Vec<String> = f
+            .stale_topology
+            .iter()
+            .map(|(node, age)| format!("{node} ({} ago)", super::freshness::human_age(*age)))
+            .collect();
+        return Decided::new(
+            DEGRADED,
+            true,
+            STALE_TOPOLOGY,
+            format!(
+                "{} node(s) have a NodeResourceTopology not written for more than {} heartbeat periods: {}; their node agents stopped (check the tas-updater pods on those nodes); the scheduler keeps counting the pods bound there since the last write, see status.nodeGroups[].staleNodes",
+                named.len(),
+                f.missed_heartbeats,
+                name_some(&named, 5)
+            ),
+        );
     }
     let message = if f.stale_nodes.is_empty() {
         "no problems found".to_owned()

@@ -18,6 +18,7 @@ pub mod coexistence;
 pub mod conditions;
 pub mod events;
 pub mod finalizer;
+pub mod freshness;
 pub mod namespace;
 pub mod observed;
 pub mod prune;
@@ -152,7 +153,7 @@ async fn apply_stack(cr: &TopologyAwareScheduling, ctx: &Context) -> Result<Acti
         reason: e.reason().to_owned(),
         message: e.to_string(),
     });
-    status::update(
+    let recheck_in = status::update(
         ctx,
         cr,
         status::Input {
@@ -164,7 +165,10 @@ async fn apply_stack(cr: &TopologyAwareScheduling, ctx: &Context) -> Result<Acti
     .await?;
     match error {
         Some(e) => Err(e),
-        None => Ok(Action::requeue(ctx.config.resync)),
+        // Staleness comes with time, not with an event: look again when it can change.
+        None => Ok(Action::requeue(
+            recheck_in.map_or(ctx.config.resync, |d| d.min(ctx.config.resync)),
+        )),
     }
 }
 

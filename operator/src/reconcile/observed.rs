@@ -2,17 +2,16 @@
 //! workloads, node agent readiness per node, NodeResourceTopology freshness, the NRT
 //! CRD. Pure functions over objects from the controller's caches.
 //!
-//! Freshness: the updater writes its node's NodeResourceTopology only when the content
-//! changes, so an idle node's object is legitimately old and its age means nothing. A
-//! node's topology is *fresh* when its object exists with at least one zone AND the
-//! node's updater pod is Ready: the agent reports Ready only after a successful
-//! observation and publish, and turns unready when it cannot observe or publish.
+//! Freshness is judged by time ([`super::freshness`]): the agent rewrites an idle
+//! node's object once per heartbeat period, so an object not written for several
+//! periods belongs to an agent that stopped, whatever its pod's readiness says.
 
 use super::conditions::Workload;
+use super::freshness::Freshness;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use tas_api::tas::{NodeGroupStatus, NrtCrdStatus};
 
 /// At most this many nodes are listed in `staleNodes` per group.
@@ -113,41 +112,39 @@ pub fn deployment_workload(name: &str, d: Option<&Deployment>) -> Workload {
 }
 
 /// Status of one node group from the nodes it selects, the nodes whose agent pod is
-/// Ready, and the nodes whose NodeResourceTopology has zones.
+/// Ready, and each node's topology freshness (a node absent from `topology` is missing).
 pub fn group_status(
     name: &str,
     nodes: &BTreeSet<String>,
     agent_ready: &BTreeSet<String>,
-    nrt_with_zones: &BTreeSet<String>,
+    topology: &BTreeMap<String, Freshness>,
 ) -> NodeGroupStatus {
-    let ready: Vec<&String> = nodes.iter().filter(|n| agent_ready.contains(*n)).collect();
-    let fresh = ready
-        .iter()
-        .filter(|n| nrt_with_zones.contains(**n))
-        .count();
+    let ready = nodes.iter().filter(|n| agent_ready.contains(*n)).count();
+    let stale: Vec<&String> = stale_nodes(nodes, topology).collect();
     NodeGroupStatus {
         name: name.to_owned(),
         desired_nodes: count(nodes.len()),
-        ready_nodes: count(ready.len()),
-        nodes_with_fresh_nrt: count(fresh),
-        stale_nodes: stale_nodes(nodes, agent_ready, nrt_with_zones)
+        ready_nodes: count(ready),
+        nodes_with_fresh_nrt: count(nodes.len() - stale.len()),
+        stale_nodes: stale
+            .iter()
             .take(MAX_STALE_NODES)
-            .cloned()
+            .map(|n| (*n).clone())
             .collect(),
         kubelet_config_issues: Vec::new(),
         foreign_nrt_writers: Vec::new(),
+        stale_node_count: count(stale.len()),
     }
 }
 
-/// Nodes (of `nodes`, in order) whose topology is not fresh.
+/// Nodes (of `nodes`, in order) whose topology is missing or stale.
 pub fn stale_nodes<'a>(
     nodes: &'a BTreeSet<String>,
-    agent_ready: &'a BTreeSet<String>,
-    nrt_with_zones: &'a BTreeSet<String>,
+    topology: &'a BTreeMap<String, Freshness>,
 ) -> impl Iterator<Item = &'a String> + 'a {
     nodes
         .iter()
-        .filter(move |n| !(agent_ready.contains(*n) && nrt_with_zones.contains(*n)))
+        .filter(move |n| !topology.get(*n).is_some_and(|f| f.is_fresh()))
 }
 
 /// A count as the i32 the API types use, saturating (no cluster has 2^31 nodes).
@@ -167,24 +164,36 @@ mod tests {
     }
 
     #[test]
-    fn fresh_needs_a_ready_agent_and_zones() {
+    fn fresh_is_judged_by_time_not_by_the_agent_pod() {
         let nodes = set(&["n1", "n2", "n3", "n4"]);
         let ready = set(&["n1", "n2", "other"]);
-        let zones = set(&["n1", "n3"]);
-        let s = group_status("g", &nodes, &ready, &zones);
+        let topology = BTreeMap::from([
+            ("n1".to_owned(), Freshness::Fresh { stale_at: None }),
+            (
+                "n2".to_owned(),
+                Freshness::Stale {
+                    age: std::time::Duration::from_secs(3600),
+                },
+            ),
+            ("n3".to_owned(), Freshness::Fresh { stale_at: None }),
+        ]);
+        let s = group_status("g", &nodes, &ready, &topology);
         assert_eq!(s.desired_nodes, 4);
         assert_eq!(s.ready_nodes, 2);
-        assert_eq!(s.nodes_with_fresh_nrt, 1, "n1 only");
-        // n2: agent ready, no topology; n3: topology, agent not ready; n4: neither.
-        assert_eq!(s.stale_nodes, ["n2", "n3", "n4"]);
+        // n3's agent is not Ready, but its object was written recently.
+        assert_eq!(s.nodes_with_fresh_nrt, 2, "n1 and n3");
+        // n2: agent Ready, object not written for an hour; n4: no object.
+        assert_eq!(s.stale_nodes, ["n2", "n4"]);
+        assert_eq!(s.stale_node_count, 2);
     }
 
     #[test]
-    fn stale_nodes_are_capped() {
+    fn stale_nodes_are_capped_and_counted() {
         let nodes: BTreeSet<String> = (0..50).map(|i| format!("n{i:02}")).collect();
-        let s = group_status("g", &nodes, &BTreeSet::new(), &BTreeSet::new());
+        let s = group_status("g", &nodes, &BTreeSet::new(), &BTreeMap::new());
         assert_eq!(s.stale_nodes.len(), MAX_STALE_NODES);
         assert_eq!(s.stale_nodes[0], "n00");
+        assert_eq!(s.stale_node_count, 50);
         assert_eq!(s.desired_nodes, 50);
     }
 

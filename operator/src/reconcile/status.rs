@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! caches (DaemonSets, Deployment, updater pods, NRT objects, NRT CRD)
-//!   + node-group membership + the reconcile's problem
+//!   + node-group membership + the reconcile's problem + the wall clock (freshness)
 //!   └─ compute() ─► TopologyAwareSchedulingStatus ─(changed?)─► server-side apply on /status
+//!                └─► when to look again (the next node to turn stale)
 //! ```
 //!
 //! Written by server-side apply with the operator's field manager, so a field the
@@ -14,6 +15,7 @@ use super::FIELD_MANAGER;
 use super::coexistence;
 use super::conditions::{self, Facts, Problem};
 use super::events;
+use super::freshness::{Freshness, freshness};
 use super::observed::{
     self, count, daemon_set_workload, deployment_workload, group_status, nrt_crd_status,
 };
@@ -24,6 +26,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+use tas_api::nrt::heartbeat;
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::{
     RelatedObject, SchedulerStatus, TopologyAwareScheduling, TopologyAwareSchedulingStatus,
 };
@@ -47,20 +52,28 @@ pub struct Input<'a> {
     pub problem: Option<Problem>,
 }
 
-/// What the status says, beyond the status itself, for metrics.
+/// What the status says, beyond the status itself, for metrics and the requeue.
 struct Summary {
     status: TopologyAwareSchedulingStatus,
     agents_ready: i32,
     scheduler_ready: i32,
     stale: usize,
+    recheck_in: Option<Duration>,
 }
 
+/// While some node's topology is stale, freshness is checked again this often: a fresh
+/// write clears `StaleTopology` within it, without waiting for another event (the NRT
+/// watch does not wake the operator on every heartbeat).
+pub const STALE_RECHECK: Duration = Duration::from_secs(10);
+
 /// Computes the status and writes it if it differs from the object's current one.
+/// Returns when freshness must be checked again without another event (the next
+/// moment a fresh node turns stale, or [`STALE_RECHECK`] while some node is stale).
 pub async fn update(
     ctx: &Context,
     cr: &TopologyAwareScheduling,
     input: Input<'_>,
-) -> Result<(), StatusError> {
+) -> Result<Option<Duration>, StatusError> {
     let name = cr.name_any();
     let api = Api::<TopologyAwareScheduling>::all(ctx.client.clone());
     // The status as stored now, not as cached: a reconcile right after another may run
@@ -82,9 +95,10 @@ pub async fn update(
         .set_stale_nrt_nodes(i64::try_from(summary.stale).unwrap_or(i64::MAX));
     ctx.metrics.set_conditions(&summary.status.conditions);
 
+    let recheck_in = summary.recheck_in;
     let status = summary.status;
     if status == current {
-        return Ok(());
+        return Ok(recheck_in);
     }
     let patch = serde_json::json!({
         "apiVersion": TopologyAwareScheduling::api_version(&()),
@@ -105,7 +119,7 @@ pub async fn update(
     let changes = conditions::changes(&current.conditions, &status.conditions);
     events::condition_changes(ctx, cr, &changes).await;
     events::new_kubelet_config_issues(ctx, cr, &current, &status).await;
-    Ok(())
+    Ok(recheck_in)
 }
 
 fn compute(
@@ -129,30 +143,64 @@ fn compute(
             agent_ready.entry(group).or_default().insert(node);
         }
     }
-    let nrt_with_zones: BTreeSet<String> = stores
-        .nrts
-        .state()
+    let nrts = stores.nrts.state();
+    let by_node: BTreeMap<&str, &NodeResourceTopology> = nrts
         .iter()
-        .filter(|n| !n.zones.is_empty())
-        .filter_map(|n| n.metadata.name.clone())
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref())))
+        .collect();
+    let now_wall = SystemTime::now();
+    let missed = cr.spec.scheduler.cache.missed_heartbeats;
+    let periods: BTreeMap<String, Duration> = cr
+        .effective_node_groups()
+        .iter()
+        .map(|g| {
+            let period = g.merged_updater(&cr.spec.updater).refresh.heartbeat_period;
+            let period = tas_api::duration::parse(&period).unwrap_or(heartbeat::DEFAULT_PERIOD);
+            (g.name.clone(), period)
+        })
         .collect();
 
-    let reports = coexistence::node_reports(stores.nrts.state().iter().map(AsRef::as_ref));
+    let reports = coexistence::node_reports(nrts.iter().map(AsRef::as_ref));
     let empty = BTreeSet::new();
     let mut stale = BTreeSet::new();
     let mut fresh = BTreeSet::new();
+    let mut stale_topology = BTreeMap::new();
+    let mut next_stale: Option<SystemTime> = None;
     let mut node_groups = Vec::new();
     let mut daemon_sets = Vec::new();
     for group in &input.membership.groups {
         let ready = agent_ready.get(&group.name).unwrap_or(&empty);
-        let mut status = group_status(&group.name, &group.nodes, ready, &nrt_with_zones);
+        let period = periods
+            .get(&group.name)
+            .copied()
+            .unwrap_or(heartbeat::DEFAULT_PERIOD);
+        let topology: BTreeMap<String, Freshness> = group
+            .nodes
+            .iter()
+            .map(|n| {
+                let nrt = by_node.get(n.as_str()).copied();
+                (n.clone(), freshness(nrt, now_wall, period, missed))
+            })
+            .collect();
+        for (node, f) in &topology {
+            match *f {
+                Freshness::Stale { age } => {
+                    stale_topology.insert(node.clone(), age);
+                }
+                Freshness::Fresh { stale_at: Some(at) } => {
+                    next_stale = Some(next_stale.map_or(at, |n| n.min(at)))
+                }
+                _ => {}
+            }
+        }
+        let mut status = group_status(&group.name, &group.nodes, ready, &topology);
         (status.kubelet_config_issues, status.foreign_nrt_writers) =
             coexistence::for_group(&group.nodes, &reports);
         node_groups.push(status);
         let group_stale: BTreeSet<&String> =
-            observed::stale_nodes(&group.nodes, ready, &nrt_with_zones).collect();
+            observed::stale_nodes(&group.nodes, &topology).collect();
         fresh.extend(group.nodes.iter().filter(|n| !group_stale.contains(n)));
-        stale.extend(group_stale);
+        stale.extend(group_stale.into_iter().cloned());
 
         let ds_name = updater_daemonset_name(&group.name);
         let ds = stores.daemon_sets.find(|d| {
@@ -170,8 +218,17 @@ fn compute(
         daemon_sets,
         scheduler,
         problem: input.problem,
-        stale_nodes: stale.iter().map(|s| (*s).clone()).collect(),
+        stale_nodes: stale.iter().cloned().collect(),
         desired_nodes: input.membership.total_nodes(),
+        stale_topology: stale_topology.into_iter().collect(),
+        missed_heartbeats: missed,
+    };
+    let recheck_in = if facts.stale_topology.is_empty() {
+        // One second late, so the node is past the limit when the reconcile runs.
+        next_stale
+            .map(|at| at.duration_since(now_wall).unwrap_or_default() + Duration::from_secs(1))
+    } else {
+        Some(STALE_RECHECK)
     };
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let nrt_crd = nrt_crd_status(stores.nrt_crd().as_deref(), cr.spec.nrt_crd.manage);
@@ -209,5 +266,6 @@ fn compute(
         scheduler_ready: facts.scheduler.ready,
         stale: stale.len(),
         status,
+        recheck_in,
     }
 }

@@ -65,15 +65,17 @@ pub fn labels<K: Resource>(o: &K) -> u64 {
     hash(&o.meta().labels)
 }
 
-/// A NodeResourceTopology: whether it has zones (freshness), the agent's report on the
-/// kubelet configuration, the Topology Manager policy and its foreign writers (status);
-/// the updater rewrites it on every allocation change, which is not the operator's
-/// business.
+/// A NodeResourceTopology: whether it has zones and the heartbeat period it promises
+/// (freshness), the agent's report on the kubelet configuration, the Topology Manager
+/// policy and its foreign writers (status); the updater rewrites it on every allocation
+/// change and every heartbeat, which is not the operator's business (the reconcile is
+/// requeued for the moment a node can turn stale, see `reconcile::freshness`).
 pub fn nrt(o: &NodeResourceTopology) -> u64 {
     let report =
         tas_api::nrt::agent_report::AgentReport::from_annotations(o.metadata.annotations.as_ref());
     hash(&(
         !o.zones.is_empty(),
+        o.attribute(tas_api::nrt::heartbeat::HEARTBEAT_PERIOD),
         report.source,
         report.problem,
         o.attribute(tas_api::nrt::attributes::TOPOLOGY_MANAGER_POLICY),

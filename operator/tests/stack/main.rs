@@ -18,6 +18,7 @@ mod overlap;
 mod paused;
 mod pods;
 mod scale;
+mod stale;
 
 use std::time::Duration;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
@@ -59,6 +60,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     overlap::scenario(&client).await;
     paused::scenario(&client, &operator).await;
     no_nodes::scenario(&client).await;
+    stale::scenario(&client).await;
     scale::scenario(&client, &operator).await;
     pods::scenario(&client).await;
     otlp::scenario(&client, &telemetry).await;

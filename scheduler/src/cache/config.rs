@@ -33,6 +33,8 @@ pub struct CacheConfig {
     pub foreign_pods: ForeignPodsDetection,
     /// Which pod phases count as "on the node" for the fingerprint.
     pub informer_mode: InformerMode,
+    /// Heartbeat periods an NRT's writer may miss before it counts as stopped.
+    pub missed_heartbeats: u32,
 }
 
 impl CacheConfig {
@@ -53,6 +55,7 @@ impl CacheConfig {
             max_staleness,
             foreign_pods: spec.foreign_pods,
             informer_mode: spec.informer_mode,
+            missed_heartbeats: spec.missed_heartbeats.max(1),
         })
     }
 }

@@ -1,12 +1,13 @@
 //! [`TopologyCache::inspect`]: a read-only picture of every node the cache knows, for
 //! the scheduler's `/debug/reservations` endpoint and `kubectl tas`.
 
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tas_api::fingerprint::{CheckError, check};
 
 use super::TopologyCache;
 use super::node::NodeEntry;
+use super::resync::stopped_writer_since;
 use crate::numa::Resources;
 
 /// One node as the cache holds it.
@@ -35,6 +36,9 @@ pub struct NodeInspection {
     /// What filters read: per NUMA id, each resource's free amount in the view
     /// (reservations subtracted; zero and below kept). Empty without a usable view.
     pub zones: Vec<(u32, Vec<(String, i64)>)>,
+    /// Seconds since the latest NRT's writer last wrote it, when that writer stopped
+    /// (its `tas.dev/heartbeat` is `missed_heartbeats` periods old).
+    pub writer_stopped_seconds: Option<f64>,
 }
 
 /// One reservation.
@@ -58,10 +62,17 @@ impl TopologyCache {
     /// Every node the cache knows, sorted by name.
     pub fn inspect(&self, now: Instant) -> Vec<NodeInspection> {
         let state = self.read();
+        let wall = SystemTime::now();
         let mut out: Vec<NodeInspection> = state
             .nodes
             .iter()
-            .map(|(name, entry)| self.inspect_node(name, entry, now))
+            .map(|(name, entry)| {
+                let mut inspection = self.inspect_node(name, entry, now);
+                inspection.writer_stopped_seconds =
+                    stopped_writer_since(entry, now, wall, &self.config)
+                        .map(|w| w.age.as_secs_f64());
+                inspection
+            })
             .collect();
         out.sort_by(|a, b| a.node.cmp(&b.node));
         out
@@ -123,6 +134,7 @@ impl TopologyCache {
                     .collect(),
                 _ => Vec::new(),
             },
+            writer_stopped_seconds: None,
         }
     }
 }

@@ -17,7 +17,8 @@ fn evidence_label(result: Option<Search>) -> &'static str {
 #[derive(Clone, Debug, Default)]
 pub struct CacheMetrics {
     dirty_nodes: Gauge,
-    /// By result: `match`, `mismatch`, `no_fingerprint`, `deferred` or `forced`.
+    /// By result: `match`, `mismatch`, `no_fingerprint`, `deferred`, `forced` or
+    /// `writer_stopped`.
     resyncs: Family<ResultLabel, Counter>,
     foreign_pods: Counter,
     identity_reuses: Counter,
@@ -39,7 +40,7 @@ impl CacheMetrics {
         );
         registry.register(
             "resyncs",
-            "Resyncs of dirty nodes by result (match, mismatch, no_fingerprint, deferred, forced)",
+            "Resyncs of dirty nodes by result (match, mismatch, no_fingerprint, deferred, forced, writer_stopped: the NRT's writer stopped, the pods bound since its last write stay reserved)",
             metrics.resyncs.clone(),
         );
         registry.register(

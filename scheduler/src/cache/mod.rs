@@ -39,7 +39,10 @@
 //!
 //! Unlike the reference, no node stays dirty forever: one dirty for `max_staleness`
 //! is forced clean from its latest NRT (logged and counted), keeping only the
-//! reservations that object cannot reflect yet.
+//! reservations that object cannot reflect yet. The exception is an NRT whose writer
+//! stopped (its `tas.dev/heartbeat` is `missed_heartbeats` periods old): it is never
+//! trusted past what it saw, so the pods bound after its last write stay reserved
+//! until a fresh object arrives ([`resync`], [`TopologyCache::stopped_writers`]).
 
 mod config;
 pub mod confirm;
@@ -49,13 +52,14 @@ mod metrics;
 mod node;
 mod pod;
 pub mod resync;
+mod stopped;
 mod store;
 
 #[cfg(test)]
 mod tests;
 
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
@@ -68,6 +72,7 @@ pub use metrics::CacheMetrics;
 pub use node::{NodeView, NrtUpdate};
 pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
+pub use stopped::{StoppedWriter, stopped_writers_note};
 
 use crate::numa::{PodRequest, Resources};
 use node::{NodeEntry, Reservation};
@@ -389,6 +394,12 @@ impl TopologyCache {
 
     /// Resyncs every dirty node; see [`resync`].
     pub fn resync(&self, now: Instant) -> ResyncReport {
+        self.resync_at(now, SystemTime::now())
+    }
+
+    /// [`Self::resync`] with `now` also given on the wall clock (NRT heartbeats are
+    /// wall-clock times).
+    pub fn resync_at(&self, now: Instant, wall: SystemTime) -> ResyncReport {
         let _span = tracing::debug_span!("nrt_cache_resync").entered();
         let mut report = ResyncReport::default();
         for node in self.dirty_nodes() {
@@ -397,7 +408,8 @@ impl TopologyCache {
             let Some(entry) = state.nodes.get_mut(&node) else {
                 continue;
             };
-            let Some((resync, dropped)) = resync::resync_node(&node, entry, now, &self.config)
+            let Some((resync, dropped)) =
+                resync::resync_node(&node, entry, now, wall, &self.config)
             else {
                 continue;
             };

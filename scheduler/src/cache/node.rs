@@ -70,6 +70,9 @@ pub(crate) struct NodeEntry {
     /// Pods deleted from the node that no accepted NRT has shown gone yet, oldest
     /// first: an NRT may still count them (see [`super::confirm`]).
     departed: Vec<Departed>,
+    /// The last write of a stopped NRT writer already reported for this node, so a
+    /// resync warns once per stopped object, not every period (see `resync`).
+    pub(crate) stopped_writer_reported: Option<std::time::SystemTime>,
 }
 
 /// A pod deleted from a node whose absence no accepted NRT has confirmed yet.

@@ -13,6 +13,14 @@
 //!    (**no_fingerprint**); until then nothing happens (**deferred**).
 //! 4. Whatever the fingerprint says, a node still dirty after `max_staleness` is
 //!    **forced** clean from its latest NRT.
+//! 5. Except when the latest NRT's writer stopped: its `tas.dev/heartbeat` attribute
+//!    ([`tas_api::nrt::heartbeat`]) is older than `missed_heartbeats` of the periods it
+//!    promises. Where 2, 3 or 4 would keep it dirty or trust it, the view is rebuilt
+//!    from it keeping every reservation of a pod bound after its last write, or less
+//!    than `max_staleness` before it (**writer_stopped**): the node is
+//!    never forced clean on an object that cannot have seen those pods, and they keep
+//!    counting against the zones until a fresh object arrives (or they are deleted).
+//!    Objects without the attribute (other writers) follow 3 and 4.
 //!
 //! Trusting an NRT without a match (3 and 4) keeps the reservations of pods the node
 //! agent cannot have reported yet: assumed pods not bound (unless the reservation
@@ -21,7 +29,9 @@
 //! longer ago are assumed to be in the NRT. Every carried reservation keeps its age, so
 //! the node cannot stay dirty past `max_staleness` on old reservations.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+use tas_api::nrt::heartbeat::Heartbeat;
 
 use super::config::CacheConfig;
 use super::confirm::{self, Verdict};
@@ -41,6 +51,9 @@ pub enum ResyncOutcome {
     Deferred,
     /// Dirty for `max_staleness`: the NRT replaced the view without a match.
     Forced,
+    /// The NRT would have been trusted without a match, but its writer stopped: the view
+    /// was rebuilt from it keeping every pod bound after its last write.
+    WriterStopped,
 }
 
 impl ResyncOutcome {
@@ -52,6 +65,7 @@ impl ResyncOutcome {
             Self::NoFingerprint => "no_fingerprint",
             Self::Deferred => "deferred",
             Self::Forced => "forced",
+            Self::WriterStopped => "writer_stopped",
         }
     }
 }
@@ -91,12 +105,46 @@ impl ResyncReport {
     }
 }
 
+/// When the writer of a node's latest NRT last wrote it, as an instant of this
+/// process, if that writer has stopped (see the module documentation); `None` while it
+/// is alive or makes no promise. `now` and `wall` are the same moment on both clocks.
+pub(super) fn stopped_writer_since(
+    entry: &NodeEntry,
+    now: Instant,
+    wall: SystemTime,
+    config: &CacheConfig,
+) -> Option<StoppedWriter> {
+    let heartbeat = Heartbeat::of(entry.latest()?)?;
+    if !heartbeat.stopped(wall, config.missed_heartbeats) {
+        return None;
+    }
+    let age = heartbeat.age(wall);
+    Some(StoppedWriter {
+        at: heartbeat.at,
+        age,
+        // Before the process started: every pod it saw bound came later.
+        last_write: now.checked_sub(age),
+    })
+}
+
+/// A stopped writer's last write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StoppedWriter {
+    /// When, as the object states it.
+    pub(crate) at: SystemTime,
+    /// How long ago.
+    pub(crate) age: Duration,
+    /// When, on this process's clock; `None` when before any instant it can name.
+    pub(crate) last_write: Option<Instant>,
+}
+
 /// Resyncs `entry` if it is dirty; returns what happened and the UIDs of the dropped
-/// reservations.
+/// reservations. `wall` is `now` on the wall clock, for the NRT's heartbeat.
 pub(crate) fn resync_node(
     node: &str,
     entry: &mut NodeEntry,
     now: Instant,
+    wall: SystemTime,
     config: &CacheConfig,
 ) -> Option<(NodeResync, Vec<String>)> {
     let dirty_for = now.saturating_duration_since(entry.dirty_since()?);
@@ -105,12 +153,24 @@ pub(crate) fn resync_node(
             .dirty_since()
             .is_some_and(|since| now.saturating_duration_since(since) >= config.max_staleness)
     };
-    let trusting =
-        |r: &Reservation, pod: Option<&ObservedPod>| kept_when_trusting(r, pod, now, config);
+    let stopped = stopped_writer_since(entry, now, wall, config);
+    // Trusting the NRT without a match: for a stopped writer, only what it saw.
+    let trusting = |r: &Reservation, pod: Option<&ObservedPod>| match stopped {
+        Some(writer) => kept_when_stopped(r, pod, now, writer.last_write, config),
+        None => kept_when_trusting(r, pod, now, config),
+    };
+    let trusted = if stopped.is_some() {
+        ResyncOutcome::WriterStopped
+    } else {
+        ResyncOutcome::Forced
+    };
     let (outcome, mut dropped) = match confirm::judge(node, entry, config) {
         Verdict::Match(evidence) => (ResyncOutcome::Match, evidence.apply(entry)),
-        Verdict::Mismatch if stale(entry) => (ResyncOutcome::Forced, entry.rebuild(trusting)),
+        Verdict::Mismatch if stale(entry) || stopped.is_some() => {
+            (trusted, entry.rebuild(trusting))
+        }
         Verdict::Mismatch => (ResyncOutcome::Mismatch, Vec::new()),
+        Verdict::Unusable if stopped.is_some() => (trusted, entry.rebuild(trusting)),
         Verdict::Unusable if dirty_for >= config.resync_period => {
             (ResyncOutcome::NoFingerprint, entry.rebuild(trusting))
         }
@@ -119,7 +179,7 @@ pub(crate) fn resync_node(
     // A match can carry over reservations that are themselves past the bound.
     let outcome = if outcome == ResyncOutcome::Match && stale(entry) {
         dropped.extend(entry.rebuild(trusting));
-        ResyncOutcome::Forced
+        trusted
     } else {
         outcome
     };
@@ -128,7 +188,16 @@ pub(crate) fn resync_node(
     } else {
         0
     };
-    if outcome == ResyncOutcome::Forced {
+    let first_report = stopped.is_some_and(|w| entry.stopped_writer_reported != Some(w.at));
+    if let (ResyncOutcome::WriterStopped, Some(writer), true) = (outcome, stopped, first_report) {
+        entry.stopped_writer_reported = Some(writer.at);
+        tracing::warn!(
+            node,
+            heartbeat_age_seconds = writer.age.as_secs(),
+            carried_over,
+            "node topology writer stopped: its NodeResourceTopology is kept with every pod bound since its last write reserved, until a fresh one arrives",
+        );
+    } else if outcome == ResyncOutcome::Forced {
         tracing::warn!(
             node,
             dirty_for_seconds = dirty_for.as_secs_f64(),
@@ -163,5 +232,27 @@ fn kept_when_trusting(
         None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
         Some(p) if p.phase.is_terminal() => false,
         Some(p) => now.saturating_duration_since(p.bound_at) < config.resync_period,
+    }
+}
+
+/// See the module documentation: an object whose writer stopped at `last_write` reflects
+/// no pod bound after it, nor surely one bound shortly before it (the kubelet admits a
+/// pod some time after its binding, clocks differ between the node and the scheduler,
+/// the pod watch lags). Pods bound within `max_staleness` before the last write, the
+/// longest the cache waits for any object to show a pod, are kept too: on a node whose
+/// agent is gone, counting a pod twice only leaves other pods Pending.
+fn kept_when_stopped(
+    reservation: &Reservation,
+    pod: Option<&ObservedPod>,
+    now: Instant,
+    last_write: Option<Instant>,
+    config: &CacheConfig,
+) -> bool {
+    match pod {
+        None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
+        Some(p) if p.phase.is_terminal() => false,
+        Some(p) => last_write
+            .and_then(|at| at.checked_sub(config.max_staleness))
+            .is_none_or(|since| p.bound_at >= since),
     }
 }

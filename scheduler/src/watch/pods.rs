@@ -222,6 +222,7 @@ mod tests {
                 max_staleness: settings.max_staleness,
                 foreign_pods: settings.foreign_pods,
                 informer_mode: settings.informer_mode,
+                missed_heartbeats: settings.missed_heartbeats,
             },
             CacheMetrics::default(),
         );

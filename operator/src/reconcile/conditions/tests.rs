@@ -26,6 +26,8 @@ fn healthy() -> Facts {
         problem: None,
         stale_nodes: vec![],
         desired_nodes: 3,
+        stale_topology: vec![],
+        missed_heartbeats: 3,
     }
 }
 
@@ -209,4 +211,26 @@ fn names_are_capped() {
     let names: Vec<String> = (0..3).map(|i| format!("n{i}")).collect();
     assert_eq!(name_some(&names, 5), "n0, n1, n2");
     assert_eq!(name_some(&names, 2), "n0, n1 and 1 more");
+}
+
+#[test]
+fn stale_topology_is_degraded_naming_the_nodes() {
+    let mut f = healthy();
+    f.stale_nodes = vec!["n1".into(), "n2".into()];
+    f.stale_topology = vec![("n1".into(), std::time::Duration::from_secs(3900))];
+    let d = degraded(&f);
+    assert!(d.status);
+    assert_eq!(d.reason, STALE_TOPOLOGY);
+    assert!(d.message.contains("n1 (1h5m ago)"), "{}", d.message);
+    assert!(d.message.contains("3 heartbeat periods"), "{}", d.message);
+    assert!(
+        !d.message.contains("n2"),
+        "a node without an object is not stale"
+    );
+    // A reconcile problem still comes first.
+    f.problem = Some(Problem {
+        reason: "ApplyFailed".into(),
+        message: "x".into(),
+    });
+    assert_eq!(degraded(&f).reason, "ApplyFailed");
 }

@@ -6,6 +6,7 @@ mod pod_cases;
 mod props;
 mod reserve_cases;
 mod resync_cases;
+mod stopped_writer_cases;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -31,6 +32,7 @@ fn config() -> CacheConfig {
         max_staleness: Duration::from_secs(120),
         foreign_pods: ForeignPodsDetection::OnlyExclusiveResources,
         informer_mode: InformerMode::Shared,
+        missed_heartbeats: 3,
     }
 }
 
