@@ -213,6 +213,61 @@ fn helm_template_renders_what_kustomize_renders() {
     );
 }
 
+/// `networkPolicies.enabled` switches the operator's NetworkPolicy and sets the chart
+/// object's `spec.networkPolicy.enabled` (the operator renders the operands' policies),
+/// unless the object's spec sets that itself.
+#[test]
+fn the_network_policies_switch_reaches_the_object() {
+    let home = tempfile::tempdir().unwrap();
+    let render = |set: &str| {
+        let out = helm(
+            home.path(),
+            &[
+                "template",
+                RELEASE,
+                CHART_DIR,
+                "--namespace",
+                NAMESPACE,
+                "--set",
+                set,
+            ],
+        );
+        let objects = documents(&out).expect("helm renders YAML");
+        let object = objects
+            .iter()
+            .find(|o| o["kind"] == "TopologyAwareScheduling")
+            .expect("the chart's object")
+            .clone();
+        let policies: Vec<String> = objects
+            .iter()
+            .filter(|o| o["kind"] == "NetworkPolicy")
+            .map(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        (object["spec"]["networkPolicy"]["enabled"].clone(), policies)
+    };
+    let create = "topologyAwareScheduling.create=true";
+    assert_eq!(
+        render(create),
+        (Value::Bool(true), vec!["tas-operator".to_owned()])
+    );
+    assert_eq!(
+        render(&format!("{create},networkPolicies.enabled=false")),
+        (Value::Bool(false), vec![])
+    );
+    assert_eq!(
+        render(&format!(
+            "{create},topologyAwareScheduling.spec.networkPolicy.enabled=false"
+        )),
+        (Value::Bool(false), vec!["tas-operator".to_owned()]),
+        "the object's own setting wins"
+    );
+}
+
 /// A small cluster of simulated NUMA nodes, labelled as the sample object selects.
 const SCENARIO: &str = "
 nodes:

@@ -1,6 +1,6 @@
 //! The install manifests on the real API server: `kubectl apply --server-side -k
 //! config/default` creates the operator's namespace, CRD, RBAC, Deployment, Service,
-//! admission policy and NetworkPolicies; applying again changes nothing; the operator's
+//! admission policy and its NetworkPolicy; applying again changes nothing; the operator's
 //! pods meet the `restricted` Pod Security level; its RBAC allows what the operator does
 //! and refuses what it must not do; the samples are valid TopologyAwareScheduling
 //! objects.
@@ -197,13 +197,11 @@ async fn config_default_installs_the_operator_and_reapplies_unchanged() {
         .await
         .expect("admission policy binding");
 
-    let policies = Api::<NetworkPolicy>::namespaced(client.clone(), NAMESPACE);
-    for name in ["tas-operator", "tas-updater", "tas-scheduler"] {
-        policies
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("NetworkPolicy {name}: {e}"));
-    }
+    // The operator's own; the operands' are the operator's to render (spec.networkPolicy).
+    Api::<NetworkPolicy>::namespaced(client.clone(), NAMESPACE)
+        .get(OPERATOR)
+        .await
+        .expect("the operator's NetworkPolicy");
 }
 
 /// The operator and the images it deploys by default are the release of this tree:
@@ -385,6 +383,8 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
         // Operands are written only where a RoleBinding grants tas-operator-operands.
         can("patch", "apps", "daemonsets").namespace(NAMESPACE),
         can("create", "", "configmaps").namespace(NAMESPACE),
+        can("patch", "networking.k8s.io", "networkpolicies").namespace(NAMESPACE),
+        can("delete", "networking.k8s.io", "networkpolicies").namespace(NAMESPACE),
         // Bootstrapping a namespace it creates: create (not limitable by name; the
         // tas-operator-scope admission policy narrows it) and bind its two roles.
         can("create", "rbac.authorization.k8s.io", "rolebindings").namespace("new-namespace"),
@@ -435,6 +435,8 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
         // namespaces and bindings outside what it owns.
         can("create", "apps", "daemonsets").namespace("kube-system"),
         can("patch", "apps", "daemonsets").namespace("any-namespace"),
+        can("delete", "networking.k8s.io", "networkpolicies").namespace("kube-system"),
+        can("create", "networking.k8s.io", "networkpolicies").namespace("any-namespace"),
         can("patch", "", "configmaps")
             .namespace("kube-system")
             .name("kube-proxy"),

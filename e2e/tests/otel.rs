@@ -6,11 +6,13 @@
 //! runner forwards the connection to the collector, as a cluster Service would. Spans
 //! of the operator (reconcile), the updaters (publish) and the scheduler (a scheduling
 //! attempt with its phases, a bind) arrive; then every process is stopped with SIGTERM
-//! and the metrics they flush on the way out arrive from all three. Also: the operands'
-//! NetworkPolicy lets them reach the endpoint's port.
+//! and the metrics they flush on the way out arrive from all three. Also: the
+//! NetworkPolicies the operator renders for its operands, and its own from
+//! config/network-policies, let them reach the endpoint's port.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -28,7 +30,7 @@ const NAMESPACE: &str = "tas-system";
 const SCHEDULER: &str = "topology-aware-scheduler";
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// The collector's name and port as the object gives them (the port the operands'
-/// NetworkPolicy opens).
+/// NetworkPolicies, rendered by the operator, open).
 const COLLECTOR_HOST: &str = "otel-collector.monitoring";
 const OTLP_PORT: u16 = 4317;
 const SERVICES: [&str; 3] = ["tas-operator", "tas-updater", "tas-scheduler"];
@@ -106,6 +108,15 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     wait_available(&client, nodes, TIMEOUT)
         .await
         .expect("Available with fresh NRTs");
+    // The operator rendered its operands' policies with the endpoint's port.
+    let rendered = Api::<NetworkPolicy>::namespaced(client.clone(), NAMESPACE)
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=tas-operator"))
+        .await
+        .expect("NetworkPolicies listed");
+    let mut seen = Vec::new();
+    policies_allowing_otlp(rendered.items, &mut seen);
+    seen.sort();
+    assert_eq!(seen, ["tas-scheduler", "tas-updater"]);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let replicas = wait_for("the scheduler Deployment", TIMEOUT, || async {
         Ok::<_, kube::Error>(
@@ -260,26 +271,25 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     collector.stop().await;
 }
 
-/// The NetworkPolicies of config/network-policies let the operator and the operands
-/// reach the OTLP endpoint's port, the one the test above exports to.
+/// The operator's NetworkPolicy of config/network-policies lets it reach the OTLP
+/// endpoint's port, the one the test above exports to (the operands' policies are the
+/// operator's to render: checked live above).
 #[test]
-fn the_network_policies_allow_the_otlp_port() {
+fn the_operators_network_policy_allows_the_otlp_port() {
+    let text = std::fs::read_to_string(repo().join("config/network-policies/operator.yaml"))
+        .expect("the policy file");
+    let policies = serde_norway::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("a NetworkPolicy"))
+        .collect();
     let mut seen = Vec::new();
-    for file in ["operands.yaml", "operator.yaml"] {
-        let text = std::fs::read_to_string(repo().join("config/network-policies").join(file))
-            .expect("a policy file");
-        policies_allowing_otlp(&text, &mut seen);
-    }
-    seen.sort();
-    assert_eq!(seen, ["tas-operator", "tas-scheduler", "tas-updater"]);
+    policies_allowing_otlp(policies, &mut seen);
+    assert_eq!(seen, ["tas-operator"]);
 }
 
-/// Checks every NetworkPolicy in `text` allows egress to TCP [`OTLP_PORT`] anywhere;
-/// adds their names to `seen`.
-fn policies_allowing_otlp(text: &str, seen: &mut Vec<String>) {
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let policy: k8s_openapi::api::networking::v1::NetworkPolicy =
-            serde::Deserialize::deserialize(doc).expect("a NetworkPolicy");
+/// Checks every policy allows egress to TCP [`OTLP_PORT`] anywhere; adds their names
+/// to `seen`.
+fn policies_allowing_otlp(policies: Vec<NetworkPolicy>, seen: &mut Vec<String>) {
+    for policy in policies {
         let name = policy.metadata.name.clone().unwrap_or_default();
         let spec = policy.spec.expect("spec");
         let allowed = spec.egress.iter().flatten().any(|rule| {

@@ -99,11 +99,14 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Crd { out } => print_crds(out),
         Command::Render { file, images } => render(&file, images),
-        Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?
-            .block_on(run(args)),
+        // Bounded: tasks still running once `run` returns get a second, not forever.
+        Command::Run(args) => tas_runtime::shutdown::block_on_bounded(
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?,
+            run(args),
+        ),
     }
 }
 

@@ -5,8 +5,14 @@
 //!   ├─ [http]             serve /metrics, /healthz, /readyz
 //!   ├─ [leader_election]  wait for the Lease (ready meanwhile: a standby is healthy)
 //!   ├─ run_controller     until shutdown, a lost Lease, or the HTTP server stopping
-//!   └─ stop everything, let running reconciles finish, give the Lease up
+//!   └─ stop everything, let running reconciles finish (≤ DRAIN_LIMIT), give the Lease
+//!      up (≤ STEP_DOWN_LIMIT)
 //! ```
+//!
+//! Each shutdown step has its own deadline (`tas_runtime::shutdown::step`), so the
+//! whole way out stays well inside the kubelet's 30 s grace period; a step cut short
+//! is logged. A reconcile cut short is resumed by the next leader from the object; a
+//! Lease not given up expires after its duration.
 //!
 //! Logging and the OTLP exporters belong to the caller (a process has one global
 //! subscriber), so [`Options`] takes the [`Otlp`] the caller set up.
@@ -19,8 +25,10 @@ use kube::Client;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tas_runtime::http::Endpoint;
-use tas_runtime::lease::{LeaderElector, LeaseConfig, LeaseError};
+use tas_runtime::lease::{LeaderElection, LeaderElector, LeaseConfig, LeaseError};
+use tas_runtime::shutdown::step;
 use tas_runtime::supervise::TaskEnded;
 use tokio::sync::watch;
 use tokio::task::JoinError;
@@ -94,6 +102,11 @@ pub enum OperateError {
     Ended(#[from] TaskEnded),
 }
 
+/// Longest the running reconciles get to finish after shutdown.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+/// Longest giving the Lease up may take (a renewal in flight, then the release).
+pub const STEP_DOWN_LIMIT: Duration = Duration::from_secs(8);
+
 /// Runs the operator until `shutdown` completes (then returns `Ok` once running
 /// reconciles finished and the Lease is given up), or until it cannot go on.
 pub async fn operate(
@@ -149,8 +162,7 @@ pub async fn operate(
                 () = status.until_leader() => tracing::info!("leading"),
                 () = &mut shutdown => {
                     stop_tx.send_replace(true);
-                    election.step_down().await?;
-                    return Ok(());
+                    return step_down(election).await;
                 }
             }
             Some(election)
@@ -191,15 +203,28 @@ pub async fn operate(
     };
     stop_tx.send_replace(true);
     if !controller_ended {
-        controller.await.map_err(|source| OperateError::Task {
-            task: "controller",
-            source,
-        })?;
+        match step("controller drain", DRAIN_LIMIT, &mut controller).await {
+            Some(joined) => joined.map_err(|source| OperateError::Task {
+                task: "controller",
+                source,
+            })?,
+            // Abandoned reconciles are redone by whoever leads next.
+            None => controller.abort(),
+        }
     }
     if let Some(election) = election {
-        election.step_down().await?;
+        step_down(election).await?;
     }
     outcome
+}
+
+/// Gives the Lease up within [`STEP_DOWN_LIMIT`]; cut short, the Lease expires on its
+/// own after its duration, which only delays a successor.
+async fn step_down(election: LeaderElection) -> Result<(), OperateError> {
+    match step("lease step-down", STEP_DOWN_LIMIT, election.step_down()).await {
+        Some(result) => result.map_err(OperateError::from),
+        None => Ok(()),
+    }
 }
 
 /// The operator running as a task on the caller's runtime (tests, the demo): the same

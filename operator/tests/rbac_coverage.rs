@@ -102,6 +102,7 @@ fn the_operators_cluster_role_writes_no_namespaced_operand() {
         "serviceaccounts",
         "configmaps",
         "services",
+        "networkpolicies",
         "daemonsets",
         "deployments",
         "roles",

@@ -7,6 +7,8 @@
 //! - [`telemetry`]: logging setup and OpenTelemetry export over OTLP (all three binaries);
 //! - [`client`]: a kube client from an explicit kubeconfig or the environment;
 //! - [`signals`]: the shutdown signal (SIGINT or SIGTERM);
+//! - [`shutdown`]: a deadline per shutdown step, and a runtime that does not wait
+//!   for leftovers;
 //! - [`supervise`]: named long-running tasks, the first to end or panic ends the
 //!   process;
 //! - [`cli`]: the flags every binary shares (kubeconfig, HTTP address, logging,
@@ -18,6 +20,7 @@ pub mod http;
 pub mod identity;
 pub mod lease;
 pub mod metrics;
+pub mod shutdown;
 pub mod signals;
 pub mod supervise;
 pub mod telemetry;

@@ -22,8 +22,19 @@ struct Args {
     common: CommonArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Tasks still running once `run` returns (connection drains, a flush cut short) get
+/// a second, not forever.
+fn main() -> anyhow::Result<()> {
+    tas_runtime::shutdown::block_on_bounded(
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?,
+        run(),
+    )
+}
+
+async fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     let otlp = args
         .common

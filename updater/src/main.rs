@@ -16,13 +16,17 @@ const SERVICE_NAME: &str = "tas-updater";
 
 /// One thread runs the agent: it does little work, and a small footprint matters on
 /// every node. File reads (sysfs, the kubelet config) run on at most one more.
+/// Tasks still running once `run` returns (a blocking file read, a connection drain)
+/// get a second, not forever.
 fn main() -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(1)
-        .build()
-        .context("starting the async runtime")?
-        .block_on(run(Args::parse()))
+    tas_runtime::shutdown::block_on_bounded(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(1)
+            .build()
+            .context("starting the async runtime")?,
+        run(Args::parse()),
+    )
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

@@ -10,6 +10,7 @@
 //! operator can judge (e.g. overlapping node groups) becomes a `Degraded` condition.
 
 mod kubelet;
+mod network_policy;
 mod node_group;
 mod pod;
 mod scheduler;
@@ -20,6 +21,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 pub use kubelet::{KubeletOverride, TopologyManagerOverride};
+pub use network_policy::{EndpointError, NetworkPolicySpec, otlp_port};
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
 pub use pod::{
     DEFAULT_SCHEDULER_PRIORITY_CLASS, DEFAULT_UPDATER_PRIORITY_CLASS, ImagePullPolicy,
@@ -123,6 +125,11 @@ pub struct TopologyAwareSchedulingSpec {
     /// IfNotPresent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<ImagePullPolicy>,
+
+    /// The operands' NetworkPolicies, which the operator renders in `spec.namespace`
+    /// with egress to the port of `spec.observability.otlpEndpoint`.
+    #[serde(default)]
+    pub network_policy: NetworkPolicySpec,
 }
 
 /// CEL: the operands never go to a namespace of the system or of the platform, where
@@ -201,14 +208,23 @@ pub struct ObservabilitySpec {
     #[serde(default)]
     pub log_level: LogLevel,
     /// OpenTelemetry collector endpoint (OTLP over gRPC), e.g.
-    /// `http://otel-collector.monitoring:4317`. When unset the operator falls back to its
+    /// `http://otel-collector.monitoring:4317`; without a port the gRPC client dials the
+    /// scheme's (80 or 443), so name the collector's. The operands' NetworkPolicies
+    /// (`spec.networkPolicy`) allow egress to this port. When unset the operator falls back to its
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` environment variable; when neither is set, no traces
     /// or OTLP metrics are exported (Prometheus `/metrics` is always served).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 512))]
-    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("spec.observability.otlpEndpoint must be an http:// or https:// URL"))]
+    #[x_kube(
+        validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("spec.observability.otlpEndpoint must be an http:// or https:// URL"),
+        validation = Rule::new(OTLP_ENDPOINT_PORT_RULE).message("spec.observability.otlpEndpoint must name a host and, if any, a port from 1 to 65535 (IPv6 addresses in brackets), e.g. http://otel-collector.monitoring:4317")
+    )]
     pub otlp_endpoint: Option<String>,
 }
+
+/// CEL: the endpoint is a URL whose port, if any, the operands' NetworkPolicy can open
+/// (what `network_policy::otlp_port` accepts).
+const OTLP_ENDPOINT_PORT_RULE: &str = "isURL(self) && url(self).getHostname() != '' && (url(self).getPort() == '' || (int(url(self).getPort()) >= 1 && int(url(self).getPort()) <= 65535))";
 
 pub(crate) fn default_true() -> bool {
     true

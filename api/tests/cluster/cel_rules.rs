@@ -312,6 +312,24 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "spec.observability.otlpEndpoint must be an http:// or https:// URL",
         ),
         (
+            "otlp port out of range",
+            "default",
+            json!({"observability": {"otlpEndpoint": "http://collector:65536"}}),
+            "spec.observability.otlpEndpoint must name a host and, if any, a port from 1 to 65535",
+        ),
+        (
+            "otlp port not a number",
+            "default",
+            json!({"observability": {"otlpEndpoint": "http://collector:43x7"}}),
+            "spec.observability.otlpEndpoint must name a host",
+        ),
+        (
+            "otlp without a host",
+            "default",
+            json!({"observability": {"otlpEndpoint": "http://:4317"}}),
+            "spec.observability.otlpEndpoint must name a host",
+        ),
+        (
             "log level enum",
             "default",
             json!({"observability": {"logLevel": "verbose"}}),
@@ -409,6 +427,7 @@ async fn a_minimal_object_is_accepted_and_defaulted_by_the_api_server() {
         "topology-aware-scheduler"
     );
     assert_eq!(spec["scheduler"]["cache"]["resyncPeriod"], "5s");
+    assert_eq!(spec["networkPolicy"]["enabled"], true);
     // What the server defaulted is exactly what the operator's types default.
     let typed: tas_api::tas::TopologyAwareSchedulingSpec =
         serde_json::from_value(spec.clone()).expect("defaulted spec parses");
@@ -444,6 +463,27 @@ async fn a_full_object_is_accepted() {
     dry_run_create(&api, &object("default", spec))
         .await
         .expect("full object accepted");
+}
+
+/// Every endpoint form the operator can open a NetworkPolicy port for is accepted: a
+/// name or an address, IPv6 in brackets, with or without a port or a path.
+#[tokio::test]
+async fn every_otlp_endpoint_form_the_operator_parses_is_accepted() {
+    let api = api().await;
+    for endpoint in [
+        "http://collector.example:14317",
+        "https://collector.example",
+        "http://10.0.0.7:4317/",
+        "http://[fd00::1]:4317",
+        "https://[fd00::1]/v1",
+        "http://user@collector:65535",
+    ] {
+        tas_api::tas::otlp_port(endpoint).expect("the operator parses it");
+        let spec = json!({"observability": {"otlpEndpoint": endpoint}});
+        dry_run_create(&api, &object("default", spec))
+            .await
+            .unwrap_or_else(|e| panic!("{endpoint} refused: {e}"));
+    }
 }
 
 /// Host directories the agent must not get as `podResourcesDir`.

@@ -15,8 +15,8 @@ const IMAGE_ENV: [(&str, &str); 2] = [
     ("TAS_UPDATER_IMAGE", "tas-updater"),
     ("TAS_SCHEDULER_IMAGE", "tas-scheduler"),
 ];
-/// Objects of the operands (NetworkPolicies, ServiceMonitors) are named after them and
-/// belong in the operands' namespace.
+/// Objects of the operands (ServiceMonitors) are named after them and belong in the
+/// operands' namespace.
 const OPERANDS: [&str; 2] = ["tas-updater", "tas-scheduler"];
 /// Operator pod fields set from values (`.Values.operator.<field>`) as whole blocks.
 const BLOCKS: [&str; 2] = ["nodeSelector", "affinity"];
@@ -298,14 +298,20 @@ fn block(key: &str, value: &Value, indent: usize) -> Result<String, ChartError> 
 
 fn topology_aware_scheduling(sample: &Value) -> String {
     format!(
-        "{{{{- /* The TopologyAwareScheduling object, from values (off by default). */}}}}
+        "{{{{- /* The TopologyAwareScheduling object, from values (off by default). Its operands' NetworkPolicies follow networkPolicies.enabled unless the spec sets networkPolicy.enabled itself. */}}}}
 {{{{- if .Values.topologyAwareScheduling.create }}}}
+{{{{- $spec := deepCopy .Values.topologyAwareScheduling.spec }}}}
+{{{{- $policy := default (dict) $spec.networkPolicy }}}}
+{{{{- if not (hasKey $policy \"enabled\") }}}}
+{{{{- $_ := set $policy \"enabled\" .Values.networkPolicies.enabled }}}}
+{{{{- end }}}}
+{{{{- $_ := set $spec \"networkPolicy\" $policy }}}}
 apiVersion: {}
 kind: {}
 metadata:
   name: {}
 spec:
-  {{{{- toYaml .Values.topologyAwareScheduling.spec | nindent 2 }}}}
+  {{{{- toYaml $spec | nindent 2 }}}}
 {{{{- end }}}}
 ",
         str_at(sample, "/apiVersion"),
@@ -355,11 +361,14 @@ operator:
     out.push_str(
         "  tolerations: []
 
-# The namespace of the operands' NetworkPolicies and ServiceMonitors: the
-# TopologyAwareScheduling object's spec.namespace. Empty: the release namespace.
+# The namespace of the operands' ServiceMonitors: the TopologyAwareScheduling object's
+# spec.namespace. Empty: the release namespace.
 operandNamespace: \"\"
 
-# NetworkPolicies of the operator and the operands (config/network-policies).
+# The operator's NetworkPolicy (config/network-policies; its OTLP rule opens 4317, patch
+# it for a collector on another port), and spec.networkPolicy.enabled of the chart's
+# TopologyAwareScheduling object (unless its spec sets it): the operator renders the
+# operands' policies in spec.namespace, on the port of spec.observability.otlpEndpoint.
 networkPolicies:
   enabled: true
 

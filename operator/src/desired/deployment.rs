@@ -44,7 +44,6 @@ pub(crate) fn scheduler_deployment(
     stack: &Stack,
     spec: &TopologyAwareSchedulingSpec,
     config_hash: String,
-    leader_election: bool,
     image: &str,
 ) -> Deployment {
     let s = &spec.scheduler;
@@ -97,7 +96,7 @@ pub(crate) fn scheduler_deployment(
                 match_labels: Some(scheduler_pod_selector()),
                 ..LabelSelector::default()
             },
-            strategy: Some(strategy(leader_election)),
+            strategy: Some(rolling_update()),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(with_extra(pod_labels, &s.pod_labels)),
@@ -143,20 +142,12 @@ pub(crate) fn scheduler_deployment(
     }
 }
 
-/// Without leader election two scheduler pods must never run at once (both would bind,
-/// from caches that do not know about each other's decisions), so a single replica is
-/// replaced with `Recreate`. With leader election the Lease guarantees one active binder
-/// and a rolling update keeps a warm standby.
-fn strategy(leader_election: bool) -> DeploymentStrategy {
+/// A rolling update, for any number of replicas: the scheduler always elects a leader
+/// (`configmap::leader_election_enabled`), so the old and the new pods may run side by
+/// side (the Lease lets one bind) and a new pod takes over without a gap.
+fn rolling_update() -> DeploymentStrategy {
     DeploymentStrategy {
-        type_: Some(
-            if leader_election {
-                "RollingUpdate"
-            } else {
-                "Recreate"
-            }
-            .to_owned(),
-        ),
+        type_: Some("RollingUpdate".to_owned()),
         ..DeploymentStrategy::default()
     }
 }

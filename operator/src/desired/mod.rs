@@ -10,7 +10,7 @@
 //! One module per kind: the namespace (`namespace.rs`), the NRT CRD (`crd.rs`), RBAC
 //! (`rbac.rs`), the scheduler's ConfigMap (`configmap.rs`), the node agent DaemonSets
 //! (`daemonset.rs`), the scheduler Deployment (`deployment.rs`) and the metrics Services
-//! (`service.rs`). Nothing here talks to the API server, so every rule about what gets
+//! (`service.rs`), and the operands' NetworkPolicies (`network_policy.rs`). Nothing here talks to the API server, so every rule about what gets
 //! deployed is testable from a YAML fixture of the CR.
 //!
 //! Every object carries the labels of [`names`] (`app.kubernetes.io/managed-by`,
@@ -27,6 +27,7 @@ pub mod hash;
 mod meta;
 pub mod names;
 mod namespace;
+mod network_policy;
 mod node_affinity;
 mod objects;
 mod pod;
@@ -45,6 +46,7 @@ pub use pod::OTLP_ENDPOINT_ENV;
 use crate::validate::ValidatedSpec;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
@@ -86,6 +88,8 @@ pub struct Desired {
     pub deployment: Deployment,
     /// Metrics Services of the scheduler and the node agents.
     pub services: Vec<Service>,
+    /// The operands' NetworkPolicies; empty when `spec.networkPolicy.enabled` is false.
+    pub network_policies: Vec<NetworkPolicy>,
 }
 
 /// The desired state of the stack described by a validated object.
@@ -105,7 +109,6 @@ pub fn build(valid: &ValidatedSpec<'_>) -> Result<Desired, BuildError> {
         &stack,
         spec,
         tas_api::hash::fnv1a64_hex(rendered.as_bytes()),
-        config.leader_election.enabled,
         &valid.scheduler_image,
     );
 
@@ -132,6 +135,11 @@ pub fn build(valid: &ValidatedSpec<'_>) -> Result<Desired, BuildError> {
         daemon_sets,
         deployment,
         services: service::services(&stack),
+        network_policies: network_policy::network_policies(
+            &stack,
+            spec.network_policy.enabled,
+            valid.otlp_port,
+        ),
     })
 }
 

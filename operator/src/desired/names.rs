@@ -61,3 +61,8 @@ pub const NODE_GROUP_LABEL: &str = "tas.dev/node-group";
 pub fn updater_daemonset_name(group: &str) -> String {
     format!("{UPDATER_DAEMONSET_PREFIX}{group}")
 }
+
+/// NetworkPolicy of the node agent pods (`spec.networkPolicy`).
+pub const UPDATER_NETWORK_POLICY: &str = "tas-updater";
+/// NetworkPolicy of the scheduler pods (`spec.networkPolicy`).
+pub const SCHEDULER_NETWORK_POLICY: &str = "tas-scheduler";

@@ -4,6 +4,7 @@
 use super::{BuildError, Desired};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::ApiResource;
@@ -30,7 +31,8 @@ impl Desired {
     /// before what lives in it; the NRT CRD before operands that watch NRT objects;
     /// ServiceAccounts and RBAC before the pods that run with them (a pod started before
     /// its permissions exist crash-loops on 403s); the scheduler's ConfigMap before the
-    /// Deployment that mounts it; workloads last.
+    /// Deployment that mounts it; the NetworkPolicies before the pods they confine;
+    /// workloads last.
     pub fn into_api_objects(self) -> Result<Vec<ApiObject>, BuildError> {
         // No `..`: a new field must be placed in the order here, or this does not compile.
         let Desired {
@@ -45,6 +47,7 @@ impl Desired {
             daemon_sets,
             deployment,
             services,
+            network_policies,
         } = self;
         let mut out = Vec::new();
         push(&mut out, namespace)?;
@@ -56,6 +59,7 @@ impl Desired {
         push_all(&mut out, role_bindings)?;
         push_all(&mut out, config_maps)?;
         push_all(&mut out, services)?;
+        push_all(&mut out, network_policies)?;
         push_all(&mut out, daemon_sets)?;
         push(&mut out, deployment)?;
         Ok(out)
@@ -84,6 +88,7 @@ pub fn managed_resources() -> Vec<(ApiResource, Scope)> {
         resource::<RoleBinding>(),
         resource::<ConfigMap>(),
         resource::<Service>(),
+        resource::<NetworkPolicy>(),
         resource::<DaemonSet>(),
         resource::<Deployment>(),
     ]

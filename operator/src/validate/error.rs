@@ -57,6 +57,12 @@ pub enum ValidationError {
     /// Some nodes are selected by more than one node group.
     #[error(transparent)]
     Overlap(#[from] super::OverlapError),
+    /// The OTLP endpoint names no port a NetworkPolicy can open (only possible when the
+    /// CRD's CEL rule was not there at apply, or offline).
+    #[error(
+        "spec.observability.otlpEndpoint: {0}; write it as http(s)://host:port, e.g. http://otel-collector.monitoring:4317"
+    )]
+    InvalidOtlpEndpoint(tas_api::tas::EndpointError),
 }
 
 impl ValidationError {
@@ -76,7 +82,8 @@ impl ValidationError {
             | Self::MissingUpdaterImage { .. }
             | Self::MissingSchedulerImage
             | Self::InvalidNodeSelector { .. }
-            | Self::Overlap(_) => true,
+            | Self::Overlap(_)
+            | Self::InvalidOtlpEndpoint(_) => true,
         }
     }
 
@@ -90,6 +97,7 @@ impl ValidationError {
             Self::MissingUpdaterImage { .. } | Self::MissingSchedulerImage => "MissingImage",
             Self::InvalidNodeSelector { .. } => "InvalidNodeSelector",
             Self::Overlap(_) => super::OverlapError::REASON,
+            Self::InvalidOtlpEndpoint(_) => "InvalidOtlpEndpoint",
         }
     }
 }

@@ -14,7 +14,8 @@
 //!    `manage` (formats and ranges are left to the API server's schema);
 //! 2. per node group: an image (the group's, the shared one, or the operator's default),
 //!    and a valid label selector;
-//! 3. the scheduler's image;
+//! 3. the scheduler's image, and the port of the OTLP endpoint (for the operands'
+//!    NetworkPolicies; the CRD's CEL rule refuses an endpoint without one at apply);
 //! 4. with the nodes observed (not offline): no node in two groups ([`overlap`]).
 //!
 //! The builders take a [`ValidatedSpec`], so they cannot run on an object that was not
@@ -44,6 +45,9 @@ pub struct ValidatedSpec<'a> {
     pub groups: Vec<ValidGroup>,
     /// The scheduler's image: the CR's, else the operator's default.
     pub scheduler_image: String,
+    /// The TCP port of `spec.observability.otlpEndpoint`, for the operands'
+    /// NetworkPolicies; `None` without an endpoint.
+    pub otlp_port: Option<u16>,
 }
 
 /// One node group, validated.
@@ -75,6 +79,7 @@ pub fn validate<'a>(
         .collect::<Result<Vec<_>, _>>()?;
     let scheduler_image = image(&cr.spec.scheduler.image, &ctx.scheduler_image_default)
         .ok_or(ValidationError::MissingSchedulerImage)?;
+    let otlp_port = otlp_port(cr)?;
     if let Some(membership) = membership {
         check_overlaps(membership)?;
     }
@@ -83,7 +88,20 @@ pub fn validate<'a>(
         name,
         groups,
         scheduler_image,
+        otlp_port,
     })
+}
+
+/// The port of the object's OTLP endpoint (an empty one counts as none, as everywhere).
+fn otlp_port(cr: &TopologyAwareScheduling) -> Result<Option<u16>, ValidationError> {
+    cr.spec
+        .observability
+        .otlp_endpoint
+        .as_deref()
+        .filter(|e| !e.trim().is_empty())
+        .map(tas_api::tas::otlp_port)
+        .transpose()
+        .map_err(ValidationError::InvalidOtlpEndpoint)
 }
 
 /// The CEL rules on the whole object and its lists; returns the object's name.

@@ -205,3 +205,28 @@ fn what_the_api_server_refuses_is_refused() {
     assert_eq!(err, ValidationError::DeleteUnmanagedCrd);
     assert!(err.is_permanent());
 }
+
+#[test]
+fn the_otlp_endpoints_port_is_resolved_and_a_portless_mess_refused() {
+    let full = cr(FULL);
+    assert_eq!(validate(&full, &ctx(), None).unwrap().otlp_port, Some(4317));
+    assert_eq!(
+        validate(&cr(MINIMAL), &ctx(), None).unwrap().otlp_port,
+        None
+    );
+
+    let mut blank = cr(MINIMAL);
+    blank.spec.observability.otlp_endpoint = Some("  ".to_owned());
+    assert_eq!(validate(&blank, &ctx(), None).unwrap().otlp_port, None);
+
+    let mut bad = cr(MINIMAL);
+    bad.spec.observability.otlp_endpoint = Some("http://collector:70000".to_owned());
+    let err = validate(&bad, &ctx(), None).unwrap_err();
+    assert!(err.is_permanent());
+    assert_eq!(err.reason(), "InvalidOtlpEndpoint");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("spec.observability.otlpEndpoint") && msg.contains("70000"),
+        "{msg}"
+    );
+}

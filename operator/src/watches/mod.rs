@@ -4,7 +4,8 @@
 //! ```text
 //! TopologyAwareScheduling ── generation, finalizers, deletion ─────────────┐
 //! DaemonSets, Deployments ── spec, labels, rollout counts   (owner refs) ──┤
-//! ConfigMaps, ServiceAccounts, Services ── any edit         (owner refs) ──┤
+//! ConfigMaps, ServiceAccounts, Services,                               ──┤
+//!   NetworkPolicies ── any edit                           (owner refs) ──┤
 //! (Cluster)Roles, (Cluster)RoleBindings ── any edit  (tas.dev/stack label) ─┼─► reconcile
 //! updater Pods ── node, readiness                    (tas.dev/stack label) ─┤
 //! Nodes ── labels; NRT objects ── has zones; NRT CRD ── spec, Established ─┘  (every stack)
@@ -27,6 +28,7 @@ use crate::context::Stores;
 use crate::desired::{MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL, STACK_LABEL, UPDATER_APP_NAME};
 use futures::Stream;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::core::PartialObjectMeta;
 use kube::runtime::Controller;
@@ -90,6 +92,7 @@ pub fn controller(client: &Client) -> (Controller<TopologyAwareScheduling>, Stor
         .watches_stream(revisions::<ConfigMap>(client, &managed), owning_stack)
         .watches_stream(revisions::<ServiceAccount>(client, &managed), owning_stack)
         .watches_stream(revisions::<Service>(client, &managed), owning_stack)
+        .watches_stream(revisions::<NetworkPolicy>(client, &managed), owning_stack)
         .watches_stream(revisions::<ClusterRole>(client, &managed), by_stack_label)
         .watches_stream(
             revisions::<ClusterRoleBinding>(client, &managed),

@@ -12,6 +12,7 @@ mod collector;
 mod harness;
 mod install;
 mod least_privilege;
+mod network_policy;
 mod no_nodes;
 mod otlp;
 mod overlap;
@@ -64,6 +65,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     scale::scenario(&client, &operator).await;
     pods::scenario(&client).await;
     otlp::scenario(&client, &telemetry).await;
+    network_policy::scenario(&client).await;
     coexistence::scenario(&client).await;
     operator
         .stop(harness::TIMEOUT)

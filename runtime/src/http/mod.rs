@@ -48,6 +48,9 @@ pub use tls::{CertSource, TlsError};
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// After shutdown, how long open connections get to finish the request in flight (an
+/// idle keep-alive connection is closed at once); then they are cut.
+pub const CONNECTION_DRAIN: Duration = Duration::from_secs(5);
 
 /// Whether and how callers are checked.
 #[derive(Debug, Clone)]
@@ -209,9 +212,24 @@ pub async fn serve_on_with(
                 ?addr,
                 "serving /healthz, /readyz and /metrics over plain HTTP without authentication (--insecure-http)"
             );
-            axum::serve(listener, router(metrics, readiness, None).merge(extra))
-                .with_graceful_shutdown(shutdown)
-                .await?;
+            // axum's graceful shutdown waits for every connection to end: bounded here.
+            let (signalled_tx, signalled) = tokio::sync::oneshot::channel();
+            let serving = axum::serve(listener, router(metrics, readiness, None).merge(extra))
+                .with_graceful_shutdown(async move {
+                    shutdown.await;
+                    let _ = signalled_tx.send(());
+                });
+            let deadline = async {
+                if signalled.await.is_ok() {
+                    tokio::time::sleep(CONNECTION_DRAIN).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                served = serving => served?,
+                () = deadline => warn!(?addr, "connections still open {CONNECTION_DRAIN:?} after shutdown; cutting them"),
+            }
             Ok(())
         }
         Security::Secure { cert, authorizer } => {
@@ -226,6 +244,12 @@ pub async fn serve_on_with(
     }
 }
 
+/// The TLS accept loop. Every connection runs on its own task, kept in a set: on
+/// shutdown the listener closes, each connection is told to finish (hyper's graceful
+/// shutdown: an idle keep-alive connection closes at once, one with a request in flight
+/// after its answer), and whatever is still open after [`CONNECTION_DRAIN`] is cut. So
+/// no connection outlives the server (a scraper's keep-alive connection would otherwise
+/// stay open as long as the process, and its task with it).
 async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
@@ -233,6 +257,8 @@ async fn serve_tls(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     tokio::pin!(shutdown);
+    let (closing_tx, closing) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -244,25 +270,53 @@ async fn serve_tls(
                     continue;
                 }
             },
-            () = &mut shutdown => return Ok(()),
+            // Reap finished connections as they end, so the set stays small.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            () = &mut shutdown => break,
         };
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
+        let mut closing = closing.clone();
         // Each handshake on its own task, so that a slow client stalls nobody else.
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => return debug!(%peer, "TLS handshake timed out"),
             };
-            let served = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = async { let _ = closing.wait_for(|c| *c).await; } => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
             if let Err(e) = served {
                 debug!(%peer, error = %e, "serving a connection");
             }
         });
     }
+    drop(listener);
+    closing_tx.send_replace(true);
+    let open = connections.len();
+    let drained = tokio::time::timeout(CONNECTION_DRAIN, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            open,
+            left = connections.len(),
+            "connections still open {CONNECTION_DRAIN:?} after shutdown; cutting them"
+        );
+        connections.abort_all();
+    } else if open > 0 {
+        debug!(open, "connections drained");
+    }
+    Ok(())
 }
 
 /// The caller's decision for `path`, or the response refusing it.
@@ -459,6 +513,62 @@ mod tests {
             "plain HTTP is not served"
         );
         server.abort();
+    }
+
+    /// A scraper's keep-alive TLS connection, idle between requests, does not outlive
+    /// the server: on shutdown the server closes it and returns.
+    #[tokio::test]
+    async fn shutdown_closes_a_kept_open_tls_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let security = Security::Secure {
+            cert: CertSource::SelfSigned {
+                names: self_signed_names("tas-test"),
+            },
+            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve_on(
+            listener,
+            security,
+            Metrics::none(),
+            Readiness::not_ready("starting"),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut tls = tas_testcluster::tls_connect_insecure(tcp, addr.ip())
+            .await
+            .unwrap();
+        // HTTP/1.1 without `Connection: close`: the connection stays open after the answer.
+        tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !answer.ends_with(b"ok") {
+            let n = tokio::time::timeout(Duration::from_secs(10), tls.read(&mut buf))
+                .await
+                .expect("an answer")
+                .unwrap();
+            assert!(n > 0, "closed before answering");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+
+        stop.send(()).unwrap();
+        tokio::time::timeout(CONNECTION_DRAIN + Duration::from_secs(5), server)
+            .await
+            .expect("the server returns after shutdown")
+            .unwrap()
+            .unwrap();
+        // The server closed the connection: end of stream (or a reset), not silence.
+        let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+            .await
+            .expect("the kept-open connection is closed by the server, not left open");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     }
 
     #[tokio::test]

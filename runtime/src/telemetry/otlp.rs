@@ -46,8 +46,10 @@ use tracing_subscriber::registry::LookupSpan;
 /// The env var the endpoint comes from when the object names none (the
 /// OpenTelemetry SDK's own; the operator sets it on its operands).
 pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
-/// How long a shutdown may spend flushing each signal.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a shutdown may spend flushing each signal (both flush at once).
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(4);
+/// Deadline of the whole flush, as a shutdown step (`crate::shutdown::step`).
+pub const FLUSH_LIMIT: Duration = Duration::from_secs(5);
 
 /// How the exporters behave; [`OtlpSettings::from_env`] for the binary.
 #[derive(Debug, Clone, Default)]
@@ -240,20 +242,34 @@ impl Otlp {
     /// Exports what is pending and stops both pipelines, spending at most a few
     /// seconds per signal when the collector does not answer.
     pub async fn shutdown(&self) {
-        let inner = self.0.clone();
-        let stopped = tokio::task::spawn_blocking(move || {
-            if let Err(error) = inner
+        // The SDK's shutdowns block: off the async threads, both signals at once, so a
+        // collector that does not answer costs one timeout, not two.
+        let traces = self.0.clone();
+        let spans = tokio::task::spawn_blocking(move || {
+            if let Err(error) = traces
                 .tracer_provider
                 .shutdown_with_timeout(SHUTDOWN_TIMEOUT)
             {
                 tracing::debug!(%error, "stopping the OTLP trace pipeline");
             }
-            if let Err(error) = inner.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
+        });
+        let meters = self.0.clone();
+        let metrics = tokio::task::spawn_blocking(move || {
+            if let Err(error) = meters
+                .meter_provider
+                .shutdown_with_timeout(SHUTDOWN_TIMEOUT)
+            {
                 tracing::debug!(%error, "stopping the OTLP metrics pipeline");
             }
         });
-        if let Err(error) = stopped.await {
-            tracing::warn!(%error, "flushing OpenTelemetry data");
+        let flushed = crate::shutdown::step("OTLP flush", FLUSH_LIMIT, async {
+            futures::future::join(spans, metrics).await
+        })
+        .await;
+        if let Some((spans, metrics)) = flushed {
+            for error in [spans.err(), metrics.err()].into_iter().flatten() {
+                tracing::warn!(%error, "flushing OpenTelemetry data");
+            }
         }
     }
 }

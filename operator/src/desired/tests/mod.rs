@@ -8,6 +8,7 @@ use serde_json::Value;
 use tas_api::tas::TopologyAwareScheduling;
 
 mod kubelet;
+mod network_policy;
 mod pods;
 mod rbac;
 mod scheduler;
@@ -160,6 +161,8 @@ fn objects_come_in_apply_order_with_api_version_and_kind() {
             "ConfigMap",
             "Service",
             "Service",
+            "NetworkPolicy",
+            "NetworkPolicy",
             "DaemonSet",
             "DaemonSet",
             "Deployment",
