@@ -12,7 +12,10 @@
 //! - Every wait polls a condition with a deadline: [`wait_for`].
 //! - The TAS binaries' HTTPS endpoints are read with [`https_get`] and the admin's
 //!   bearer token ([`TestCluster::admin_token`]).
+//! - Acting as a ServiceAccount (tokens, clients with them, bindings, SubjectAccessReview
+//!   checks) and admission-policy type checks: [`access`].
 
+pub mod access;
 mod cluster;
 mod components;
 mod crds;
