@@ -14,6 +14,8 @@
 //!   bearer token ([`TestCluster::admin_token`]).
 //! - Acting as a ServiceAccount (tokens, clients with them, bindings, SubjectAccessReview
 //!   checks) and admission-policy type checks: [`access`].
+//! - A scheduling test's namespace, node group, Guaranteed pods and NRT objects:
+//!   [`scope`].
 
 pub mod access;
 mod cluster;
@@ -27,6 +29,7 @@ mod namespace;
 mod nodes;
 mod ports;
 mod process;
+pub mod scope;
 mod tools;
 mod wait;
 mod watchdog;
