@@ -23,7 +23,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 use tas_e2e::chart::{self, CHART_DIR, Inputs, documents};
-use tas_e2e::stack::{self, start_runner, start_simulator, wait_available, wait_ready_pods};
+use tas_e2e::stack::{self, start_nodes, wait_available, wait_ready_pods};
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, Tools, wait_for};
 
@@ -232,12 +232,9 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         .expect("scenario")
         .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
-    let sim = start_simulator(&client, &scenario, work.path())
+    let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await
-        .expect("simulated nodes");
-    let runner = start_runner(&cluster, &client, &sim)
-        .await
-        .expect("pod runner");
+        .expect("simulated nodes and the pod runner");
     let _pod_logs = runner.log_guard();
     let home = tempfile::tempdir().unwrap();
     let kubeconfig = cluster.kubeconfig_path();

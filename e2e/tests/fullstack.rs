@@ -9,7 +9,6 @@
 //! a deleted NRT, a corrupt NRT while its updater is frozen, a kube-apiserver restart;
 //! then an edit of the CR rolls the updaters onto new processes with the new flags.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -19,8 +18,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::stack::{
-    self, Report, apply_cr, cmdline, process_identity, run_workload, start_runner, start_simulator,
-    wait_available, wait_ready_pods, wait_settled,
+    self, Report, apply_cr, cmdline, process_identity, run_workload, start_nodes, wait_available,
+    wait_ready_pods, wait_scheduler_pods, wait_settled,
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::Signal;
@@ -75,12 +74,9 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         .expect("scenario")
         .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
-    let sim = start_simulator(&client, &scenario, work.path())
+    let (sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await
-        .expect("simulated nodes");
-    let runner = start_runner(&cluster, &client, &sim)
-        .await
-        .expect("pod runner");
+        .expect("simulated nodes and the pod runner");
     let pod_logs = runner.log_guard();
     // The operator itself, from config/default's Deployment (two replicas).
     let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
@@ -94,27 +90,9 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", nodes, TIMEOUT)
         .await
         .expect("an updater process per node");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let replicas = wait_for("the scheduler Deployment", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            deployments
-                .get_opt("tas-scheduler")
-                .await?
-                .and_then(|d| d.spec?.replicas),
-        )
-    })
-    .await
-    .expect("scheduler Deployment");
-    let schedulers = wait_ready_pods(
-        &client,
-        &runner,
-        NAMESPACE,
-        "tas-scheduler",
-        replicas as usize,
-        TIMEOUT,
-    )
-    .await
-    .expect("the scheduler replicas run");
+    let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
+        .await
+        .expect("the scheduler replicas run");
     wait_available(&client, nodes, TIMEOUT)
         .await
         .expect("Available with fresh NRTs");
