@@ -183,23 +183,9 @@ async fn a_node_agent_writes_only_its_own_nodes_topology() {
     let cluster = TestCluster::shared().expect("the shared test cluster starts");
     let _logs = cluster.log_guard();
     let admin = cluster.client().await.unwrap();
-    apply_crds_from_dir(&admin, &crd_dir()).await.unwrap();
-    apply_policy(&admin).await;
-
     // Any namespace: the policy matches the ServiceAccount by name, wherever
     // spec.namespace put the operands.
-    let ns = unique_namespace(&admin, "admission").await.unwrap();
-    updater_account(&admin, &ns).await;
-    let own = unique_name("own-node");
-    let other = unique_name("other-node");
-    for name in [&own, &other] {
-        create_fake_node(&admin, &FakeNode::new(name.clone()))
-            .await
-            .unwrap();
-    }
-    let pod = agent_pod(&admin, &ns, &own).await;
-    let agent = client_with_token(cluster, &updater_token(&admin, &ns, Some(&pod)).await).await;
-    let nrts = Api::<DynamicObject>::all_with(agent, &nrt_resource());
+    let (nrts, own, other) = agent_on_a_node(cluster, &admin, "admission").await;
 
     // Another node's object: refused, with a message naming both nodes. Polled, since
     // the API server enforces a new policy after a moment.

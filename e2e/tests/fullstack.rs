@@ -23,7 +23,9 @@ use tas_e2e::stack::{
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::Signal;
-use tas_testcluster::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
+use tas_testcluster::{
+    ClusterOptions, Component, TestCluster, unique_namespace, wait_event, wait_for, wait_no_pods,
+};
 
 const NAMESPACE: &str = "tas-system";
 const SCHEDULER: &str = "topology-aware-scheduler";
@@ -49,18 +51,9 @@ async fn scheduled_events(client: &Client, ns: &str) -> Vec<String> {
 async fn delete_namespace(client: &Client, ns: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let _ = api.delete(ns, &DeleteParams::default()).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait_for(format!("the pods of {ns} to be gone"), TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            pods.list(&ListParams::default())
-                .await?
-                .items
-                .is_empty()
-                .then_some(()),
-        )
-    })
-    .await
-    .expect("workload deleted");
+    wait_no_pods(client, ns, TIMEOUT)
+        .await
+        .expect("workload deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -251,21 +244,13 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     )
     .await
     .expect("corrupt NRT written");
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    wait_for("an InvalidNodeResourceTopology Event", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            events
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("InvalidNodeResourceTopology")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref())
-                            == Some(corrupt.as_str())
-                }),
-        )
-    })
+    wait_event(
+        &client,
+        "default",
+        &corrupt,
+        "InvalidNodeResourceTopology",
+        TIMEOUT,
+    )
     .await
     .expect("the scheduler reports the corrupt object");
     runner

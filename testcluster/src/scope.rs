@@ -32,6 +32,16 @@ pub struct Scope {
     pub group: String,
     /// A unique scheduler name for the test's scheduler.
     pub scheduler: String,
+    /// The test's in-process component, aborted when the scope is dropped.
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
 }
 
 impl Scope {
@@ -48,7 +58,19 @@ impl Scope {
             ns,
             group: unique_name(prefix),
             scheduler: unique_name("tas"),
+            task: None,
         })
+    }
+
+    /// Runs `component` (say an in-process scheduler) until this scope is dropped,
+    /// replacing (and aborting) the one it ran before.
+    pub fn spawn<F>(&mut self, component: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(previous) = self.task.replace(tokio::spawn(component)) {
+            previous.abort();
+        }
     }
 
     /// A new kwok node with `cpu` allocatable and the label `group_label` = this

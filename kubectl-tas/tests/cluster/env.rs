@@ -29,7 +29,6 @@ pub struct Env {
     scope: Scope,
     /// The scheduler's HTTP port on this host.
     pub http_port: u16,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Env {
@@ -39,19 +38,10 @@ impl std::ops::Deref for Env {
     }
 }
 
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
-    }
-}
-
 pub async fn env(prefix: &str) -> Env {
     Env {
         scope: Scope::new(prefix).await.expect("test scope"),
         http_port: free_ports(1).expect("port")[0],
-        task: None,
     }
 }
 
@@ -93,14 +83,14 @@ impl Env {
         let addr = tas_runtime::http::Endpoint::insecure(
             format!("0.0.0.0:{}", self.http_port).parse().expect("addr"),
         );
-        self.task = Some(tokio::spawn(async move {
+        self.scope.spawn(async move {
             let r =
                 tas_scheduler::run::run(client, settings, addr, "test".into(), "default".into())
                     .await;
             if let Err(e) = r {
                 panic!("scheduler stopped: {e}");
             }
-        }));
+        });
     }
 
     /// A selectorless Service in front of the scheduler's port, with its endpoint (as

@@ -33,21 +33,12 @@ pub struct Env {
     scope: Scope,
     /// Where the in-process scheduler serves `/metrics` (HTTPS, authorised).
     pub metrics_addr: std::net::SocketAddr,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Env {
     type Target = Scope;
     fn deref(&self) -> &Scope {
         &self.scope
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
     }
 }
 
@@ -59,7 +50,6 @@ pub async fn env(prefix: &str) -> Env {
             tas_testcluster::free_ports(1).expect("a free port")[0],
         )
             .into(),
-        task: None,
     }
 }
 
@@ -93,14 +83,14 @@ impl Env {
                 authorizer: tas_runtime::http::Authorizer::new(self.client.clone()),
             },
         };
-        self.task = Some(tokio::spawn(async move {
+        self.scope.spawn(async move {
             let r =
                 tas_scheduler::run::run(client, settings, http, "test".into(), "default".into())
                     .await;
             if let Err(e) = r {
                 panic!("scheduler stopped: {e}");
             }
-        }));
+        });
     }
 
     /// The in-process scheduler's `/metrics`, read with the admin's token.
@@ -171,17 +161,10 @@ impl Env {
 
     /// Messages of the events about `pod` with `reason`.
     pub async fn events(&self, pod: &str, reason: &str) -> Vec<String> {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), &self.ns);
-        api.list(&ListParams::default())
+        tas_testcluster::events_about(&self.client, &self.ns, pod, reason)
             .await
-            .map(|l| l.items)
             .unwrap_or_default()
             .into_iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-            })
             .filter_map(|e| e.note)
             .collect()
     }
