@@ -11,6 +11,7 @@
 mod inspect;
 mod processes;
 mod report;
+mod startup;
 mod workload;
 
 pub use inspect::{create_oversized_pod, kubectl_tas, wait_failed_scheduling};
@@ -19,6 +20,7 @@ pub use processes::{
     wait_ready_pods,
 };
 pub use report::{Placement, Report, WorkloadOutcome};
+pub use startup::{start_nodes, wait_scheduler_pods};
 pub use workload::{run_workload, wait_settled};
 
 use kube::api::{Patch, PatchParams};

@@ -16,16 +16,14 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tas_testcluster::{
-    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name,
+    FakeNode, TestCluster, access, apply_crds_from_dir, crd_dir, create_fake_node, unique_name,
     unique_namespace, wait_for,
 };
 
@@ -44,13 +42,7 @@ fn policy_file() -> PathBuf {
 }
 
 fn nrt_resource() -> ApiResource {
-    ApiResource {
-        group: "topology.node.k8s.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "topology.node.k8s.io/v1alpha2".into(),
-        kind: "NodeResourceTopology".into(),
-        plural: "noderesourcetopologies".into(),
-    }
+    ApiResource::erase::<tas_api::nrt::v1alpha2::NodeResourceTopology>(&())
 }
 
 /// A NodeResourceTopology as the agent publishes it, with `free` CPUs in its one zone.
@@ -122,58 +114,28 @@ async fn apply_policy(client: &Client) {
     );
 }
 
-/// A client of the test cluster that authenticates with `token` instead of the admin's.
-async fn client_with_token(cluster: &TestCluster, token: &str) -> Client {
-    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
-    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
-    for named in &mut kubeconfig.auth_infos {
-        named.auth_info = Some(auth.clone());
-    }
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("client config");
-    assert_eq!(
-        config.cluster_url.to_string().trim_end_matches('/'),
-        cluster.server_url()
-    );
-    Client::try_from(config).expect("client")
-}
-
 /// A token of `tas-updater` in `ns`, bound to `pod` when given (as the kubelet's
 /// projected tokens are), else bound to nothing.
 async fn updater_token(client: &Client, ns: &str, pod: Option<&Pod>) -> String {
-    let bound_object_ref = pod.map(|p| BoundObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: p.metadata.name.clone(),
-        uid: p.metadata.uid.clone(),
-    });
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            // Empty: the API server's own audience.
-            audiences: Vec::new(),
-            bound_object_ref,
-            expiration_seconds: Some(600),
-        },
-        ..TokenRequest::default()
-    };
-    Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create_token_request(UPDATER_SA, &PostParams::default(), &request)
+    let request = access::token_request(Duration::from_secs(600), pod);
+    access::service_account_token(client, ns, UPDATER_SA, &request)
         .await
-        .expect("token request")
-        .status
-        .expect("token in status")
-        .token
+        .expect("token")
+}
+
+/// A client of the test cluster that authenticates with `token` instead of the admin's.
+async fn client_with_token(cluster: &TestCluster, token: &str) -> Client {
+    cluster
+        .client_with_token(token)
+        .await
+        .expect("a client with the token")
 }
 
 /// A `tas-updater` ServiceAccount in `ns` with the node agent's NRT permissions (a
 /// ClusterRole: NRT objects are cluster-scoped).
 async fn updater_account(client: &Client, ns: &str) {
     let post = PostParams::default();
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({ "metadata": { "name": UPDATER_SA } })).unwrap();
-    Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&post, &sa)
+    access::create_service_account(client, ns, UPDATER_SA)
         .await
         .expect("service account");
     let role_name = unique_name("nrt-writer");
@@ -192,12 +154,7 @@ async fn updater_account(client: &Client, ns: &str) {
         .create(&post, &role)
         .await
         .expect("cluster role");
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": role_name },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
-        "subjects": [{ "kind": "ServiceAccount", "name": UPDATER_SA, "namespace": ns }],
-    }))
-    .unwrap();
+    let binding = access::service_account_binding(&role_name, &role_name, ns, UPDATER_SA);
     Api::<ClusterRoleBinding>::all(client.clone())
         .create(&post, &binding)
         .await
@@ -226,23 +183,9 @@ async fn a_node_agent_writes_only_its_own_nodes_topology() {
     let cluster = TestCluster::shared().expect("the shared test cluster starts");
     let _logs = cluster.log_guard();
     let admin = cluster.client().await.unwrap();
-    apply_crds_from_dir(&admin, &crd_dir()).await.unwrap();
-    apply_policy(&admin).await;
-
     // Any namespace: the policy matches the ServiceAccount by name, wherever
     // spec.namespace put the operands.
-    let ns = unique_namespace(&admin, "admission").await.unwrap();
-    updater_account(&admin, &ns).await;
-    let own = unique_name("own-node");
-    let other = unique_name("other-node");
-    for name in [&own, &other] {
-        create_fake_node(&admin, &FakeNode::new(name.clone()))
-            .await
-            .unwrap();
-    }
-    let pod = agent_pod(&admin, &ns, &own).await;
-    let agent = client_with_token(cluster, &updater_token(&admin, &ns, Some(&pod)).await).await;
-    let nrts = Api::<DynamicObject>::all_with(agent, &nrt_resource());
+    let (nrts, own, other) = agent_on_a_node(cluster, &admin, "admission").await;
 
     // Another node's object: refused, with a message naming both nodes. Polled, since
     // the API server enforces a new policy after a moment.
@@ -318,22 +261,9 @@ async fn the_policy_type_checks_without_warnings() {
     apply_crds_from_dir(&admin, &crd_dir()).await.unwrap();
     apply_policy(&admin).await;
 
-    let policies = Api::<ValidatingAdmissionPolicy>::all(admin);
-    let status = wait_for("the policy's type check", ENFORCED_WITHIN, || async {
-        let policy = policies.get(POLICY).await?;
-        let generation = policy.metadata.generation;
-        Ok::<_, kube::Error>(
-            policy
-                .status
-                .filter(|s| s.observed_generation == generation && s.type_checking.is_some()),
-        )
-    })
-    .await
-    .unwrap();
-    let warnings = status
-        .type_checking
-        .and_then(|t| t.expression_warnings)
-        .unwrap_or_default();
+    let warnings = access::policy_type_check_warnings(&admin, POLICY, ENFORCED_WITHIN)
+        .await
+        .unwrap();
     assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -23,9 +23,9 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 use tas_e2e::chart::{self, CHART_DIR, Inputs, documents};
-use tas_e2e::stack::{self, start_runner, start_simulator, wait_available, wait_ready_pods};
+use tas_e2e::stack::{self, start_nodes, wait_available, wait_ready_pods};
 use tas_nodesim::Scenario;
-use tas_testcluster::{ClusterOptions, TestCluster, Tools, wait_for};
+use tas_testcluster::{ClusterOptions, TestCluster, Tools, wait_for, wait_no_pods};
 
 const NAMESPACE: &str = "tas-system";
 const RELEASE: &str = "tas";
@@ -287,12 +287,9 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         .expect("scenario")
         .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
-    let sim = start_simulator(&client, &scenario, work.path())
+    let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await
-        .expect("simulated nodes");
-    let runner = start_runner(&cluster, &client, &sim)
-        .await
-        .expect("pod runner");
+        .expect("simulated nodes and the pod runner");
     let _pod_logs = runner.log_guard();
     let home = tempfile::tempdir().unwrap();
     let kubeconfig = cluster.kubeconfig_path();
@@ -422,18 +419,9 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         ],
     );
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_for("the operator's pods to be gone", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            pods.list(&ListParams::default())
-                .await?
-                .items
-                .is_empty()
-                .then_some(()),
-        )
-    })
-    .await
-    .expect("no pods left");
+    wait_no_pods(&client, NAMESPACE, TIMEOUT)
+        .await
+        .expect("no pods left");
     let gone = [
         deployments.get_opt("tas-operator").await.unwrap().is_some(),
         Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)

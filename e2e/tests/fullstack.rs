@@ -9,7 +9,6 @@
 //! a deleted NRT, a corrupt NRT while its updater is frozen, a kube-apiserver restart;
 //! then an edit of the CR rolls the updaters onto new processes with the new flags.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -19,12 +18,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::stack::{
-    self, Report, apply_cr, cmdline, process_identity, run_workload, start_runner, start_simulator,
-    wait_available, wait_ready_pods, wait_settled,
+    self, Report, apply_cr, cmdline, process_identity, run_workload, start_nodes, wait_available,
+    wait_ready_pods, wait_scheduler_pods, wait_settled,
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::Signal;
-use tas_testcluster::{ClusterOptions, Component, TestCluster, unique_namespace, wait_for};
+use tas_testcluster::{
+    ClusterOptions, Component, TestCluster, unique_namespace, wait_event, wait_for, wait_no_pods,
+};
 
 const NAMESPACE: &str = "tas-system";
 const SCHEDULER: &str = "topology-aware-scheduler";
@@ -50,18 +51,9 @@ async fn scheduled_events(client: &Client, ns: &str) -> Vec<String> {
 async fn delete_namespace(client: &Client, ns: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let _ = api.delete(ns, &DeleteParams::default()).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait_for(format!("the pods of {ns} to be gone"), TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            pods.list(&ListParams::default())
-                .await?
-                .items
-                .is_empty()
-                .then_some(()),
-        )
-    })
-    .await
-    .expect("workload deleted");
+    wait_no_pods(client, ns, TIMEOUT)
+        .await
+        .expect("workload deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -75,12 +67,9 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         .expect("scenario")
         .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
-    let sim = start_simulator(&client, &scenario, work.path())
+    let (sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await
-        .expect("simulated nodes");
-    let runner = start_runner(&cluster, &client, &sim)
-        .await
-        .expect("pod runner");
+        .expect("simulated nodes and the pod runner");
     let pod_logs = runner.log_guard();
     // The operator itself, from config/default's Deployment (two replicas).
     let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
@@ -94,27 +83,9 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", nodes, TIMEOUT)
         .await
         .expect("an updater process per node");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let replicas = wait_for("the scheduler Deployment", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            deployments
-                .get_opt("tas-scheduler")
-                .await?
-                .and_then(|d| d.spec?.replicas),
-        )
-    })
-    .await
-    .expect("scheduler Deployment");
-    let schedulers = wait_ready_pods(
-        &client,
-        &runner,
-        NAMESPACE,
-        "tas-scheduler",
-        replicas as usize,
-        TIMEOUT,
-    )
-    .await
-    .expect("the scheduler replicas run");
+    let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
+        .await
+        .expect("the scheduler replicas run");
     wait_available(&client, nodes, TIMEOUT)
         .await
         .expect("Available with fresh NRTs");
@@ -273,21 +244,13 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     )
     .await
     .expect("corrupt NRT written");
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    wait_for("an InvalidNodeResourceTopology Event", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            events
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("InvalidNodeResourceTopology")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref())
-                            == Some(corrupt.as_str())
-                }),
-        )
-    })
+    wait_event(
+        &client,
+        "default",
+        &corrupt,
+        "InvalidNodeResourceTopology",
+        TIMEOUT,
+    )
     .await
     .expect("the scheduler reports the corrupt object");
     runner

@@ -15,9 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -27,7 +25,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tas_testcluster::{TestCluster, unique_namespace, wait_for};
+use tas_testcluster::{TestCluster, access, unique_namespace, wait_for};
 
 const NAMESPACE: &str = "tas-system";
 const OPERATOR: &str = "tas-operator";
@@ -324,33 +322,18 @@ impl Can {
 
     async fn allowed(&self, client: &Client) -> bool {
         let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{NAMESPACE}:{OPERATOR}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{NAMESPACE}"),
-                    "system:authenticated".into(),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: some(self.verb),
-                    group: Some(self.group.to_owned()),
-                    resource: some(self.resource),
-                    subresource: some(self.subresource),
-                    namespace: some(self.namespace),
-                    name: some(self.name),
-                    ..ResourceAttributes::default()
-                }),
-                ..SubjectAccessReviewSpec::default()
-            },
-            ..SubjectAccessReview::default()
+        let attributes = ResourceAttributes {
+            verb: some(self.verb),
+            group: Some(self.group.to_owned()),
+            resource: some(self.resource),
+            subresource: some(self.subresource),
+            namespace: some(self.namespace),
+            name: some(self.name),
+            ..ResourceAttributes::default()
         };
-        Api::<SubjectAccessReview>::all(client.clone())
-            .create(&PostParams::default(), &review)
+        access::service_account_can(client, NAMESPACE, OPERATOR, attributes)
             .await
             .expect("SubjectAccessReview")
-            .status
-            .is_some_and(|s| s.allowed)
     }
 }
 

@@ -5,34 +5,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
-use tas_testcluster::{TestCluster, unique_name, unique_namespace, wait_for};
+use tas_testcluster::{TestCluster, access, unique_name, unique_namespace, wait_for};
 
 /// How long a new RBAC binding may take to reach the authorizer.
 const AUTHORISED_WITHIN: Duration = Duration::from_secs(30);
-
-/// A client of the test cluster that authenticates with `token` instead of the admin's.
-async fn client_with_token(cluster: &TestCluster, token: &str) -> Client {
-    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
-    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
-    for named in &mut kubeconfig.auth_infos {
-        named.auth_info = Some(auth.clone());
-    }
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("client config");
-    assert_eq!(
-        config.cluster_url.to_string().trim_end_matches('/'),
-        cluster.server_url()
-    );
-    Client::try_from(config).expect("client")
-}
 
 /// The ClusterRole scrapers are bound to, from `config/rbac/`.
 fn metrics_reader_role() -> ClusterRole {
@@ -44,27 +24,13 @@ fn metrics_reader_role() -> ClusterRole {
 
 /// A token of a new ServiceAccount `name` in `ns`.
 async fn account_token(admin: &Client, ns: &str, name: &str) -> String {
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
-    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &sa)
+    access::create_service_account(admin, ns, name)
         .await
         .expect("service account");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            bound_object_ref: None,
-            expiration_seconds: Some(600),
-        },
-        ..TokenRequest::default()
-    };
-    Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create_token_request(name, &PostParams::default(), &request)
+    let request = access::token_request(Duration::from_secs(600), None);
+    access::service_account_token(admin, ns, name, &request)
         .await
-        .expect("token request")
-        .status
-        .expect("token in status")
-        .token
+        .expect("token")
 }
 
 /// `/metrics` as every TAS binary serves it: over TLS, to a token whose user may `get`
@@ -92,12 +58,7 @@ async fn metrics_answer_only_an_authorised_token() {
         .await
         .expect("tas-metrics-reader applied");
     let bind = |name: String, role: &str, sa: &str| -> ClusterRoleBinding {
-        serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
-            "subjects": [{ "kind": "ServiceAccount", "name": sa, "namespace": ns }],
-        }))
-        .unwrap()
+        access::service_account_binding(&name, role, &ns, sa)
     };
     let bindings = Api::<ClusterRoleBinding>::all(admin.clone());
 
@@ -135,7 +96,10 @@ async fn metrics_answer_only_an_authorised_token() {
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let component = client_with_token(cluster, &component_token).await;
+    let component = cluster
+        .client_with_token(&component_token)
+        .await
+        .expect("a client with the component's token");
     let readiness = Readiness::not_ready("watch failed: internal detail");
     let server = tokio::spawn(http::serve_on(
         listener,

@@ -10,7 +10,6 @@
 //! NetworkPolicies the operator renders for its operands, and its own from
 //! config/network-policies, let them reach the endpoint's port.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
@@ -20,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_e2e::otelcol::{Collector, Received, ReceivedSpan};
 use tas_e2e::stack::{
-    self, apply_cr, start_runner_with_services, start_simulator, wait_available, wait_ready_pods,
+    self, apply_cr, start_nodes, wait_available, wait_ready_pods, wait_scheduler_pods,
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::{HostService, Signal};
@@ -82,17 +81,14 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     .expect("scenario")
     .with_node_label(stack::SAMPLE_NODE_LABEL, "");
     let work = tempfile::tempdir().expect("work dir");
-    let sim = start_simulator(&client, &scenario, work.path())
-        .await
-        .expect("simulated nodes");
     let service = HostService {
         name: COLLECTOR_HOST.to_owned(),
         port: OTLP_PORT,
         target: collector.address(),
     };
-    let runner = start_runner_with_services(&cluster, &client, &sim, vec![service])
+    let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), vec![service])
         .await
-        .expect("pod runner");
+        .expect("simulated nodes and the pod runner");
     let pod_logs = runner.log_guard();
     let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
         .await
@@ -117,27 +113,9 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     policies_allowing_otlp(rendered.items, &mut seen);
     seen.sort();
     assert_eq!(seen, ["tas-scheduler", "tas-updater"]);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let replicas = wait_for("the scheduler Deployment", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            deployments
-                .get_opt("tas-scheduler")
-                .await?
-                .and_then(|d| d.spec?.replicas),
-        )
-    })
-    .await
-    .expect("scheduler Deployment");
-    let schedulers = wait_ready_pods(
-        &client,
-        &runner,
-        NAMESPACE,
-        "tas-scheduler",
-        replicas as usize,
-        TIMEOUT,
-    )
-    .await
-    .expect("the scheduler runs");
+    let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
+        .await
+        .expect("the scheduler runs");
 
     // One pod that fits a zone, one that fits a node's total but no zone.
     let ns = unique_namespace(&client, "otel").await.unwrap();

@@ -92,6 +92,19 @@ pub enum Error {
     /// The process-wide shared cluster failed to start (reported to every test using it).
     #[error("the shared test cluster failed to start: {0}")]
     SharedStartFailed(String),
+
+    /// A TokenRequest was answered without a token (the ServiceAccount named).
+    #[error("the token request for {0} was answered without a token")]
+    NoToken(String),
+
+    /// A client built from the test cluster's kubeconfig points at another server.
+    #[error("a client of the test cluster at {expected} points at {got}")]
+    WrongServer {
+        /// The test cluster's URL.
+        expected: String,
+        /// The URL the client configuration holds.
+        got: String,
+    },
 }
 
 impl Error {

@@ -12,18 +12,25 @@
 //! - Every wait polls a condition with a deadline: [`wait_for`].
 //! - The TAS binaries' HTTPS endpoints are read with [`https_get`] and the admin's
 //!   bearer token ([`TestCluster::admin_token`]).
+//! - Acting as a ServiceAccount (tokens, clients with them, bindings, SubjectAccessReview
+//!   checks) and admission-policy type checks: [`access`].
+//! - A scheduling test's namespace, node group, Guaranteed pods and NRT objects:
+//!   [`scope`].
 
+pub mod access;
 mod cluster;
 mod components;
 mod crds;
 mod credentials;
 mod error;
+mod events;
 mod https;
 mod kubeconfig;
 mod namespace;
 mod nodes;
 mod ports;
 mod process;
+pub mod scope;
 mod tools;
 mod wait;
 mod watchdog;
@@ -31,8 +38,9 @@ mod watchdog;
 pub use cluster::{ClusterOptions, KEEP_CLUSTER_ENV, LogGuard, TestCluster};
 pub use crds::{FIELD_MANAGER, apply_crds_from_dir, crd_dir, read_crds};
 pub use error::Error;
+pub use events::{events_about, wait_event, wait_event_note};
 pub use https::{get_over, https_get, insecure_tls_connector, tls_connect_insecure};
-pub use namespace::{TEST_NAMESPACE_LABEL, unique_name, unique_namespace};
+pub use namespace::{TEST_NAMESPACE_LABEL, unique_name, unique_namespace, wait_no_pods};
 pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
     wait_node_schedulable,

@@ -14,11 +14,13 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{ObjectMeta, PostParams};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::Error;
+use crate::{Error, wait_for};
 
 /// Label put on every namespace [`unique_namespace`] creates.
 pub const TEST_NAMESPACE_LABEL: &str = "e2e.tas.dev/test";
@@ -84,6 +86,29 @@ pub async fn unique_namespace(client: &Client, prefix: &str) -> Result<String, E
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(name),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Waits until `namespace` has no pods left (none listed, terminating ones included).
+pub async fn wait_no_pods(
+    client: &Client,
+    namespace: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    wait_for(
+        format!("the pods of {namespace} to be gone"),
+        timeout,
+        || async {
+            Ok::<_, kube::Error>(
+                pods.list(&ListParams::default())
+                    .await?
+                    .items
+                    .is_empty()
+                    .then_some(()),
+            )
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -13,21 +13,17 @@ use tas_api::fingerprint::Method;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_nodesim::kubelet_server::{FakeKubelet, FakeKubeletHandle};
 use tas_runtime::http::Readiness;
-use tas_testcluster::{
-    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name, wait_for,
-};
-use tas_updater::agent::{Agent, AgentConfig};
+use tas_testcluster::{unique_name, wait_for};
+use tas_updater::agent::AgentConfig;
 use tas_updater::kubelet_source::SourceConfig;
 use tas_updater::metrics::Metrics;
-use tas_updater::podresources::v1::{
-    AllocatableResourcesResponse, ContainerResources, PodResources,
-};
-use tas_updater::podresources::{ClientConfig, PodResourcesClient};
+use tas_updater::podresources::v1::{ContainerResources, PodResources};
 use tas_updater::pods_fingerprint::FingerprintPolicy;
 use tas_updater::triggers::Mode;
 use tempfile::TempDir;
 
-const TIMEOUT: Duration = Duration::from_secs(30);
+mod common;
+use common::{TIMEOUT, agent, agent_config, client, fake_kubelet, kwok_node, wait_nrt};
 
 /// A simulated NUMA node: a kwok Node object, a sysfs tree, a kubelet config and a fake
 /// kubelet, plus the agent running against them.
@@ -61,12 +57,7 @@ impl SimNode {
     }
 
     fn publishes(&self, result: &str) -> u64 {
-        let text = self.metrics.render().expect("metrics render");
-        let prefix = format!("tas_updater_publishes_total{{result=\"{result}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+        common::publishes(&self.metrics, result)
     }
 }
 
@@ -108,15 +99,6 @@ fn pinned_pod(ns: &str, name: &str, cpus: &[i64]) -> PodResources {
     }
 }
 
-async fn client() -> Client {
-    let cluster = TestCluster::shared().expect("shared cluster");
-    let client = cluster.client().await.expect("client");
-    apply_crds_from_dir(&client, &crd_dir())
-        .await
-        .expect("CRDs");
-    client
-}
-
 async fn start(client: &Client, mode: Mode, period: Duration) -> SimNode {
     start_with_heartbeat(client, mode, period, Duration::from_secs(600)).await
 }
@@ -127,10 +109,7 @@ async fn start_with_heartbeat(
     period: Duration,
     heartbeat_period: Duration,
 ) -> SimNode {
-    let name = unique_name("numa");
-    create_fake_node(client, &FakeNode::new(name.clone()))
-        .await
-        .expect("node created");
+    let name = kwok_node(client, "numa").await;
     let dir = tempfile::tempdir().unwrap();
     write_sysfs(&dir.path().join("sys"));
     std::fs::write(
@@ -138,39 +117,25 @@ async fn start_with_heartbeat(
         "kind: KubeletConfiguration\ntopologyManagerPolicy: single-numa-node\ntopologyManagerScope: pod\ncpuManagerPolicy: static\n",
     )
     .unwrap();
-    let kubelet = FakeKubelet::new();
-    kubelet.set_allocatable(AllocatableResourcesResponse {
-        cpu_ids: (0..8).collect(),
-        ..Default::default()
-    });
+    let kubelet = fake_kubelet(8);
+    let source = SourceConfig {
+        file: dir.path().join("config.yaml"),
+        ..SourceConfig::default()
+    };
+    let cfg = AgentConfig {
+        mode,
+        fingerprint: FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap(),
+        heartbeat_period,
+        ..agent_config(&name, dir.path(), source, period)
+    };
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::not_ready("starting");
-    let cfg = AgentConfig {
-        node_name: name.clone(),
-        sysfs_root: dir.path().join("sys"),
-        kubelet: SourceConfig {
-            file: dir.path().join("config.yaml"),
-            ..SourceConfig::default()
-        },
-        take_over_nrt: false,
-        mode,
-        period,
-        debounce: Duration::from_millis(50),
-        reapply_interval: Duration::from_secs(600),
-        heartbeat_period,
-        fingerprint: FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap(),
-    };
-    let podres = PodResourcesClient::new(ClientConfig {
-        initial_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(500),
-        ..ClientConfig::new(dir.path().join("kubelet.sock"))
-    });
-    let agent = Agent::new(
+    let agent = agent(
+        client,
         cfg,
-        client.clone(),
-        podres,
-        metrics.clone(),
-        readiness.clone(),
+        dir.path().join("kubelet.sock"),
+        &metrics,
+        &readiness,
     );
     let mut node = SimNode {
         name,
@@ -193,19 +158,6 @@ fn available(nrt: &NodeResourceTopology, zone: &str, resource: &str) -> Option<S
         .iter()
         .find(|r| r.name == resource)
         .map(|r| r.available.as_str().to_owned())
-}
-
-async fn wait_nrt(
-    api: &Api<NodeResourceTopology>,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&NodeResourceTopology) -> bool,
-) -> NodeResourceTopology {
-    wait_for(what, TIMEOUT, || async {
-        Ok::<_, kube::Error>(api.get_opt(name).await?.filter(|o| pred(o)))
-    })
-    .await
-    .expect(what)
 }
 
 #[tokio::test]

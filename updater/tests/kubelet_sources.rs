@@ -12,21 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use tas_api::nrt::agent_report::{KUBELET_CONFIG_PROBLEM, KUBELET_CONFIG_SOURCE};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_nodesim::kubelet_server::{FakeKubelet, FakeKubeletHandle};
+use tas_nodesim::kubelet_server::FakeKubeletHandle;
 use tas_runtime::http::Readiness;
-use tas_testcluster::{
-    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name, wait_for,
-};
-use tas_updater::agent::{Agent, AgentConfig};
+use tas_updater::agent::AgentConfig;
 use tas_updater::kubelet_source::SourceConfig;
 use tas_updater::metrics::Metrics;
-use tas_updater::podresources::v1::AllocatableResourcesResponse;
-use tas_updater::podresources::{ClientConfig, PodResourcesClient};
-use tas_updater::pods_fingerprint::FingerprintPolicy;
-use tas_updater::triggers::Mode;
 use tempfile::TempDir;
 
-const TIMEOUT: Duration = Duration::from_secs(30);
+mod common;
+use common::{TIMEOUT, agent, agent_config, client, fake_kubelet, kwok_node, wait_nrt};
+use tas_testcluster::wait_for;
 const HEADER: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
 /// The host directory the tests pretend the kubelet's files are in.
 const HOST_DIR: &str = "/etc/kubernetes/kubelet";
@@ -68,12 +63,7 @@ impl Node {
     }
 
     fn publishes(&self, result: &str) -> u64 {
-        let text = self.metrics.render().expect("metrics render");
-        let prefix = format!("tas_updater_publishes_total{{result=\"{result}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+        common::publishes(&self.metrics, result)
     }
 }
 
@@ -90,33 +80,16 @@ fn write_sysfs(root: &Path) {
     .unwrap();
 }
 
-async fn client() -> Client {
-    let cluster = TestCluster::shared().expect("shared cluster");
-    let client = cluster.client().await.expect("client");
-    apply_crds_from_dir(&client, &crd_dir())
-        .await
-        .expect("CRDs");
-    client
-}
-
 /// A node whose kubelet files hold `config` (none when `None`) and no drop-ins yet.
 async fn node(client: &Client, config: Option<&str>) -> Node {
-    let name = unique_name("kcfg");
-    create_fake_node(client, &FakeNode::new(name.clone()))
-        .await
-        .expect("node created");
+    let name = kwok_node(client, "kcfg").await;
     let dir = tempfile::tempdir().unwrap();
     write_sysfs(&dir.path().join("sys"));
     std::fs::create_dir_all(dir.path().join("kubelet/config.d")).unwrap();
     if let Some(config) = config {
         std::fs::write(dir.path().join("kubelet/config.yaml"), config).unwrap();
     }
-    let kubelet = FakeKubelet::new();
-    kubelet.set_allocatable(AllocatableResourcesResponse {
-        cpu_ids: (0..4).collect(),
-        ..Default::default()
-    });
-    let server = kubelet
+    let server = fake_kubelet(4)
         .serve(dir.path().join("kubelet.sock"))
         .expect("fake kubelet serves");
     Node {
@@ -133,51 +106,26 @@ async fn node(client: &Client, config: Option<&str>) -> Node {
 /// files (or the object) makes it publish after the first time.
 fn start(client: &Client, node: &mut Node, take_over_nrt: bool) {
     let kubelet = node.kubelet_dir();
-    let cfg = AgentConfig {
-        node_name: node.name.clone(),
-        sysfs_root: node.dir.path().join("sys"),
-        kubelet: SourceConfig {
-            file: kubelet.join("config.yaml"),
-            config_dir: Some(kubelet.join("config.d")),
-            host_paths: vec![(kubelet, HOST_DIR.to_owned())],
-            ..SourceConfig::default()
-        },
-        take_over_nrt,
-        mode: Mode::Periodic,
-        period: Duration::from_secs(3600),
-        debounce: Duration::from_millis(50),
-        reapply_interval: Duration::from_secs(600),
-        heartbeat_period: Duration::from_secs(600),
-        fingerprint: FingerprintPolicy::new(None, &[]).unwrap(),
+    let source = SourceConfig {
+        file: kubelet.join("config.yaml"),
+        config_dir: Some(kubelet.join("config.d")),
+        host_paths: vec![(kubelet, HOST_DIR.to_owned())],
+        ..SourceConfig::default()
     };
-    let podresources = PodResourcesClient::new(ClientConfig {
-        initial_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(500),
-        ..ClientConfig::new(node.dir.path().join("kubelet.sock"))
-    });
-    let agent = Agent::new(
-        cfg,
-        client.clone(),
-        podresources,
-        node.metrics.clone(),
-        node.readiness.clone(),
-    );
+    let cfg = AgentConfig {
+        take_over_nrt,
+        ..agent_config(
+            &node.name,
+            node.dir.path(),
+            source,
+            Duration::from_secs(3600),
+        )
+    };
+    let socket = node.dir.path().join("kubelet.sock");
+    let agent = agent(client, cfg, socket, &node.metrics, &node.readiness);
     node.agent = Some(tokio::spawn(async move {
         agent.run().await;
     }));
-}
-
-async fn wait_nrt(
-    api: &Api<NodeResourceTopology>,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&NodeResourceTopology) -> bool,
-) -> NodeResourceTopology {
-    wait_for(what, TIMEOUT, || async {
-        Ok::<_, kube::Error>(api.get_opt(name).await?.filter(|o| pred(o)))
-    })
-    .await
-    .expect(what)
 }
 
 fn annotation<'a>(nrt: &'a NodeResourceTopology, key: &str) -> Option<&'a str> {

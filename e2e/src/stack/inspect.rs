@@ -5,7 +5,6 @@
 
 use super::StackError;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kubectl_tas::cli::{Cli, run};
@@ -13,7 +12,7 @@ use serde_json::json;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{TopologyManagerConfig, TopologyManagerPolicy};
-use tas_testcluster::{TestCluster, wait_for};
+use tas_testcluster::TestCluster;
 
 /// Creates a Guaranteed pod for `scheduler` that only nodes under the
 /// `single-numa-node` policy may take (required node affinity by name) and that asks
@@ -74,24 +73,11 @@ pub async fn wait_failed_scheduling(
     pod: &str,
     timeout: Duration,
 ) -> Result<String, StackError> {
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    wait_for(format!("FailedScheduling of {pod}"), timeout, || async {
-        Ok::<_, kube::Error>(
-            api.list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .filter(|e| {
-                    e.reason.as_deref() == Some("FailedScheduling")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-                })
-                .find_map(|e| e.note),
-        )
-    })
-    .await
-    .map_err(StackError::ctx(
-        "waiting for the pod's FailedScheduling Event",
-    ))
+    tas_testcluster::wait_event_note(client, namespace, pod, "FailedScheduling", timeout)
+        .await
+        .map_err(StackError::ctx(
+            "waiting for the pod's FailedScheduling Event",
+        ))
 }
 
 /// `kubectl tas ARGS` against `cluster` (its kubeconfig); the text it prints.

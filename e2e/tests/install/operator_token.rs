@@ -6,46 +6,24 @@
 //! nothing in the shared cluster.
 
 use super::{NAMESPACE, OPERATOR, TIMEOUT, install, shared};
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
-use tas_testcluster::{TestCluster, unique_name, unique_namespace, wait_for};
+use std::time::Duration;
+use tas_testcluster::{TestCluster, access, unique_name, unique_namespace, wait_for};
 
 const CREATED_BY: &str = "tas.dev/created-by-operator";
 
 /// A client authenticating with a fresh token of the operator's ServiceAccount.
 async fn operator_client(cluster: &TestCluster, admin: &Client) -> Client {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE)
-        .create_token_request(OPERATOR, &PostParams::default(), &request)
+    cluster
+        .service_account_client(admin, NAMESPACE, OPERATOR, Duration::from_secs(600))
         .await
-        .expect("token request")
-        .status
-        .expect("token in status")
-        .token;
-    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
-    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
-    for named in &mut kubeconfig.auth_infos {
-        named.auth_info = Some(auth.clone());
-    }
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("client config");
-    Client::try_from(config).expect("client")
+        .expect("a client with the operator's token")
 }
 
 fn dry_post() -> PostParams {
@@ -390,21 +368,8 @@ async fn the_operator_scope_policy_type_checks_without_warnings() {
     let _logs = cluster.log_guard();
     let admin = cluster.client().await.unwrap();
     install(cluster).await;
-    let policies = Api::<ValidatingAdmissionPolicy>::all(admin);
-    let status = wait_for("the policy's type check", TIMEOUT, || async {
-        let policy = policies.get("tas-operator-scope").await?;
-        let generation = policy.metadata.generation;
-        Ok::<_, kube::Error>(
-            policy
-                .status
-                .filter(|s| s.observed_generation == generation && s.type_checking.is_some()),
-        )
-    })
-    .await
-    .unwrap();
-    let warnings = status
-        .type_checking
-        .and_then(|t| t.expression_warnings)
-        .unwrap_or_default();
+    let warnings = access::policy_type_check_warnings(&admin, "tas-operator-scope", TIMEOUT)
+        .await
+        .unwrap();
     assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
 }

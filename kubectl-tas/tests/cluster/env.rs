@@ -9,14 +9,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
-use serde_json::{Value, json};
+use serde_json::json;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_testcluster::{
-    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, free_ports, unique_name,
-    unique_namespace, wait_for,
-};
+use tas_testcluster::free_ports;
+use tas_testcluster::scope::{Scope, nrt_object};
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const GROUP: &str = "kubectl-tas-test.tas.dev/group";
@@ -24,40 +22,26 @@ pub const GROUP: &str = "kubectl-tas-test.tas.dev/group";
 pub const SERVICE: &str = "tas-sched";
 pub const PORT_NAME: &str = "http";
 
+/// One test's namespace, node group and scheduler (name, HTTP port and in-process
+/// task). The [`Scope`]'s fields (`cluster`, `client`, `ns`, `group`, `scheduler`)
+/// read through `env.client` and so on.
 pub struct Env {
-    pub cluster: &'static TestCluster,
-    pub client: Client,
-    pub ns: String,
-    pub group: String,
-    pub scheduler: String,
+    scope: Scope,
     /// The scheduler's HTTP port on this host.
     pub http_port: u16,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+impl std::ops::Deref for Env {
+    type Target = Scope;
+    fn deref(&self) -> &Scope {
+        &self.scope
     }
 }
 
 pub async fn env(prefix: &str) -> Env {
-    let cluster = TestCluster::shared().expect("cluster");
-    let client = cluster.client().await.expect("client");
-    apply_crds_from_dir(&client, &crd_dir())
-        .await
-        .expect("CRDs");
-    let ns = unique_namespace(&client, prefix).await.expect("namespace");
     Env {
-        cluster,
-        client,
-        ns,
-        group: unique_name(prefix),
-        scheduler: unique_name("tas"),
+        scope: Scope::new(prefix).await.expect("test scope"),
         http_port: free_ports(1).expect("port")[0],
-        task: None,
     }
 }
 
@@ -99,14 +83,14 @@ impl Env {
         let addr = tas_runtime::http::Endpoint::insecure(
             format!("0.0.0.0:{}", self.http_port).parse().expect("addr"),
         );
-        self.task = Some(tokio::spawn(async move {
+        self.scope.spawn(async move {
             let r =
                 tas_scheduler::run::run(client, settings, addr, "test".into(), "default".into())
                     .await;
             if let Err(e) = r {
                 panic!("scheduler stopped: {e}");
             }
-        }));
+        });
     }
 
     /// A selectorless Service in front of the scheduler's port, with its endpoint (as
@@ -163,83 +147,30 @@ impl Env {
 
     /// A kwok node of this env's group with `cpu` allocatable.
     pub async fn node(&self, cpu: u32) -> String {
-        let name = unique_name(&self.group);
-        let node = FakeNode {
-            cpu: cpu.to_string(),
-            ..FakeNode::new(name.clone())
-        }
-        .label(GROUP, self.group.clone());
-        create_fake_node(&self.client, &node).await.expect("node");
-        tas_testcluster::wait_node_schedulable(&self.client, &name, TIMEOUT)
-            .await
-            .expect("node schedulable");
-        name
+        self.scope.node(GROUP, cpu, TIMEOUT).await.expect("node")
     }
 
     /// Writes the node's NRT (`single-numa-node`, `container` scope): `zones[i]` =
     /// (allocatable cpus, available cpus), 16Gi of memory per zone, and the pod
     /// fingerprint of no pod at all.
     pub async fn nrt(&self, node: &str, zones: &[(u32, u32)]) {
-        let attrs = vec![
-            json!({"name": "topologyManagerPolicy", "value": "single-numa-node"}),
-            json!({"name": "topologyManagerScope", "value": "container"}),
-            json!({"name": "nodeTopologyPodsFingerprint", "value": tas_api::fingerprint::compute([])}),
-            json!({"name": "nodeTopologyPodsFingerprintMethod", "value": "all"}),
-        ];
-        let zones: Vec<Value> = zones
-            .iter()
-            .enumerate()
-            .map(|(i, (alloc, avail))| {
-                json!({"name": format!("node-{i}"), "type": "Node", "resources": [
-                    {"name": "cpu", "capacity": alloc.to_string(), "allocatable": alloc.to_string(), "available": avail.to_string()},
-                    {"name": "memory", "capacity": "16Gi", "allocatable": "16Gi", "available": "16Gi"}
-                ]})
-            })
-            .collect();
-        let obj: NodeResourceTopology = serde_json::from_value(json!({
-            "apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
-            "metadata": {"name": node}, "attributes": attrs, "zones": zones
-        }))
-        .expect("nrt");
-        Api::<NodeResourceTopology>::all(self.client.clone())
-            .patch(
-                node,
-                &PatchParams::apply("test").force(),
-                &Patch::Apply(&obj),
-            )
-            .await
-            .expect("NRT written");
+        let fingerprint = tas_api::fingerprint::compute([]);
+        let obj = nrt_object(node, "single-numa-node", zones, "16Gi", Some(&fingerprint));
+        let _: NodeResourceTopology = serde_json::from_value(obj.clone()).expect("nrt");
+        self.scope.apply_nrt(&obj).await.expect("NRT written");
     }
 
     /// A Guaranteed pod of `cpu` whole CPUs and 1Gi on this env's nodes, for
     /// `scheduler`.
     pub async fn pod(&self, cpu: u32, scheduler: &str) -> String {
-        let name = unique_name("g");
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": scheduler,
-                "nodeSelector": {GROUP: self.group},
-                "containers": [{"name": "app", "image": "app", "resources": {
-                    "requests": {"cpu": cpu.to_string(), "memory": "1Gi"},
-                    "limits": {"cpu": cpu.to_string(), "memory": "1Gi"}}}]
-            }
-        }))
-        .expect("pod");
-        Api::<Pod>::namespaced(self.client.clone(), &self.ns)
-            .create(&PostParams::default(), &pod)
+        self.scope
+            .create_guaranteed_pod(GROUP, scheduler, cpu, "1Gi")
             .await
-            .expect("pod created");
-        name
+            .expect("pod created")
     }
 
     pub async fn wait_bound(&self, pod: &str) -> String {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
-        wait_for(format!("{pod} bound"), TIMEOUT, || async {
-            Ok::<_, kube::Error>(api.get(pod).await?.spec.and_then(|s| s.node_name))
-        })
-        .await
-        .expect("bound")
+        self.scope.wait_bound(pod, TIMEOUT).await.expect("bound")
     }
 
     /// Runs the `kubectl-tas` binary against the test cluster; its stdout.

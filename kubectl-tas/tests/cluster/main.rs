@@ -5,14 +5,13 @@
 mod env;
 
 use env::{Env, PORT_NAME, SERVICE, TIMEOUT, env};
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kubectl_tas::proxy::SchedulerService;
 use serde_json::{Value, json};
 use tas_api::tas::TopologyAwareScheduling;
 use tas_scheduler::debug::ReservationsReport;
-use tas_testcluster::wait_for;
+use tas_testcluster::{wait_event_note, wait_for};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,22 +94,9 @@ fn node<'a>(report: &'a Value, name: &str) -> &'a Value {
 }
 
 async fn failed_scheduling(env: &Env, pod: &str) -> String {
-    let api: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
-    wait_for(format!("FailedScheduling of {pod}"), TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            api.list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .filter(|e| {
-                    e.reason.as_deref() == Some("FailedScheduling")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-                })
-                .find_map(|e| e.note),
-        )
-    })
-    .await
-    .expect("event")
+    wait_event_note(&env.client, &env.ns, pod, "FailedScheduling", TIMEOUT)
+        .await
+        .expect("event")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,13 +25,7 @@ const NFD_UPDATER: &str = "nfd-topology-updater";
 const BAD_FILE: &str = "/etc/kubernetes/kubelet/config.d/10-tm.conf";
 
 fn nrt_resource() -> ApiResource {
-    ApiResource {
-        group: "topology.node.k8s.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "topology.node.k8s.io/v1alpha2".into(),
-        kind: "NodeResourceTopology".into(),
-        plural: "noderesourcetopologies".into(),
-    }
+    tas_testcluster::scope::nrt_resource()
 }
 
 /// Writes `node`'s NRT object as field manager `manager` (server-side apply).

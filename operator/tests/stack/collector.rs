@@ -127,9 +127,8 @@ impl Collector {
             .collect()
     }
 
-    /// The latest value of the cumulative integer sum `name` for the data point whose
-    /// `key` attribute is `value`.
-    pub fn sum(&self, name: &str, key: &str, value: &str) -> Option<i64> {
+    /// The data of every received metric called `name`, oldest first.
+    fn data_of(&self, name: &str) -> Vec<Data> {
         let metrics = self.received.metrics.lock().unwrap();
         metrics
             .iter()
@@ -137,8 +136,17 @@ impl Collector {
             .flat_map(|rm| &rm.scope_metrics)
             .flat_map(|sm| &sm.metrics)
             .filter(|m| m.name == name)
-            .filter_map(|m| match &m.data {
-                Some(Data::Sum(sum)) => Some(&sum.data_points),
+            .filter_map(|m| m.data.clone())
+            .collect()
+    }
+
+    /// The latest value of the cumulative integer sum `name` for the data point whose
+    /// `key` attribute is `value`.
+    pub fn sum(&self, name: &str, key: &str, value: &str) -> Option<i64> {
+        self.data_of(name)
+            .iter()
+            .filter_map(|data| match data {
+                Data::Sum(sum) => Some(&sum.data_points),
                 _ => None,
             })
             .flatten()
@@ -152,15 +160,10 @@ impl Collector {
 
     /// The latest count of the histogram `name` over all its data points.
     pub fn histogram_count(&self, name: &str) -> Option<u64> {
-        let metrics = self.received.metrics.lock().unwrap();
-        metrics
+        self.data_of(name)
             .iter()
-            .flat_map(|request| &request.resource_metrics)
-            .flat_map(|rm| &rm.scope_metrics)
-            .flat_map(|sm| &sm.metrics)
-            .filter(|m| m.name == name)
-            .filter_map(|m| match &m.data {
-                Some(Data::Histogram(h)) => Some(h.data_points.iter().map(|p| p.count).sum()),
+            .filter_map(|data| match data {
+                Data::Histogram(h) => Some(h.data_points.iter().map(|p| p.count).sum()),
                 _ => None,
             })
             .next_back()

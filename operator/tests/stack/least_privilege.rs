@@ -5,14 +5,13 @@
 //! install and after the uninstall.
 
 use crate::harness::*;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::PostParams;
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
 use std::path::Path;
+use std::time::Duration;
 use tas_api::tas::status::condition_type::AVAILABLE;
 use tas_operator::OperatorIdentity;
 use tas_operator::reconcile::apply::CREATED_BY_ANNOTATION;
@@ -124,28 +123,8 @@ async fn kubectl_apply(cluster: &TestCluster, dir: &str) {
 
 /// A client with a token of the operator's ServiceAccount.
 async fn operator_client(cluster: &TestCluster, admin: &Client) -> Client {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), INSTALL_NS)
-        .create_token_request(OPERATOR, &PostParams::default(), &request)
+    cluster
+        .service_account_client(admin, INSTALL_NS, OPERATOR, Duration::from_secs(3600))
         .await
-        .expect("token request")
-        .status
-        .expect("token in status")
-        .token;
-    let mut kubeconfig = Kubeconfig::read_from(cluster.kubeconfig_path()).expect("kubeconfig");
-    let auth: AuthInfo = serde_json::from_value(json!({ "token": token })).unwrap();
-    for named in &mut kubeconfig.auth_infos {
-        named.auth_info = Some(auth.clone());
-    }
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("client config");
-    Client::try_from(config).expect("client")
+        .expect("a client with the operator's token")
 }

@@ -9,24 +9,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 use tas_testcluster::{TestCluster, wait_for};
 use tokio::time::Instant;
 
 fn start(config: &Path, kubeconfig: &Path, identity: &str, namespace: &str) -> Proc {
-    Command::new(env!("CARGO_BIN_EXE_tas-scheduler"))
-        .arg(format!("--config={}", config.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--http-address=127.0.0.1:0")
-        .arg(format!("--identity={identity}"))
-        .arg(format!("--namespace={namespace}"))
-        .arg("--log-level=warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map(Proc)
-        .expect("scheduler starts")
+    Proc::start_scheduler(config, kubeconfig, identity, Some(namespace))
 }
 
 async fn holder(leases: &Api<Lease>, name: &str) -> Result<Option<String>, kube::Error> {

@@ -4,11 +4,8 @@
 //! the node.
 
 use crate::{TIMEOUT, env};
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::json;
-use tas_testcluster::wait_for;
+use tas_testcluster::{wait_event_note, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_an_insane_topology_stays_ineligible() {
@@ -19,22 +16,13 @@ async fn a_node_with_an_insane_topology_stays_ineligible() {
         .await;
     env.start_scheduler(json!({}));
 
-    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    let note = wait_for("an InvalidNodeResourceTopology Event", TIMEOUT, || async {
-        Ok::<_, kube::Error>(
-            events
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("InvalidNodeResourceTopology")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref())
-                            == Some(node.as_str())
-                })
-                .and_then(|e| e.note),
-        )
-    })
+    let note = wait_event_note(
+        &env.client,
+        "default",
+        &node,
+        "InvalidNodeResourceTopology",
+        TIMEOUT,
+    )
     .await
     .expect("the scheduler reports the insane object");
     assert!(

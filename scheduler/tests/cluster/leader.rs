@@ -5,10 +5,40 @@ use super::{TIMEOUT, env};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use tas_testcluster::{TestCluster, wait_for};
 
 pub(super) struct Proc(pub(super) Child);
+
+impl Proc {
+    /// The `tas-scheduler` binary with `config`, against the cluster of `kubeconfig`, as
+    /// `identity`, in pod namespace `namespace` when given; HTTP on a free loopback
+    /// port, warnings only on stderr.
+    pub(super) fn start_scheduler(
+        config: &Path,
+        kubeconfig: &Path,
+        identity: &str,
+        namespace: Option<&str>,
+    ) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tas-scheduler"));
+        command
+            .arg(format!("--config={}", config.display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--http-address=127.0.0.1:0")
+            .arg(format!("--identity={identity}"));
+        if let Some(namespace) = namespace {
+            command.arg(format!("--namespace={namespace}"));
+        }
+        command
+            .arg("--log-level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map(Proc)
+            .expect("scheduler starts")
+    }
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -30,22 +60,8 @@ async fn the_standby_takes_over_when_the_leader_dies_and_nothing_is_bound_twice(
     }))
     .unwrap();
     std::fs::write(&config, yaml).unwrap();
-    let start = |identity: &str| {
-        Command::new(env!("CARGO_BIN_EXE_tas-scheduler"))
-            .arg(format!("--config={}", config.display()))
-            .arg(format!(
-                "--kubeconfig={}",
-                cluster.kubeconfig_path().display()
-            ))
-            .arg("--http-address=127.0.0.1:0")
-            .arg(format!("--identity={identity}"))
-            .arg("--log-level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map(Proc)
-            .expect("scheduler starts")
-    };
+    let kubeconfig = cluster.kubeconfig_path();
+    let start = |identity: &str| Proc::start_scheduler(&config, &kubeconfig, identity, None);
     let mut procs = vec![("a", start("a")), ("b", start("b"))];
 
     let mut nodes = Vec::new();

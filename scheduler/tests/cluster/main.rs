@@ -17,54 +17,41 @@ mod volumes;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_testcluster::{
-    FakeNode, TestCluster, apply_crds_from_dir, crd_dir, create_fake_node, unique_name,
-    unique_namespace, wait_for,
-};
+use tas_testcluster::TestCluster;
+use tas_testcluster::scope::{Scope, nrt_object};
+use tas_testcluster::wait_for;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const GROUP: &str = "sched-test.tas.dev/group";
 
+/// One test's namespace, node group and scheduler (name and in-process task). The
+/// [`Scope`]'s fields (`client`, `ns`, `group`, `scheduler`) read through `env.client`
+/// and so on.
 pub struct Env {
-    pub client: Client,
-    pub ns: String,
-    pub group: String,
-    pub scheduler: String,
+    scope: Scope,
     /// Where the in-process scheduler serves `/metrics` (HTTPS, authorised).
     pub metrics_addr: std::net::SocketAddr,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+impl std::ops::Deref for Env {
+    type Target = Scope;
+    fn deref(&self) -> &Scope {
+        &self.scope
     }
 }
 
 pub async fn env(prefix: &str) -> Env {
-    let cluster = TestCluster::shared().expect("cluster");
-    let client = cluster.client().await.expect("client");
-    apply_crds_from_dir(&client, &crd_dir())
-        .await
-        .expect("CRDs");
-    let ns = unique_namespace(&client, prefix).await.expect("namespace");
     Env {
-        client,
-        ns,
-        group: unique_name(prefix),
-        scheduler: unique_name("tas"),
+        scope: Scope::new(prefix).await.expect("test scope"),
         metrics_addr: (
             std::net::Ipv4Addr::LOCALHOST,
             tas_testcluster::free_ports(1).expect("a free port")[0],
         )
             .into(),
-        task: None,
     }
 }
 
@@ -98,14 +85,14 @@ impl Env {
                 authorizer: tas_runtime::http::Authorizer::new(self.client.clone()),
             },
         };
-        self.task = Some(tokio::spawn(async move {
+        self.scope.spawn(async move {
             let r =
                 tas_scheduler::run::run(client, settings, http, "test".into(), "default".into())
                     .await;
             if let Err(e) = r {
                 panic!("scheduler stopped: {e}");
             }
-        }));
+        });
     }
 
     /// The in-process scheduler's `/metrics`, read with the admin's token.
@@ -121,17 +108,7 @@ impl Env {
 
     /// A kwok node of this env's group with `cpu` allocatable.
     pub async fn node(&self, cpu: u32) -> String {
-        let name = unique_name(&self.group);
-        let node = FakeNode {
-            cpu: cpu.to_string(),
-            ..FakeNode::new(name.clone())
-        }
-        .label(GROUP, self.group.clone());
-        create_fake_node(&self.client, &node).await.expect("node");
-        tas_testcluster::wait_node_schedulable(&self.client, &name, TIMEOUT)
-            .await
-            .expect("node schedulable");
-        name
+        self.scope.node(GROUP, cpu, TIMEOUT).await.expect("node")
     }
 
     /// Write the node's NRT: `zones[i]` = (allocatable cpus, available cpus).
@@ -155,37 +132,10 @@ impl Env {
         memory: &str,
         fingerprint: Option<&str>,
     ) {
-        let mut attrs = vec![
-            json!({"name": "topologyManagerPolicy", "value": policy}),
-            json!({"name": "topologyManagerScope", "value": "container"}),
-        ];
-        if let Some(fp) = fingerprint {
-            attrs.push(json!({"name": "nodeTopologyPodsFingerprint", "value": fp}));
-            attrs.push(json!({"name": "nodeTopologyPodsFingerprintMethod", "value": "all"}));
-        }
-        let zones: Vec<Value> = zones
-            .iter()
-            .enumerate()
-            .map(|(i, (alloc, avail))| {
-                json!({"name": format!("node-{i}"), "type": "Node", "resources": [
-                    {"name": "cpu", "capacity": alloc.to_string(), "allocatable": alloc.to_string(), "available": avail.to_string()},
-                    {"name": "memory", "capacity": memory, "allocatable": memory, "available": memory}
-                ]})
-            })
-            .collect();
-        let obj: NodeResourceTopology = serde_json::from_value(json!({
-            "apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
-            "metadata": {"name": node}, "attributes": attrs, "zones": zones
-        }))
-        .expect("nrt");
-        let api: Api<NodeResourceTopology> = Api::all(self.client.clone());
-        api.patch(
-            node,
-            &kube::api::PatchParams::apply("test").force(),
-            &kube::api::Patch::Apply(&obj),
-        )
-        .await
-        .expect("NRT written");
+        let obj = nrt_object(node, policy, zones, memory, fingerprint);
+        // The object is one the scheduler's NRT type reads.
+        let _: NodeResourceTopology = serde_json::from_value(obj.clone()).expect("nrt");
+        self.scope.apply_nrt(&obj).await.expect("NRT written");
     }
 
     /// A Guaranteed pod of `cpu` whole CPUs for this env's scheduler and nodes.
@@ -196,32 +146,14 @@ impl Env {
     /// A Guaranteed pod of `cpu` whole CPUs and `memory`. kwok runs it once bound (these
     /// tests have no kubelet model; the reserve cache counts Running pods).
     pub async fn pod_with_memory(&self, cpu: u32, memory: &str) -> String {
-        let name = unique_name("g");
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": self.scheduler,
-                "nodeSelector": {GROUP: self.group},
-                "containers": [{"name": "app", "image": "app", "resources": {
-                    "requests": {"cpu": cpu.to_string(), "memory": memory},
-                    "limits": {"cpu": cpu.to_string(), "memory": memory}}}]
-            }
-        }))
-        .expect("pod");
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
-        api.create(&PostParams::default(), &pod)
+        self.scope
+            .create_guaranteed_pod(GROUP, &self.scheduler, cpu, memory)
             .await
-            .expect("pod created");
-        name
+            .expect("pod created")
     }
 
     pub async fn wait_bound(&self, pod: &str) -> String {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
-        wait_for(format!("{pod} bound"), TIMEOUT, || async {
-            Ok::<_, kube::Error>(api.get(pod).await?.spec.and_then(|s| s.node_name))
-        })
-        .await
-        .expect("bound")
+        self.scope.wait_bound(pod, TIMEOUT).await.expect("bound")
     }
 
     pub async fn node_of(&self, pod: &str) -> Option<String> {
@@ -231,17 +163,10 @@ impl Env {
 
     /// Messages of the events about `pod` with `reason`.
     pub async fn events(&self, pod: &str, reason: &str) -> Vec<String> {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), &self.ns);
-        api.list(&ListParams::default())
+        tas_testcluster::events_about(&self.client, &self.ns, pod, reason)
             .await
-            .map(|l| l.items)
             .unwrap_or_default()
             .into_iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-            })
             .filter_map(|e| e.note)
             .collect()
     }

@@ -7,7 +7,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
-use tas_testcluster::{FakeNode, create_fake_node, unique_name, wait_for};
+use tas_testcluster::{FakeNode, create_fake_node, unique_name};
 
 impl Env {
     /// A kwok node of this env's group with `cpu` allocatable and `labels`.
@@ -98,10 +98,8 @@ impl Env {
 
     /// The message of the first Event with `reason` about `pod`, once there is one.
     pub async fn wait_event(&self, pod: &str, reason: &str) -> String {
-        wait_for(format!("{reason} of {pod}"), TIMEOUT, || async {
-            Ok::<_, kube::Error>(self.events(pod, reason).await.into_iter().next())
-        })
-        .await
-        .expect("event")
+        tas_testcluster::wait_event_note(&self.client, &self.ns, pod, reason, TIMEOUT)
+            .await
+            .expect("event")
     }
 }

@@ -40,25 +40,9 @@ fn gpod(name: &str, cpu: u32, priority: i32) -> Pod {
 
 /// `zones[i]` = (allocatable CPUs, available CPUs); 8Gi of memory free per zone.
 fn topology(policy: &str, zones: &[(u32, u32)]) -> TopologyView {
-    let zones: Vec<Value> = zones
-        .iter()
-        .enumerate()
-        .map(|(i, (alloc, avail))| {
-            json!({"name": format!("node-{i}"), "type": "Node", "resources": [
-                {"name": "cpu", "capacity": alloc.to_string(), "allocatable": alloc.to_string(), "available": avail.to_string()},
-                {"name": "memory", "capacity": "8Gi", "allocatable": "8Gi", "available": "8Gi"}
-            ]})
-        })
-        .collect();
-    let nrt: NodeResourceTopology = serde_json::from_value(json!({
-        "metadata": {"name": "x"},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": policy},
-            {"name": "topologyManagerScope", "value": "pod"}
-        ],
-        "zones": zones
-    }))
-    .expect("nrt");
+    let mut object = tas_testcluster::scope::nrt_object("x", policy, zones, "8Gi", None);
+    object["attributes"][1] = json!({"name": "topologyManagerScope", "value": "pod"});
+    let nrt: NodeResourceTopology = serde_json::from_value(object).expect("nrt");
     TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
 }
 
