@@ -1,0 +1,89 @@
+//! Faults on real processes (issue 18, item 6): one control plane (with kube-apiserver's
+//! audit log of binding creates) and one TAS stack — the operator from
+//! `config/default`, its updaters and schedulers, every one a process the node
+//! simulator's pod runner started from the pod spec the operator rendered — and a
+//! fault per scenario, each in the middle of a burst of pods on tight NUMA zones
+//! (harness.rs). Each scenario ends with every pod bound and admitted by the kubelet
+//! referee or Pending with the scheduler's explanation, no TopologyAffinityError or
+//! other kubelet rejection, and no pod whose binding the API server accepted twice
+//! (counted from the audit log); it prints one line with those figures.
+
+#[path = "faults/control_plane.rs"]
+mod control_plane;
+#[path = "faults/harness.rs"]
+mod harness;
+#[path = "faults/scheduler.rs"]
+mod scheduler;
+#[path = "faults/updater.rs"]
+mod updater;
+
+use harness::{NAMESPACE, NODES_YAML, Stack, TIMEOUT};
+use tas_e2e::stack::{self, apply_cr, start_runner, start_simulator, wait_ready_pods};
+use tas_nodesim::Scenario;
+use tas_testcluster::{ClusterOptions, Component, TestCluster};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_fault_ends_with_pods_admitted_or_explained() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        audit_bindings: true,
+        ..ClusterOptions::full()
+    })
+    .expect("control plane");
+    let client = cluster.client().await.expect("client");
+    stack::install_default(&cluster).expect("installed from config/default");
+    let scenario = Scenario::from_yaml(NODES_YAML)
+        .expect("scenario")
+        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+    let work = tempfile::tempdir().expect("work dir");
+    let sim = start_simulator(&client, &scenario, work.path())
+        .await
+        .expect("simulated nodes");
+    let runner = start_runner(&cluster, &client, &sim)
+        .await
+        .expect("pod runner");
+    let stack = Stack {
+        client: client.clone(),
+        audit_log: cluster.audit_log_path().expect("the audit log is written"),
+        scenario,
+        sim,
+        runner,
+    };
+    let _logs = stack.runner.log_guard();
+    wait_ready_pods(&client, &stack.runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+        .await
+        .expect("the operator runs");
+    apply_cr(&client, &stack::sample_cr().expect("sample CR"))
+        .await
+        .expect("CR applied");
+    stack.wait_available().await;
+
+    let mut verdicts = vec![scheduler::scale_replicas(&stack).await];
+    stack.set_replicas(2).await;
+    verdicts.push(scheduler::kill_leader(&stack).await);
+    verdicts.push(scheduler::freeze_leader(&stack).await);
+    verdicts.push(updater::updater_down(&stack).await);
+    verdicts.push(
+        control_plane::restart(
+            &stack,
+            &mut cluster,
+            Component::Etcd,
+            "etcd restart mid-burst",
+        )
+        .await,
+    );
+    verdicts.push(
+        control_plane::restart(
+            &stack,
+            &mut cluster,
+            Component::KubeApiserver,
+            "kube-apiserver restart mid-burst",
+        )
+        .await,
+    );
+    println!("== faults ==");
+    for v in &verdicts {
+        println!("{}", v.line());
+    }
+    drop(_logs);
+    stack.runner.shutdown().await;
+}

@@ -1,0 +1,25 @@
+//! Faults of the control plane itself: etcd and kube-apiserver restarted in the middle
+//! of a burst. Every operand reconnects (or exits and is restarted by the runner), and
+//! its watches resume or relist.
+
+use super::harness::{Run, SLOTS, Stack, Verdict};
+use tas_testcluster::{Component, TestCluster};
+
+/// Stops `component` (SIGTERM) half-way through a burst and starts it again; the rest
+/// of the burst is created as soon as the API server takes it.
+pub async fn restart(
+    stack: &Stack,
+    cluster: &mut TestCluster,
+    component: Component,
+    fault: &'static str,
+) -> Verdict {
+    let mut run = Run::start(stack, fault).await;
+    run.create(SLOTS / 2, None).await;
+    cluster
+        .restart(component)
+        .await
+        .unwrap_or_else(|e| panic!("restarting {component}: {e}"));
+    run.create(SLOTS / 2 + 2, None).await;
+    stack.wait_available().await;
+    run.finish(stack).await
+}
