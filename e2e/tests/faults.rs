@@ -12,6 +12,8 @@
 mod control_plane;
 #[path = "faults/harness.rs"]
 mod harness;
+#[path = "faults/operator.rs"]
+mod operator;
 #[path = "faults/scheduler.rs"]
 mod scheduler;
 #[path = "faults/updater.rs"]
@@ -80,6 +82,7 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
         )
         .await,
     );
+    verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
     println!("== faults ==");
     for v in &verdicts {
         println!("{}", v.line());

@@ -21,5 +21,15 @@ pub async fn restart(
         .unwrap_or_else(|e| panic!("restarting {component}: {e}"));
     run.create(SLOTS / 2 + 2, None).await;
     stack.wait_available().await;
-    run.finish(stack).await
+    let verdict = run.finish(stack).await;
+    // Watches that resumed from a resourceVersion the new API server no longer has.
+    for p in stack.runner.processes() {
+        let log = stack.runner.log(&p.namespace, &p.pod).unwrap_or_default();
+        let expired = log
+            .lines()
+            .filter(|l| l.contains("410") || l.contains("too old") || l.contains("Expired"))
+            .count();
+        println!("  {fault}: {} log lines on expired watches: {expired}", p.pod);
+    }
+    verdict
 }

@@ -72,10 +72,15 @@ impl Stack {
 
     /// The scheduler pod holding the Lease, once one of `candidates` holds it.
     pub async fn leader(&self, candidates: &[String]) -> String {
+        self.lease_holder("tas-scheduler", candidates).await
+    }
+
+    /// The pod holding Lease `lease`, once one of `candidates` holds it.
+    pub async fn lease_holder(&self, lease: &str, candidates: &[String]) -> String {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), NAMESPACE);
-        wait_for("a scheduler pod to hold the Lease", TIMEOUT, || async {
+        wait_for(format!("one of {candidates:?} to hold Lease {lease}"), TIMEOUT, || async {
             let holder = leases
-                .get_opt("tas-scheduler")
+                .get_opt(lease)
                 .await?
                 .and_then(|l| l.spec?.holder_identity)
                 .unwrap_or_default();
@@ -108,6 +113,7 @@ impl Stack {
 /// One scenario's workload namespace and the pods created in it.
 pub struct Run {
     pub fault: &'static str,
+    started: std::time::Instant,
     pub ns: String,
     pub pods: Api<Pod>,
     created: usize,
@@ -122,6 +128,7 @@ impl Run {
         let pods = Api::namespaced(stack.client.clone(), &ns);
         Self {
             fault,
+            started: std::time::Instant::now(),
             ns,
             pods,
             created: 0,
@@ -175,6 +182,7 @@ impl Run {
             .filter(|b| b.namespace == self.ns)
             .collect();
         let verdict = Verdict {
+            took: self.started.elapsed(),
             fault: self.fault,
             ns: self.ns.clone(),
             pods: self.created,
@@ -191,6 +199,8 @@ impl Run {
 /// What a scenario ended with.
 pub struct Verdict {
     pub fault: &'static str,
+    /// From the scenario's start to its settled outcome.
+    pub took: Duration,
     pub ns: String,
     pub pods: usize,
     pub outcome: WorkloadOutcome,
@@ -224,7 +234,7 @@ impl Verdict {
     pub fn line(&self) -> String {
         let o = &self.outcome;
         format!(
-            "fault: {:<44} pods {:>2}  bound {:>2}  pending-with-reason {:>2}  kubelet-rejections {}  bound-twice {}  binding-conflicts {}",
+            "fault: {:<44} pods {:>2}  bound {:>2}  pending-with-reason {:>2}  kubelet-rejections {}  bound-twice {}  binding-conflicts {}  ({:.0} s)",
             self.fault,
             self.pods,
             o.placements.len(),
@@ -232,6 +242,7 @@ impl Verdict {
             o.topology_affinity_errors.len() + o.other_failures.len(),
             self.bound_twice().len(),
             self.refused(),
+            self.took.as_secs_f64(),
         )
     }
 
