@@ -24,6 +24,14 @@ use tas_e2e::stack::{self, apply_cr, start_runner, start_simulator, wait_ready_p
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, Component, TestCluster};
 
+/// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze, updater,
+/// etcd, apiserver, rollout), in that order; unset, all of them.
+const ONLY_ENV: &str = "TAS_FAULTS";
+
+fn wanted(key: &str) -> bool {
+    std::env::var(ONLY_ENV).map_or(true, |v| v.split(',').any(|k| k.trim() == key))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_fault_ends_with_pods_admitted_or_explained() {
     let mut cluster = TestCluster::start(ClusterOptions {
@@ -59,30 +67,34 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
         .expect("CR applied");
     stack.wait_available().await;
 
-    let mut verdicts = vec![scheduler::scale_replicas(&stack).await];
-    stack.set_replicas(2).await;
-    verdicts.push(scheduler::kill_leader(&stack).await);
-    verdicts.push(scheduler::freeze_leader(&stack).await);
-    verdicts.push(updater::updater_down(&stack).await);
-    verdicts.push(
-        control_plane::restart(
-            &stack,
-            &mut cluster,
-            Component::Etcd,
-            "etcd restart mid-burst",
-        )
-        .await,
-    );
-    verdicts.push(
-        control_plane::restart(
-            &stack,
-            &mut cluster,
-            Component::KubeApiserver,
-            "kube-apiserver restart mid-burst",
-        )
-        .await,
-    );
-    verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
+    let mut verdicts = Vec::new();
+    if wanted("replicas") {
+        verdicts.push(scheduler::scale_replicas(&stack).await);
+    }
+    if wanted("kill") || wanted("freeze") {
+        stack.set_replicas(2).await;
+    }
+    if wanted("kill") {
+        verdicts.push(scheduler::kill_leader(&stack).await);
+    }
+    if wanted("freeze") {
+        verdicts.push(scheduler::freeze_leader(&stack).await);
+    }
+    if wanted("updater") {
+        verdicts.push(updater::updater_down(&stack).await);
+    }
+    if wanted("etcd") {
+        let fault = "etcd restart mid-burst";
+        verdicts.push(control_plane::restart(&stack, &mut cluster, Component::Etcd, fault).await);
+    }
+    if wanted("apiserver") {
+        let fault = "kube-apiserver restart mid-burst";
+        let apiserver = Component::KubeApiserver;
+        verdicts.push(control_plane::restart(&stack, &mut cluster, apiserver, fault).await);
+    }
+    if wanted("rollout") {
+        verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
+    }
     println!("== faults ==");
     for v in &verdicts {
         println!("{}", v.line());

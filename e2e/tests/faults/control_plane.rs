@@ -25,11 +25,18 @@ pub async fn restart(
     // Watches that resumed from a resourceVersion the new API server no longer has.
     for p in stack.runner.processes() {
         let log = stack.runner.log(&p.namespace, &p.pod).unwrap_or_default();
-        let expired = log
+        let expired: Vec<&str> = log
             .lines()
             .filter(|l| l.contains("410") || l.contains("too old") || l.contains("Expired"))
-            .count();
-        println!("  {fault}: {} log lines on expired watches: {expired}", p.pod);
+            .collect();
+        println!(
+            "  {fault}: {} log lines on expired watches: {}",
+            p.pod,
+            expired.len()
+        );
+        for l in expired.iter().take(2) {
+            println!("    {l}");
+        }
     }
     verdict
 }
