@@ -25,11 +25,17 @@ use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, Component, TestCluster};
 
 /// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze, updater,
-/// etcd, apiserver, rollout), in that order; unset, all of them.
+/// etcd, apiserver, rollout, stale-updater), in that order; unset, all of them but
+/// stale-updater.
 const ONLY_ENV: &str = "TAS_FAULTS";
 
 fn wanted(key: &str) -> bool {
-    std::env::var(ONLY_ENV).map_or(true, |v| v.split(',').any(|k| k.trim() == key))
+    std::env::var(ONLY_ENV).is_err() || only(key)
+}
+
+/// Whether `TAS_FAULTS` names `key`.
+fn only(key: &str) -> bool {
+    std::env::var(ONLY_ENV).is_ok_and(|v| v.split(',').any(|k| k.trim() == key))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -59,9 +65,16 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
         runner,
     };
     let _logs = stack.runner.log_guard();
-    wait_ready_pods(&client, &stack.runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
-        .await
-        .expect("the operator runs");
+    wait_ready_pods(
+        &client,
+        &stack.runner,
+        NAMESPACE,
+        "tas-operator",
+        2,
+        TIMEOUT,
+    )
+    .await
+    .expect("the operator runs");
     apply_cr(&client, &stack::sample_cr().expect("sample CR"))
         .await
         .expect("CR applied");
@@ -71,7 +84,7 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     if wanted("replicas") {
         verdicts.push(scheduler::scale_replicas(&stack).await);
     }
-    if wanted("kill") || wanted("freeze") {
+    if wanted("kill") || wanted("freeze") || only("stale-updater") {
         stack.set_replicas(2).await;
     }
     if wanted("kill") {
@@ -81,7 +94,8 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
         verdicts.push(scheduler::freeze_leader(&stack).await);
     }
     if wanted("updater") {
-        verdicts.push(updater::updater_down(&stack).await);
+        let fault = "updater down, pinned pods arrive";
+        verdicts.push(updater::updater_down(&stack, fault, None).await);
     }
     if wanted("etcd") {
         let fault = "etcd restart mid-burst";
@@ -94,6 +108,14 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     }
     if wanted("rollout") {
         verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
+    }
+    // Not in the default set: fails today (issue 18 item 4, an NRT whose writer
+    // stopped is trusted after maxStaleness and the reservations of the pods bound
+    // after it are dropped: TopologyAffinityErrors).
+    if only("stale-updater") {
+        let fault = "updater down past maxStaleness";
+        let stale = Some(std::time::Duration::from_secs(4));
+        verdicts.push(updater::updater_down(&stack, fault, stale).await);
     }
     println!("== faults ==");
     for v in &verdicts {

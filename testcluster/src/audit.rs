@@ -103,8 +103,10 @@ struct User {
 /// a completed binding create (or not JSON, like a line cut short by a crash) are
 /// skipped.
 pub fn bindings(path: &Path) -> Result<Vec<Binding>, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(Error::io(format!("reading the audit log {}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(Error::io(format!(
+        "reading the audit log {}",
+        path.display()
+    )))?;
     Ok(text.lines().filter_map(parse_line).collect())
 }
 
@@ -182,6 +184,9 @@ mod tests {
     #[test]
     fn the_policy_is_yaml() {
         let doc: serde_json::Value = serde_norway::from_str(POLICY).unwrap();
-        assert_eq!(doc["rules"][0]["resources"][0]["resources"][0], "pods/binding");
+        assert_eq!(
+            doc["rules"][0]["resources"][0]["resources"][0],
+            "pods/binding"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! of a burst. Every operand reconnects (or exits and is restarted by the runner), and
 //! its watches resume or relist.
 
-use super::harness::{Run, SLOTS, Stack, Verdict};
+use super::harness::{BURST, Run, Stack, Verdict};
 use tas_testcluster::{Component, TestCluster};
 
 /// Stops `component` (SIGTERM) half-way through a burst and starts it again; the rest
@@ -14,12 +14,12 @@ pub async fn restart(
     fault: &'static str,
 ) -> Verdict {
     let mut run = Run::start(stack, fault).await;
-    run.create(SLOTS / 2, None).await;
+    run.create(BURST / 2, None).await;
     cluster
         .restart(component)
         .await
         .unwrap_or_else(|e| panic!("restarting {component}: {e}"));
-    run.create(SLOTS / 2 + 2, None).await;
+    run.create(BURST / 2, None).await;
     stack.wait_available().await;
     let verdict = run.finish(stack).await;
     // Watches that resumed from a resourceVersion the new API server no longer has.

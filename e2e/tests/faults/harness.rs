@@ -1,7 +1,9 @@
 //! What every fault scenario shares: the stack (one control plane with the binding
 //! audit log, the simulated nodes, the pod runner with the operator and its operands),
-//! the workload pods (Guaranteed, 3 CPUs, on nodes whose NUMA zones hold 4: one pod per
-//! zone, so a zone counted twice is a kubelet rejection), and the verdict: every pod
+//! the workload pods (Guaranteed, 4 or 3 CPUs, on nodes whose NUMA zones hold 6: a zone
+//! takes one pod of 4 or two of 3, and once a node's zones hold a pod of 4 each, a pod
+//! of 3 still fits the node but no zone — a zone counted twice, or freed too early, is
+//! a kubelet rejection), and the verdict: every pod
 //! bound and admitted by the referee or Pending with the scheduler's explanation, no
 //! kubelet rejection, no pod whose binding the API server accepted twice.
 
@@ -20,11 +22,11 @@ use tas_testcluster::{audit, unique_namespace, wait_for};
 pub const NAMESPACE: &str = "tas-system";
 pub const SCHEDULER: &str = "topology-aware-scheduler";
 pub const TIMEOUT: Duration = Duration::from_secs(120);
-/// CPUs of a workload pod; the nodes' zones hold 4.
-pub const POD_CPUS: u32 = 3;
+/// CPUs of the large workload pods (one per zone) and of the small ones (two per zone).
+pub const LARGE: u32 = 4;
+pub const SMALL: u32 = 3;
 
-/// Three nodes of two 4-CPU zones each, single-numa-node at pod scope: six pods of 3
-/// CPUs fit, each alone in its zone.
+/// Three nodes of two 6-CPU zones each, single-numa-node at pod scope.
 pub const NODES_YAML: &str = "\
 nodes:
 - name: fault
@@ -32,11 +34,11 @@ nodes:
   topologyManagerPolicy: single-numa-node
   topologyManagerScope: pod
   zones:
-  - { count: 2, cpus: 4, memory: 8Gi }
+  - { count: 2, cpus: 6, memory: 12Gi }
 ";
 
-/// Workload pods that fit on the scenario's nodes at once.
-pub const SLOTS: usize = 6;
+/// Pods of a burst: more than the zones hold (6 large, or 12 small, or a mix).
+pub const BURST: usize = 10;
 
 /// The running stack the scenarios share.
 pub struct Stack {
@@ -50,7 +52,11 @@ pub struct Stack {
 
 impl Stack {
     pub fn nodes(&self) -> Vec<String> {
-        self.scenario.nodes().iter().map(|n| n.name.clone()).collect()
+        self.scenario
+            .nodes()
+            .iter()
+            .map(|n| n.name.clone())
+            .collect()
     }
 
     /// Every scheduler pod Ready with a process, `count` of them.
@@ -78,14 +84,18 @@ impl Stack {
     /// The pod holding Lease `lease`, once one of `candidates` holds it.
     pub async fn lease_holder(&self, lease: &str, candidates: &[String]) -> String {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), NAMESPACE);
-        wait_for(format!("one of {candidates:?} to hold Lease {lease}"), TIMEOUT, || async {
-            let holder = leases
-                .get_opt(lease)
-                .await?
-                .and_then(|l| l.spec?.holder_identity)
-                .unwrap_or_default();
-            Ok::<_, kube::Error>(candidates.iter().find(|c| **c == holder).cloned())
-        })
+        wait_for(
+            format!("one of {candidates:?} to hold Lease {lease}"),
+            TIMEOUT,
+            || async {
+                let holder = leases
+                    .get_opt(lease)
+                    .await?
+                    .and_then(|l| l.spec?.holder_identity)
+                    .unwrap_or_default();
+                Ok::<_, kube::Error>(candidates.iter().find(|c| **c == holder).cloned())
+            },
+        )
         .await
         .expect("a leader")
     }
@@ -135,11 +145,20 @@ impl Run {
         }
     }
 
-    /// Creates `count` workload pods, on `node` only if given. Retries each create
-    /// until the API server takes it (it may be restarting).
+    /// Creates `count` workload pods, large and small in turn, on `node` only if
+    /// given.
     pub async fn create(&mut self, count: usize, node: Option<&str>) {
         for _ in 0..count {
-            let pod = workload_pod(&format!("p-{}", self.created), node);
+            let cpus = if self.created.is_multiple_of(2) { LARGE } else { SMALL };
+            self.create_sized(1, node, cpus).await;
+        }
+    }
+
+    /// Creates `count` workload pods of `cpus` CPUs, on `node` only if given. Retries
+    /// each create until the API server takes it (it may be restarting).
+    pub async fn create_sized(&mut self, count: usize, node: Option<&str>, cpus: u32) {
+        for _ in 0..count {
+            let pod = workload_pod(&format!("p-{}", self.created), node, cpus);
             wait_for("creating a workload pod", TIMEOUT, || async {
                 match self.pods.create(&PostParams::default(), &pod).await {
                     Ok(_) => Ok(Some(())),
@@ -155,17 +174,21 @@ impl Run {
 
     /// Waits until `n` pods of the run are bound.
     pub async fn wait_bound(&self, n: usize) {
-        wait_for(format!("{n} pods of {} bound", self.ns), TIMEOUT, || async {
-            let bound = self
-                .pods
-                .list(&ListParams::default())
-                .await?
-                .items
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-                .count();
-            Ok::<_, kube::Error>((bound >= n).then_some(()))
-        })
+        wait_for(
+            format!("{n} pods of {} bound", self.ns),
+            TIMEOUT,
+            || async {
+                let bound = self
+                    .pods
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                    .count();
+                Ok::<_, kube::Error>((bound >= n).then_some(()))
+            },
+        )
         .await
         .expect("pods bound");
     }
@@ -283,15 +306,15 @@ impl Verdict {
     }
 }
 
-/// A Guaranteed pod of [`POD_CPUS`] CPUs for TAS, on the scenario's nodes (on `node`
-/// only, if given).
-pub fn workload_pod(name: &str, node: Option<&str>) -> Pod {
+/// A Guaranteed pod of `cpus` CPUs for TAS, on the scenario's nodes (on `node` only,
+/// if given).
+pub fn workload_pod(name: &str, node: Option<&str>, cpus: u32) -> Pod {
     let affinity = node.map(|n| {
         json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [n]}]}]}}})
     });
-    let cpu = POD_CPUS.to_string();
+    let cpu = cpus.to_string();
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
         "spec": {

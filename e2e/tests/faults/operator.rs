@@ -2,7 +2,7 @@
 //! edit, and the leading operator process killed in the middle of that rollout, while
 //! pods keep arriving.
 
-use super::harness::{NAMESPACE, Run, SLOTS, Stack, TIMEOUT, Verdict};
+use super::harness::{BURST, NAMESPACE, Run, Stack, TIMEOUT, Verdict};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -52,16 +52,22 @@ async fn updaters_with(stack: &Stack, period: &str) -> (usize, usize) {
 /// edit, every NRT fresh.
 pub async fn edit_and_kill_mid_rollout(stack: &Stack) -> Verdict {
     let nodes = stack.nodes().len();
-    let operators: Vec<String> =
-        wait_ready_pods(&stack.client, &stack.runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
-            .await
-            .expect("the operator runs")
-            .iter()
-            .map(ResourceExt::name_any)
-            .collect();
+    let operators: Vec<String> = wait_ready_pods(
+        &stack.client,
+        &stack.runner,
+        NAMESPACE,
+        "tas-operator",
+        2,
+        TIMEOUT,
+    )
+    .await
+    .expect("the operator runs")
+    .iter()
+    .map(ResourceExt::name_any)
+    .collect();
     let leader = stack.lease_holder("tas-operator", &operators).await;
     let mut run = Run::start(stack, "CR edited and operator killed mid-rollout").await;
-    run.create(SLOTS / 2, None).await;
+    run.create(BURST / 2, None).await;
     set_period(stack, "7s").await;
     wait_for("the first updater on the new period", TIMEOUT, || async {
         let (with, _) = updaters_with(stack, "7s").await;
@@ -75,7 +81,7 @@ pub async fn edit_and_kill_mid_rollout(stack: &Stack) -> Verdict {
         .signal(NAMESPACE, &leader, Signal::Kill)
         .await
         .expect("operator killed");
-    run.create(SLOTS / 2 + 2, None).await;
+    run.create(BURST / 2, None).await;
     wait_for(
         "every updater on the last period",
         std::time::Duration::from_secs(240),

@@ -1,7 +1,7 @@
 //! Faults of the scheduler processes: the leader killed or frozen in the middle of a
 //! burst, and `replicas` changed while pods arrive.
 
-use super::harness::{NAMESPACE, Run, SLOTS, Stack, TIMEOUT, Verdict};
+use super::harness::{BURST, NAMESPACE, Run, Stack, TIMEOUT, Verdict};
 use std::time::SystemTime;
 use tas_nodesim::runner::Signal;
 use tas_testcluster::wait_for;
@@ -13,13 +13,13 @@ pub async fn kill_leader(stack: &Stack) -> Verdict {
     let schedulers = stack.schedulers(2).await;
     let leader = stack.leader(&schedulers).await;
     let mut run = Run::start(stack, "SIGKILL the leader mid-burst").await;
-    run.create(SLOTS / 2, None).await;
+    run.create(BURST / 2, None).await;
     stack
         .runner
         .signal(NAMESPACE, &leader, Signal::Kill)
         .await
         .expect("leader killed");
-    run.create(SLOTS / 2 + 2, None).await;
+    run.create(BURST / 2, None).await;
     run.finish(stack).await
 }
 
@@ -30,10 +30,14 @@ pub async fn kill_leader(stack: &Stack) -> Verdict {
 pub async fn freeze_leader(stack: &Stack) -> Verdict {
     let schedulers = stack.schedulers(2).await;
     let leader = stack.leader(&schedulers).await;
-    let standby: Vec<String> = schedulers.iter().filter(|s| **s != leader).cloned().collect();
+    let standby: Vec<String> = schedulers
+        .iter()
+        .filter(|s| **s != leader)
+        .cloned()
+        .collect();
     let old_pid = stack.runner.pid(NAMESPACE, &leader).expect("leader pid");
     let mut run = Run::start(stack, "SIGSTOP the leader past its lease, SIGCONT").await;
-    run.create(SLOTS / 2, None).await;
+    run.create(BURST / 2, None).await;
     stack
         .runner
         .signal(NAMESPACE, &leader, Signal::Freeze)
@@ -42,7 +46,7 @@ pub async fn freeze_leader(stack: &Stack) -> Verdict {
     run.create(2, None).await;
     let successor = stack.leader(&standby).await;
     // The new leader binds; the old one wakes up in the middle of that.
-    run.create(SLOTS / 2, None).await;
+    run.create(BURST / 2, None).await;
     let resumed = SystemTime::now();
     // The runner restarts a process whose liveness probe failed (30 s); if it did
     // already, there is nothing left to resume and the check below still holds.
@@ -51,14 +55,18 @@ pub async fn freeze_leader(stack: &Stack) -> Verdict {
         .signal(NAMESPACE, &leader, Signal::Resume)
         .await;
     run.create(1, None).await;
-    wait_for("the old leader's process to exit and restart", TIMEOUT, || async {
-        Ok::<_, std::convert::Infallible>(
-            stack
-                .runner
-                .pid(NAMESPACE, &leader)
-                .filter(|pid| *pid != old_pid),
-        )
-    })
+    wait_for(
+        "the old leader's process to exit and restart",
+        TIMEOUT,
+        || async {
+            Ok::<_, std::convert::Infallible>(
+                stack
+                    .runner
+                    .pid(NAMESPACE, &leader)
+                    .filter(|pid| *pid != old_pid),
+            )
+        },
+    )
     .await
     .expect("the resumed process exits on its lost lease");
     let verdict = run.finish(stack).await;
