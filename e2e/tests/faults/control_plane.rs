@@ -1,6 +1,8 @@
 //! Faults of the control plane itself: etcd and kube-apiserver restarted in the middle
 //! of a burst. Every operand reconnects (or exits and is restarted by the runner), and
-//! its watches resume or relist.
+//! its watches resume or relist. The new kube-apiserver's watch cache starts at the
+//! current resourceVersion, so watches resuming from an older one get 410 Gone (the
+//! forced watch expiry) and relist; the scenario checks that some did.
 
 use super::harness::{BURST, Run, Stack, Verdict};
 use tas_testcluster::{Component, TestCluster};
@@ -22,7 +24,9 @@ pub async fn restart(
     run.create(BURST / 2, None).await;
     stack.wait_available().await;
     let verdict = run.finish(stack).await;
-    // Watches that resumed from a resourceVersion the new API server no longer has.
+    // Watches that resumed from a resourceVersion the new API server no longer has
+    // (410 Gone, "too old resource version": Expired) and relisted.
+    let mut expired_total = 0;
     for p in stack.runner.processes() {
         let log = stack.runner.log(&p.namespace, &p.pod).unwrap_or_default();
         let expired: Vec<&str> = log
@@ -37,6 +41,13 @@ pub async fn restart(
         for l in expired.iter().take(2) {
             println!("    {l}");
         }
+        expired_total += expired.len();
+    }
+    if component == Component::KubeApiserver {
+        assert!(
+            expired_total > 0,
+            "{fault}: no TAS process saw a watch expire (410) across the restart"
+        );
     }
     verdict
 }

@@ -149,7 +149,11 @@ impl Run {
     /// given.
     pub async fn create(&mut self, count: usize, node: Option<&str>) {
         for _ in 0..count {
-            let cpus = if self.created.is_multiple_of(2) { LARGE } else { SMALL };
+            let cpus = if self.created.is_multiple_of(2) {
+                LARGE
+            } else {
+                SMALL
+            };
             self.create_sized(1, node, cpus).await;
         }
     }
@@ -256,8 +260,22 @@ impl Verdict {
 
     pub fn line(&self) -> String {
         let o = &self.outcome;
+        let refused: Vec<String> = self
+            .bindings
+            .iter()
+            .filter(|b| !b.accepted())
+            .map(|b| {
+                let by = b.sender_pod.as_deref().unwrap_or(&b.user);
+                format!("{} answered {} (sent by {by})", b.pod, b.code)
+            })
+            .collect();
+        let refused = if refused.is_empty() {
+            String::new()
+        } else {
+            format!("\n    refused bindings: {}", refused.join(", "))
+        };
         format!(
-            "fault: {:<44} pods {:>2}  bound {:>2}  pending-with-reason {:>2}  kubelet-rejections {}  bound-twice {}  binding-conflicts {}  ({:.0} s)",
+            "fault: {:<44} pods {:>2}  bound {:>2}  pending-with-reason {:>2}  kubelet-rejections {}  bound-twice {}  binding-conflicts {}  ({:.0} s){refused}",
             self.fault,
             self.pods,
             o.placements.len(),
