@@ -244,7 +244,8 @@ impl Verdict {
             .collect()
     }
 
-    /// Binding creates the API server refused (a pod already bound: two binders).
+    /// Binding creates the API server refused (409: the pod was bound already; 5xx: the
+    /// control plane failed).
     pub fn refused(&self) -> usize {
         self.bindings.iter().filter(|b| !b.accepted()).count()
     }
@@ -275,7 +276,7 @@ impl Verdict {
             format!("\n    refused bindings: {}", refused.join(", "))
         };
         format!(
-            "fault: {:<44} pods {:>2}  bound {:>2}  pending-with-reason {:>2}  kubelet-rejections {}  bound-twice {}  binding-conflicts {}  ({:.0} s){refused}",
+            "fault: {:<44} pods {:>2}  bound {:>2}  pending-with-reason {:>2}  kubelet-rejections {}  bound-twice {}  bindings-refused {}  ({:.0} s){refused}",
             self.fault,
             self.pods,
             o.placements.len(),
