@@ -25,7 +25,7 @@ use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, Component, TestCluster};
 
 /// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze, updater,
-/// etcd, apiserver, rollout, stale-updater), in that order; unset, all of them but
+/// etcd, apiserver, relist, rollout, stale-updater), in that order; unset, all of them but
 /// stale-updater.
 const ONLY_ENV: &str = "TAS_FAULTS";
 
@@ -84,7 +84,7 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     if wanted("replicas") {
         verdicts.push(scheduler::scale_replicas(&stack).await);
     }
-    if wanted("kill") || wanted("freeze") || only("stale-updater") {
+    if wanted("kill") || wanted("freeze") || wanted("relist") || only("stale-updater") {
         stack.set_replicas(2).await;
     }
     if wanted("kill") {
@@ -105,6 +105,9 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
         let fault = "kube-apiserver restart mid-burst";
         let apiserver = Component::KubeApiserver;
         verdicts.push(control_plane::restart(&stack, &mut cluster, apiserver, fault).await);
+    }
+    if wanted("relist") {
+        verdicts.push(control_plane::relist_after_missed_deletes(&stack, &mut cluster).await);
     }
     if wanted("rollout") {
         verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
