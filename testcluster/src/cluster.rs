@@ -39,6 +39,9 @@ pub struct ClusterOptions {
     pub scheduler_burst: u32,
     /// Deadline for the whole startup.
     pub startup_timeout: Duration,
+    /// Write kube-apiserver's audit log of `pods/binding` creates (see [`crate::audit`]),
+    /// read with [`TestCluster::audit_log_path`] and [`crate::audit::bindings`].
+    pub audit_bindings: bool,
 }
 
 impl Default for ClusterOptions {
@@ -51,6 +54,7 @@ impl Default for ClusterOptions {
             scheduler_qps: 50.0,
             scheduler_burst: 100,
             startup_timeout: Duration::from_secs(90),
+            audit_bindings: false,
         }
     }
 }
@@ -160,6 +164,13 @@ impl TestCluster {
             reason: format!("its URL {} has no IP:port", self.server),
             log_tail: String::new(),
         })
+    }
+
+    /// kube-apiserver's audit log, when started with
+    /// [`ClusterOptions::audit_bindings`].
+    pub fn audit_log_path(&self) -> Option<PathBuf> {
+        let path = self.layout.audit_log();
+        path.exists().then_some(path)
     }
 
     /// The directory the Kubernetes binaries are run from.

@@ -13,6 +13,8 @@
 //! kube-scheduler.yaml    KubeSchedulerConfiguration
 //! kwok-stages.yaml       kwok's Stage definitions (testcluster/kwok/stages.yaml)
 //! logs/<component>.log   stdout + stderr of each component
+//! audit-policy.yaml      kube-apiserver's audit policy (ClusterOptions::audit_bindings)
+//! logs/audit.log         its audit log: one JSON event per line
 //! pids                   pids of the components, for the watchdog
 //! ```
 
@@ -88,6 +90,12 @@ impl Layout {
     pub fn logs(&self) -> PathBuf {
         self.base.join("logs")
     }
+    pub fn audit_policy(&self) -> PathBuf {
+        self.base.join("audit-policy.yaml")
+    }
+    pub fn audit_log(&self) -> PathBuf {
+        self.logs().join("audit.log")
+    }
 }
 
 fn flag(name: &str, value: impl AsRef<Path>) -> String {
@@ -129,6 +137,18 @@ pub(crate) fn apiserver_args(layout: &Layout, ports: Ports) -> Vec<String> {
         // Service's endpoints.
         flag("endpoint-reconciler-type", "none"),
         flag("profiling", "false"),
+    ]
+}
+
+/// The flags that make kube-apiserver write [`crate::audit::POLICY`]'s events to
+/// `logs/audit.log`, synchronously (the log backend's blocking mode), never rotated.
+pub(crate) fn audit_args(layout: &Layout) -> Vec<String> {
+    vec![
+        flag("audit-policy-file", layout.audit_policy()),
+        flag("audit-log-path", layout.audit_log()),
+        flag("audit-log-format", "json"),
+        flag("audit-log-mode", "blocking"),
+        flag("audit-log-maxsize", "0"),
     ]
 }
 

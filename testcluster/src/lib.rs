@@ -9,6 +9,8 @@
 //! - Tests get a fresh [`kube::Client`] from [`TestCluster::client`], a namespace of
 //!   their own from [`unique_namespace`], fake nodes from [`create_fake_node`] and the
 //!   project's CRDs from [`apply_crds_from_dir`].
+//! - [`audit::bindings`] reads which pod bindings the API server accepted, from the
+//!   audit log a cluster started with [`ClusterOptions::audit_bindings`] writes.
 //! - Every wait polls a condition with a deadline: [`wait_for`].
 //! - The TAS binaries' HTTPS endpoints are read with [`https_get`] and the admin's
 //!   bearer token ([`TestCluster::admin_token`]).
@@ -18,6 +20,7 @@
 //!   [`scope`].
 
 pub mod access;
+pub mod audit;
 mod cluster;
 mod components;
 mod crds;

@@ -54,7 +54,10 @@ impl TestCluster {
         cluster
             .wait_for_port(Component::Etcd, ports.etcd, deadline)
             .await?;
-        let apiserver = components::apiserver_args(&cluster.layout, ports);
+        let mut apiserver = components::apiserver_args(&cluster.layout, ports);
+        if options.audit_bindings {
+            apiserver.extend(components::audit_args(&cluster.layout));
+        }
         cluster.spawn(Component::KubeApiserver, apiserver)?;
         cluster.wait_for_apiserver(deadline).await?;
 
@@ -223,6 +226,10 @@ fn write_files(
         components::scheduler_config(layout, options.scheduler_qps, options.scheduler_burst);
     for dir in [layout.logs(), layout.cert_dir()] {
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    }
+    if options.audit_bindings {
+        std::fs::write(layout.audit_policy(), crate::audit::POLICY)
+            .map_err(Error::io("writing the audit policy"))?;
     }
     let files = [
         (layout.sa_private_key(), key.private_pem.as_str()),
