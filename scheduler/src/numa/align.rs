@@ -116,6 +116,9 @@ pub(crate) enum Cause {
     },
     /// Each resource fits somewhere, but no set of this width fits them all.
     Disjoint { positions: Vec<u32>, width: u32 },
+    /// Sets of this width have room, but the memory manager's grouping rules allow
+    /// the memory on none of them.
+    MemoryGroups,
     /// Too many masks to enumerate.
     TooManyZones,
 }
@@ -297,7 +300,7 @@ pub(crate) fn align(
     } else if let Some(mask) = choose(node, free, reqs, width, must, memory) {
         return Ok(Some(mask));
     }
-    Err(diagnose(node, free, reqs, width))
+    Err(diagnose(node, free, reqs, width, memory))
 }
 
 fn exceeds_zone(node: &NodeTopology, reqs: &[Req], group: u32) -> Cause {
@@ -321,12 +324,23 @@ fn exceeds_zone(node: &NodeTopology, reqs: &[Req], group: u32) -> Cause {
 }
 
 /// Explains a failed search (the slow path: only runs for nodes that do not fit).
-fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Cause {
+fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32, memory: Memory) -> Cause {
     let n = node.zone_count() as u32;
     let nres = node.resource_count();
+    // Some sets have room for `of`, but the memory manager's groups rule them all out.
+    let groups_forbid = |of: &[Req]| {
+        let mut roomy = masks_of_width(n, width)
+            .filter(|&m| fits(free, nres, m, of.iter().copied()))
+            .peekable();
+        roomy.peek().is_some() && !roomy.any(|m| memory_allows(node, free, m, of, memory))
+    };
     for leader in group_leaders(reqs) {
         let group = members(reqs, leader.group);
         if masks_of_width(n, width).any(|m| fits(free, nres, m, group.clone())) {
+            let of: Vec<Req> = group.collect();
+            if groups_forbid(&of) {
+                return Cause::MemoryGroups;
+            }
             continue;
         }
         for r in group.clone() {
@@ -350,6 +364,9 @@ fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Caus
             positions: group.map(|r| r.pos).collect(),
             width,
         };
+    }
+    if groups_forbid(reqs) {
+        return Cause::MemoryGroups;
     }
     Cause::Disjoint {
         positions: reqs.iter().map(|r| r.pos).collect(),

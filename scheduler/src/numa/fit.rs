@@ -422,6 +422,9 @@ fn reason(node: &NodeTopology, request: &Resources, cause: Cause) -> UnfitReason
                 .collect(),
             width,
         },
+        Cause::MemoryGroups => UnfitReason::MemoryPlacement {
+            refusal: MemoryRefusal::MixesGroups,
+        },
         Cause::TooManyZones => UnfitReason::TooManyZones {
             zones: u32::try_from(node.zone_count()).unwrap_or(u32::MAX),
         },

@@ -101,7 +101,11 @@ fn a_zone_of_a_group_takes_no_single_zone_hint() {
             vec![("cpu", "4", "4", "4"), ("memory", "0", "4Gi", "4Gi")],
         );
         let full = grouped("single-numa-node", scope, &zones, &GROUP_0_1);
-        assert!(try_fit(&full, &pod).is_err(), "{scope}");
+        let err = try_fit(&full, &pod).unwrap_err();
+        assert!(
+            err.contains("mix single-zone and multi-zone"),
+            "{scope}: {err}"
+        );
         let unknown = grouped("single-numa-node", scope, &zones, &[]);
         assert_eq!(try_fit(&unknown, &pod), Ok(Some(vec![0])), "{scope}");
     }
