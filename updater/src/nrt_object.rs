@@ -136,7 +136,14 @@ pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
                     value: i64::from(*d),
                 })
                 .collect(),
-            attributes: Vec::new(),
+            // Without the memory manager `Static` nothing is pinned.
+            attributes: o
+                .resources
+                .memory_groups
+                .attribute(z.id)
+                .filter(|_| rm.static_memory())
+                .into_iter()
+                .collect(),
             resources: o
                 .resources
                 .zone(z.id)
@@ -275,6 +282,29 @@ mod tests {
         assert_eq!(
             ResourceManagersConfig::from_nrt(&nrt).as_ref(),
             Ok(observed(&node, &t, &r).resource_managers)
+        );
+    }
+
+    #[test]
+    fn memory_groups_are_zone_attributes_under_the_static_memory_manager() {
+        let (t, mut r) = two_zones();
+        r.memory_groups = tas_api::nrt::ZoneMemoryGroups([(1, vec![1])].into());
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: String::new(),
+        };
+        let mut managers = observed(&node, &t, &r).resource_managers.clone();
+        let mut o = observed(&node, &t, &r);
+        // Memory manager `None` pins nothing: no group is published.
+        assert!(build(&o).zones.iter().all(|z| z.attributes.is_empty()));
+        managers.memory_manager_policy = tas_api::nrt::MemoryManagerPolicy::Static;
+        o.resource_managers = &managers;
+        let nrt = build(&o);
+        assert_eq!(nrt.zones[0].memory_manager_group(), Ok(None));
+        assert_eq!(nrt.zones[1].memory_manager_group(), Ok(Some(vec![1])));
+        assert_eq!(
+            nrt.zones[1].attributes,
+            [AttributeInfo::new("memoryManagerGroup", "node-1")]
         );
     }
 

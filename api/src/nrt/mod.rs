@@ -19,6 +19,8 @@
 //!   from `topologyPolicies` and attributes.
 //! - [`resource_managers`]: the node's CPU and memory manager policies and the policy
 //!   options that change placement, read from attributes.
+//! - [`memory_groups`]: which zones hold pinned memory and the memory manager's groups
+//!   of zones, a zone attribute.
 //!
 //! Readers convert a `v1alpha1` object with `v1alpha2::NodeResourceTopology::from` and
 //! then use the `v1alpha2` readers only.
@@ -28,6 +30,7 @@ pub mod attributes;
 mod crd;
 pub mod heartbeat;
 pub mod limits;
+pub mod memory_groups;
 pub mod ownership;
 mod quantity;
 pub mod resource_managers;
@@ -38,6 +41,7 @@ pub mod zone;
 
 pub use attributes::AttributeError;
 pub use crd::crd;
+pub use memory_groups::ZoneMemoryGroups;
 pub use quantity::NrtQuantity;
 pub use resource_managers::{CpuManagerPolicy, MemoryManagerPolicy, ResourceManagersConfig};
 pub use topology_manager::{TopologyManagerConfig, TopologyManagerPolicy, TopologyManagerScope};

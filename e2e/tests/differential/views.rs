@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use tas_api::nrt::ZoneMemoryGroups;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_nodesim::referee::{Machine, NodeState};
 use tas_updater::accounting::{self, AccountingOptions, NodeResources, ResourceAmounts};
@@ -83,7 +84,8 @@ fn options(kubelet: &KubeletConfig) -> AccountingOptions {
 
 /// View 2: the updater's view of an empty node, with what is free replaced by the
 /// managers' own state (free exclusive CPUs, the memory manager's free and allocatable
-/// per zone, free devices).
+/// per zone, free devices) and the memory manager's groups its own (the `Cells` of each
+/// zone holding memory, init containers' included).
 pub fn from_state(
     topology: &Topology,
     kubelet: &KubeletConfig,
@@ -100,6 +102,18 @@ pub fn from_state(
             }
         }
     }
+    resources.memory_groups = ZoneMemoryGroups(
+        state
+            .zones
+            .iter()
+            .filter(|z| z.assignments > 0)
+            .map(|z| {
+                let mut cells = z.cells.clone();
+                cells.sort_unstable();
+                (z.id, cells)
+            })
+            .collect(),
+    );
     for zone in &mut resources.zones {
         let Some(truth) = state.zones.iter().find(|z| z.id == zone.id) else {
             continue;

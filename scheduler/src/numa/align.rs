@@ -17,6 +17,7 @@
 //! of integer sums for `w = 1`; wider masks are enumerated within [`MAX_MASKS`].
 
 use super::mask::{bits, count_masks, masks_of_width};
+use super::memory::{MemoryManager, groups_allow};
 use super::topology::NodeTopology;
 
 /// Most masks one check may enumerate; beyond that the node is refused as too large.
@@ -115,6 +116,9 @@ pub(crate) enum Cause {
     },
     /// Each resource fits somewhere, but no set of this width fits them all.
     Disjoint { positions: Vec<u32>, width: u32 },
+    /// Sets of this width have room, but the memory manager's grouping rules allow
+    /// the memory on none of them.
+    MemoryGroups,
     /// Too many masks to enumerate.
     TooManyZones,
 }
@@ -130,26 +134,51 @@ fn fits(free: &[i64], nres: usize, mask: u64, reqs: impl IntoIterator<Item = Req
         .all(|r| sum(free, nres, mask, r.res) >= r.need)
 }
 
-/// Whether `mask` can hold `reqs`: enough free of each, and, when the memory manager
-/// would spread memory over several zones, none of them already holds memory. The
-/// memory manager never mixes single-zone and multi-zone allocations on a zone and
-/// keeps multi-zone groups apart; the NRT does not say which zones form a group, so
-/// only untouched zones are known to be usable for a new one.
-fn mask_fits(node: &NodeTopology, free: &[i64], mask: u64, reqs: &[Req]) -> bool {
+/// Whether `mask` can hold `reqs`: enough free of each, and, when memory is among
+/// them, the memory manager's grouping rules allow memory on exactly `mask` (it never
+/// mixes single-zone and multi-zone allocations on a zone, keeps multi-zone groups
+/// apart, and hints a zone of a group only as that whole group).
+fn mask_fits(node: &NodeTopology, free: &[i64], mask: u64, reqs: &[Req], memory: Memory) -> bool {
     let nres = node.resource_count();
-    fits(free, nres, mask, reqs.iter().copied())
-        && (mask.count_ones() == 1
-            || !reqs.iter().any(|r| r.group == MEMORY_GROUP)
-            || bits(mask).all(|z| node.memory_untouched(free, z as usize)))
+    fits(free, nres, mask, reqs.iter().copied()) && memory_allows(node, free, mask, reqs, memory)
+}
+
+/// The memory manager state a check runs against: the one [`fit`](super::fit) replays
+/// for the pod, or, when it replays none (too many zones), the NRT's.
+pub(crate) type Memory<'a, 'n> = Option<&'a MemoryManager<'n>>;
+
+/// Whether the memory manager's grouping rules let the memory of `reqs` (if any) go to
+/// `mask`.
+fn memory_allows(
+    node: &NodeTopology,
+    free: &[i64],
+    mask: u64,
+    reqs: &[Req],
+    memory: Memory,
+) -> bool {
+    if !reqs.iter().any(|r| r.group == MEMORY_GROUP) {
+        return true;
+    }
+    match memory {
+        Some(mm) => mm.allows(mask),
+        None => groups_allow(mask, |z| node.memory_state(free, z)),
+    }
 }
 
 /// The mask of `width` zones the Topology Manager would take among those that contain
 /// `must` and hold `reqs`: the numerically lowest, or with `prefer-closest-numa-nodes`
 /// the one with the smallest average distance (then the lowest).
-fn choose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32, must: u64) -> Option<u64> {
+fn choose(
+    node: &NodeTopology,
+    free: &[i64],
+    reqs: &[Req],
+    width: u32,
+    must: u64,
+    memory: Memory,
+) -> Option<u64> {
     let n = node.zone_count() as u32;
-    let mut candidates =
-        masks_of_width(n, width).filter(|&m| m & must == must && mask_fits(node, free, m, reqs));
+    let mut candidates = masks_of_width(n, width)
+        .filter(|&m| m & must == must && mask_fits(node, free, m, reqs, memory));
     if !node.prefer_closest() {
         return candidates.next();
     }
@@ -211,13 +240,15 @@ fn group_width(
 /// Aligns `reqs` against `free` (zone-major, like [`NodeTopology::free`]). `Ok(None)`:
 /// nothing to align (any zone); `Ok(Some(mask))`: the zone-index mask the kubelet
 /// would pick. Only masks containing the zone-index mask `must` qualify (the CPU
-/// manager's hints must cover the CPUs a container reuses; 0: no constraint).
+/// manager's hints must cover the CPUs a container reuses; 0: no constraint), and only
+/// masks the memory manager's grouping rules allow for memory (`memory`).
 pub(crate) fn align(
     node: &NodeTopology,
     free: &[i64],
     reqs: &[Req],
     goal: Goal,
     must: u64,
+    memory: Memory,
 ) -> Result<Option<u64>, Cause> {
     if reqs.is_empty() {
         return Ok(None);
@@ -261,14 +292,15 @@ pub(crate) fn align(
                 && reqs
                     .iter()
                     .all(|r| free[z * nres + r.res as usize] >= r.need)
+                && memory_allows(node, free, 1 << z, reqs, memory)
         });
         if let Some(z) = found {
             return Ok(Some(1 << z));
         }
-    } else if let Some(mask) = choose(node, free, reqs, width, must) {
+    } else if let Some(mask) = choose(node, free, reqs, width, must, memory) {
         return Ok(Some(mask));
     }
-    Err(diagnose(node, free, reqs, width))
+    Err(diagnose(node, free, reqs, width, memory))
 }
 
 fn exceeds_zone(node: &NodeTopology, reqs: &[Req], group: u32) -> Cause {
@@ -292,12 +324,23 @@ fn exceeds_zone(node: &NodeTopology, reqs: &[Req], group: u32) -> Cause {
 }
 
 /// Explains a failed search (the slow path: only runs for nodes that do not fit).
-fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Cause {
+fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32, memory: Memory) -> Cause {
     let n = node.zone_count() as u32;
     let nres = node.resource_count();
+    // Some sets have room for `of`, but the memory manager's groups rule them all out.
+    let groups_forbid = |of: &[Req]| {
+        let mut roomy = masks_of_width(n, width)
+            .filter(|&m| fits(free, nres, m, of.iter().copied()))
+            .peekable();
+        roomy.peek().is_some() && !roomy.any(|m| memory_allows(node, free, m, of, memory))
+    };
     for leader in group_leaders(reqs) {
         let group = members(reqs, leader.group);
         if masks_of_width(n, width).any(|m| fits(free, nres, m, group.clone())) {
+            let of: Vec<Req> = group.collect();
+            if groups_forbid(&of) {
+                return Cause::MemoryGroups;
+            }
             continue;
         }
         for r in group.clone() {
@@ -322,6 +365,9 @@ fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32) -> Caus
             width,
         };
     }
+    if groups_forbid(reqs) {
+        return Cause::MemoryGroups;
+    }
     Cause::Disjoint {
         positions: reqs.iter().map(|r| r.pos).collect(),
         width,
@@ -338,12 +384,13 @@ pub(crate) fn best_effort(
     free: &[i64],
     reqs: &[Req],
     must: u64,
+    memory: Memory,
 ) -> (Option<u64>, bool) {
-    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must) {
+    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must, memory) {
         return (mask, true);
     }
     let n = node.zone_count() as u32;
-    match narrowest(node, free, reqs, must) {
+    match narrowest(node, free, reqs, must, memory) {
         Some(mask) => (Some(mask), false),
         None => (Some(all_zones(n)), false),
     }
@@ -351,7 +398,13 @@ pub(crate) fn best_effort(
 
 /// The narrowest (then lowest, or closest) mask that holds `reqs`, within
 /// [`MAX_MASKS`] masks; `None` when there is none.
-pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req], must: u64) -> Option<u64> {
+pub(crate) fn narrowest(
+    node: &NodeTopology,
+    free: &[i64],
+    reqs: &[Req],
+    must: u64,
+    memory: Memory,
+) -> Option<u64> {
     let n = node.zone_count() as u32;
     let mut budget = MAX_MASKS;
     for k in 1..=n {
@@ -359,7 +412,7 @@ pub(crate) fn narrowest(node: &NodeTopology, free: &[i64], reqs: &[Req], must: u
         if budget == 0 {
             break;
         }
-        if let Some(mask) = choose(node, free, reqs, k, must) {
+        if let Some(mask) = choose(node, free, reqs, k, must, memory) {
             return Some(mask);
         }
     }

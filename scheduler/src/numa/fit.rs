@@ -142,7 +142,7 @@ pub fn fit(
         }
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, node.free(), reqs.as_slice(), goal, 0)
+                let mask = align(node, node.free(), reqs.as_slice(), goal, 0, memory.as_ref())
                     .map_err(|cause| fail(reason(node, request, cause)))?;
                 (mask, true)
             }
@@ -204,7 +204,7 @@ pub fn fit(
         let must = reuse.must(reqs.as_slice());
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, &free, reqs.as_slice(), goal, must)
+                let mask = align(node, &free, reqs.as_slice(), goal, must, memory.as_ref())
                     .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
                 (mask, true)
             }
@@ -256,7 +256,7 @@ fn lenient(
     must_of: &dyn Fn(u32) -> u64,
     memory: Option<&MemoryManager<'_>>,
 ) -> (Option<u64>, bool) {
-    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must) {
+    if let Ok(mask) = align(node, free, reqs, Goal::MinimumWidth, must, memory) {
         return (mask, true);
     }
     match super::providers::merged(node, free, reqs, must_of, memory) {
@@ -264,7 +264,7 @@ fn lenient(
             Some(hint.mask.unwrap_or(all_zones(node.zone_count() as u32))),
             hint.preferred,
         ),
-        None => best_effort(node, free, reqs, must),
+        None => best_effort(node, free, reqs, must, memory),
     }
 }
 
@@ -421,6 +421,9 @@ fn reason(node: &NodeTopology, request: &Resources, cause: Cause) -> UnfitReason
                 .map(|p| entry(p).name.clone())
                 .collect(),
             width,
+        },
+        Cause::MemoryGroups => UnfitReason::MemoryPlacement {
+            refusal: MemoryRefusal::MixesGroups,
         },
         Cause::TooManyZones => UnfitReason::TooManyZones {
             zones: u32::try_from(node.zone_count()).unwrap_or(u32::MAX),

@@ -17,9 +17,11 @@
 //!
 //! Its hints: every zone set whose allocatable holds the request, that does not mix
 //! groups, and whose free (plus reusable) holds it; preferred when of the fewest zones
-//! whose allocatable holds it. The NRT does not say which zones form a multi-zone group,
-//! so a zone already holding memory is taken as holding a single-zone allocation; the
-//! groups the pod itself forms are tracked exactly.
+//! whose allocatable holds it. Which zones hold pinned memory and how they are grouped
+//! comes from the zones' `memoryManagerGroup` attributes (the memory manager's own
+//! per-zone `Cells`); a zone without one that has memory taken is taken as holding a
+//! single-zone allocation (NRTs of writers that do not publish groups). The groups the
+//! pod itself forms are tracked exactly.
 
 use super::align::Req;
 use super::hint::narrower;
@@ -55,13 +57,20 @@ impl<'n> MemoryManager<'n> {
         if n > MAX_ZONES {
             return None;
         }
+        let (cells, assigned) = (0..n).map(|z| node.memory_state(free, z)).unzip();
         Some(Self {
             node,
             free: free.to_vec(),
-            cells: (0..n).map(|z| 1 << z).collect(),
-            assigned: (0..n).map(|z| !node.memory_untouched(free, z)).collect(),
+            cells,
+            assigned,
             reusable: Vec::new(),
         })
+    }
+
+    /// Whether the memory manager's grouping rules let memory go to exactly `mask`
+    /// (see [`groups_allow`]), in the state this manager has reached.
+    pub(crate) fn allows(&self, mask: u64) -> bool {
+        groups_allow(mask, |z| (self.cells[z], self.assigned[z]))
     }
 
     fn sum(&self, table: &[i64], mask: u64, res: u32) -> i64 {
@@ -90,10 +99,7 @@ impl<'n> MemoryManager<'n> {
     /// Whether `mask` is one of the memory manager's hints for `reqs`, leaving aside
     /// whether its allocatable holds them.
     fn usable(&self, mask: u64, reqs: &[Req]) -> bool {
-        let alone_in_group =
-            mask.count_ones() != 1 || self.cells[mask.trailing_zeros() as usize] == mask;
-        alone_in_group
-            && !self.violates(mask)
+        self.allows(mask)
             && reqs.iter().all(|r| {
                 self.sum(&self.free, mask, r.res)
                     .saturating_add(self.reuse(mask, r.res))
@@ -205,6 +211,22 @@ impl<'n> MemoryManager<'n> {
         }
         Ok(mask)
     }
+}
+
+/// The memory manager's grouping rules for a hint `mask` (calculateHints), given each
+/// zone index's state: the mask of the zones it is grouped with (its own bit when alone)
+/// and whether it holds pinned memory.
+/// - a single zone is usable unless it belongs to a multi-zone group;
+/// - several zones are usable when each of them holds nothing yet or belongs to exactly
+///   this group (never a zone holding single-zone allocations, never another group).
+pub(crate) fn groups_allow(mask: u64, state: impl Fn(usize) -> (u64, bool)) -> bool {
+    if mask.count_ones() == 1 {
+        return state(mask.trailing_zeros() as usize).0 == mask;
+    }
+    bits(mask).all(|z| {
+        let (cells, assigned) = state(z as usize);
+        !assigned || cells == mask
+    })
 }
 
 /// findBestHint: preferred first, then the narrowest, then the lowest.

@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use tas_api::nrt::memory_groups::{MEMORY_MANAGER_GROUP, format_group};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{
     AttributeError, NrtQuantity, ResourceManagersConfig, TopologyManagerConfig,
@@ -139,6 +140,10 @@ pub struct NodeTopology {
     best_total: Vec<i64>,
     /// `[from * zones + to]`, by zone index.
     distances: Vec<u32>,
+    /// Per zone index: the zone-index mask of its memory manager group as the zone's
+    /// `memoryManagerGroup` attribute publishes it (its own bit for single-zone
+    /// allocations), 0 when the zone has none.
+    memory_groups: Vec<u64>,
 }
 
 impl NodeTopology {
@@ -251,6 +256,27 @@ impl NodeTopology {
             }
         }
 
+        let mut memory_groups = vec![0u64; n];
+        for (zi, (_, zone)) in zones.iter().enumerate() {
+            let group = zone
+                .memory_manager_group()
+                .map_err(|source| TopologyError::Config {
+                    node: node.clone(),
+                    source,
+                })?;
+            for id in group.into_iter().flatten() {
+                let other = ids.binary_search(&id).map_err(|_| TopologyError::Config {
+                    node: node.clone(),
+                    source: AttributeError::UnknownValue {
+                        attribute: MEMORY_MANAGER_GROUP,
+                        value: format_group(&[id]),
+                        expected: "the names of zones of the object",
+                    },
+                })?;
+                memory_groups[zi] |= 1 << other;
+            }
+        }
+
         Ok(Self {
             name: node,
             config,
@@ -266,6 +292,7 @@ impl NodeTopology {
             hint_total,
             best_total,
             distances,
+            memory_groups,
         })
     }
 
@@ -449,6 +476,19 @@ impl NodeTopology {
         self.resources.iter().enumerate().all(|(ri, r)| {
             !r.kind.is_memory() || free[zone * nres + ri] >= self.allocatable[zone * nres + ri]
         })
+    }
+
+    /// The memory manager's state of zone `zone` as far as the NRT shows it: the
+    /// zone-index mask of the zones its pinned memory is grouped with, and whether it
+    /// holds pinned memory at all. From the zone's `memoryManagerGroup` attribute when
+    /// it has one; otherwise from `free` (zone-major, like [`Self::free`]): a zone with
+    /// memory or hugepages taken is taken to hold single-zone allocations (objects of
+    /// writers that do not publish groups, or memory a scheduler reserved on the zone).
+    pub(crate) fn memory_state(&self, free: &[i64], zone: usize) -> (u64, bool) {
+        match self.memory_groups[zone] {
+            0 => (1 << zone, !self.memory_untouched(free, zone)),
+            group => (group, true),
+        }
     }
 
     /// NUMA ids of a zone-index mask.

@@ -106,8 +106,9 @@ pub enum MemoryRefusal {
     /// The hint was preferred but its extension is not ("failed to find the extended
     /// preferred hint").
     ExtensionNotPreferred,
-    /// The zones would mix a single-zone and a multi-zone allocation, or two groups
-    /// ("preferred hint violates NUMA node allocation").
+    /// The zones would mix a single-zone and a multi-zone allocation, or two groups, or
+    /// a zone of a group would serve a single-zone allocation ("preferred hint violates
+    /// NUMA node allocation", or no hint of the memory manager on these zones).
     MixesGroups,
 }
 

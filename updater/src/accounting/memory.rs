@@ -3,22 +3,26 @@
 //! Capacity comes from sysfs, allocatable from the kubelet's single-zone allocatable
 //! blocks (or equals capacity under memory manager `None`), and container blocks are
 //! charged as the [module documentation](super) describes: single-zone blocks first,
-//! then each (type, zone set) group filled lowest zone first.
+//! then each (type, zone set) group filled lowest zone first. The zone sets of all
+//! blocks also give the memory manager's groups.
 
 use std::collections::BTreeMap;
+
+use tas_api::nrt::ZoneMemoryGroups;
 
 use super::{AccountingWarning, Ledger, MEMORY, Owner, containers, known_zones};
 use crate::podresources::v1;
 use crate::sysfs::Topology;
 
-/// Fills the memory and hugepages entries of every zone.
+/// Fills the memory and hugepages entries of every zone; returns the zones holding
+/// pinned memory with their groups.
 pub(super) fn account(
     topology: &Topology,
     allocatable_blocks: &[v1::ContainerMemory],
     pods: &[v1::PodResources],
     ledger: &mut Ledger,
     warnings: &mut Vec<AccountingWarning>,
-) {
+) -> ZoneMemoryGroups {
     // Memory manager `None` reports no allocatable blocks and pins nothing: everything
     // the zone has is allocatable.
     let unmanaged = allocatable_blocks.is_empty();
@@ -66,9 +70,11 @@ pub(super) fn account(
     // Multi-zone blocks summed per (memory type, zones) so the order of `List` does not
     // matter; the map also fixes the order groups are charged in.
     let mut spanning: BTreeMap<(&str, Vec<u32>), u64> = BTreeMap::new();
+    let mut zone_sets: Vec<Vec<u32>> = Vec::new();
     for (owner, container) in containers(pods) {
         for block in &container.memory {
             let zones = known_zones(topology, block.topology.as_ref(), &owner, warnings);
+            zone_sets.push(zones.clone());
             match zones.as_slice() {
                 [] => warnings.push(AccountingWarning::MemoryWithoutZone {
                     memory_type: block.memory_type.clone(),
@@ -91,6 +97,7 @@ pub(super) fn account(
     for ((memory_type, zones), total) in spanning {
         charge_lowest_first(ledger, memory_type, &zones, total);
     }
+    ZoneMemoryGroups::from_blocks(zone_sets.iter().map(Vec::as_slice))
 }
 
 /// Charges `size` bytes to `zones` (sorted, not empty) in ascending order, each up to
@@ -219,6 +226,45 @@ mod tests {
         assert_eq!(compute_memory(static_allocatable(), &pods), forward);
         assert_eq!(amounts(&forward, 0, MEMORY).2, 0);
         assert_eq!(amounts(&forward, 1, MEMORY).2, 7 * GIB);
+    }
+
+    #[test]
+    fn block_zone_sets_give_the_memory_managers_groups() {
+        let three = Topology {
+            zones: (0..3)
+                .map(|id| crate::sysfs::Zone {
+                    id,
+                    memory_bytes: 16 * GIB,
+                    ..crate::sysfs::Zone::default()
+                })
+                .collect(),
+        };
+        let allocatable = v1::AllocatableResourcesResponse {
+            memory: (0..3).map(|z| block(MEMORY, 14 * GIB, &[z])).collect(),
+            ..Default::default()
+        };
+        let mut pods = vec![
+            // A group on zones 1 and 2 whose memory all comes from zone 1.
+            memory_pod("wide", vec![block(MEMORY, 10 * GIB, &[2, 1])]),
+            memory_pod(
+                "narrow",
+                vec![block(MEMORY, GIB, &[0]), block("hugepages-1Gi", 0, &[0])],
+            ),
+        ];
+        let groups = |pods: &[v1::PodResources]| {
+            compute(&three, &allocatable, pods, &AccountingOptions::default()).memory_groups
+        };
+        let got = groups(&pods);
+        assert_eq!(
+            got.0,
+            BTreeMap::from([(0, vec![0]), (1, vec![1, 2]), (2, vec![1, 2])])
+        );
+        // Zone 2 still looks untouched: only the group says it is taken.
+        let node = compute(&three, &allocatable, &pods, &AccountingOptions::default());
+        assert_eq!(amounts(&node, 2, MEMORY).2, 14 * GIB);
+        pods.reverse();
+        assert_eq!(groups(&pods), got);
+        assert_eq!(groups(&[]).0, BTreeMap::new());
     }
 
     #[test]

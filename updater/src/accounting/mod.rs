@@ -36,6 +36,13 @@
 //! An even split was the alternative, but it reports memory free on the lowest zone
 //! that the kubelet has in fact handed out, and a scheduler would send pods there.
 //!
+//! The zone sets of the blocks also say how the memory manager grouped the zones
+//! ([`NodeResources::memory_groups`], see `tas_api::nrt::memory_groups`): a block on
+//! several zones makes them a group, a block on one zone marks it as holding
+//! single-zone allocations. Regular init containers are not reported by `List`, so the
+//! blocks they keep until their pod ends (on zones their app containers may not use)
+//! are missing from both the amounts and the groups.
+//!
 //! Inputs that disagree with sysfs (a CPU id or NUMA id no zone has, a device in use
 //! that is not allocatable) are skipped and listed in [`NodeResources::warnings`].
 
@@ -49,6 +56,8 @@ mod warnings;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use warnings::{AccountingWarning, Owner};
+
+use tas_api::nrt::ZoneMemoryGroups;
 
 use crate::podresources::v1;
 use crate::sysfs::Topology;
@@ -75,6 +84,9 @@ pub struct NodeResources {
     pub unattached_devices: Vec<ResourceAmounts>,
     /// Inputs that were skipped or amounts that had to be clamped.
     pub warnings: Vec<AccountingWarning>,
+    /// The zones holding pinned memory and the memory manager's grouping of them
+    /// (`memory.rs`), published as the zone attribute `memoryManagerGroup`.
+    pub memory_groups: ZoneMemoryGroups,
 }
 
 /// The resources of one NUMA zone.
@@ -130,7 +142,7 @@ pub fn compute(
         &mut ledger,
         &mut warnings,
     );
-    memory::account(
+    let memory_groups = memory::account(
         topology,
         &allocatable.memory,
         pods,
@@ -163,6 +175,7 @@ pub fn compute(
         zones,
         unattached_devices,
         warnings,
+        memory_groups,
     }
 }
 

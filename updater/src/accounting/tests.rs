@@ -176,6 +176,8 @@ fn guaranteed_pod_on_a_static_node() {
         ],
         unattached_devices: vec![],
         warnings: vec![],
+        // The guaranteed pod's memory and hugepages are pinned to zone 0 alone.
+        memory_groups: tas_api::nrt::ZoneMemoryGroups([(0, vec![0])].into()),
     };
     assert_eq!(node, want);
 }
