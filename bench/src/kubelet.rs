@@ -193,6 +193,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let pods = [
@@ -231,6 +233,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 1,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let (a, b) = (request("a", 1), request("b", 1));
@@ -264,6 +268,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let placements: Vec<(String, Pod)> = [

@@ -18,9 +18,11 @@ pub mod create;
 pub mod criterion;
 pub mod environment;
 pub mod kubelet;
+pub mod metrics;
 pub mod procfs;
 pub mod report;
 pub mod run;
+pub mod scenarios;
 pub mod schedulers;
 pub mod setup;
 pub mod stats;
@@ -66,6 +68,18 @@ pub struct Options {
     pub binaries: Binaries,
     /// Where the NodeResourceTopology CRD manifests are.
     pub crd_dir: PathBuf,
+    /// Paced creation, or a backlog created before the scheduler starts.
+    pub mode: Mode,
+}
+
+/// How a run's pods reach the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Created at `Options::rate` while the (warmed-up) scheduler runs.
+    Paced,
+    /// All created before the scheduler starts (kube-scheduler's scheduler_perf
+    /// SchedulingThroughput).
+    Backlog,
 }
 
 /// A benchmark cluster, ready for runs.
