@@ -150,7 +150,12 @@ pub async fn referee_replay(
                 referee.add_node(&add).await?;
                 let mut out = Vec::with_capacity(pods.len());
                 for pod in pods {
-                    let verdict = referee.admit(&name, pod).await?;
+                    // The replay's node has its own name; the kubelet checks the pod's.
+                    let mut pod = pod.clone();
+                    if let Some(spec) = pod.spec.as_mut() {
+                        spec.node_name = Some(name.clone());
+                    }
+                    let verdict = referee.admit(&name, &pod).await?;
                     out.push(if verdict.admit {
                         Ok(())
                     } else {
@@ -250,9 +255,13 @@ mod tests {
         assert_eq!(tally.rejected.get("OutOfpods"), Some(&1));
     }
 
+    /// A pod as the watch sees it once bound (to the real node, not the replay's).
     fn bound(name: &str, cpus: u32) -> Pod {
         let mut pod = guaranteed_pod(name, "s", "r", &cpus.to_string(), &format!("{cpus}Gi"));
         pod.metadata.uid = Some(format!("uid-{name}"));
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some("bench-node-0000".into());
+        }
         pod
     }
 

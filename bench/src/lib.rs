@@ -9,8 +9,10 @@
 //! ([`agent`]), starts the scheduler ([`schedulers`], or the in-runner [`binder`]),
 //! creates the [`workload::Workload`] at a fixed rate ([`create`]) and watches the
 //! binds, which feed the kubelet models and the node agent. Each run yields a
-//! [`run::RunResult`]; [`report`] renders the medians with the [`environment`] as
-//! markdown, optionally with the criterion figures ([`criterion`]).
+//! [`run::RunResult`]. [`scenarios`] shape the runs (backlog, paced, saturation,
+//! scale) and run the updater on its own; [`report`] renders each scenario's medians
+//! with min–max and the goals with the [`environment`] as markdown, optionally
+//! with the criterion figures ([`criterion`]).
 
 pub mod agent;
 pub mod binder;

@@ -132,13 +132,18 @@ pub async fn run(
     })?;
     let client = cluster.client().await?;
     tas_testcluster::apply_crds_from_dir(&client, &options.crd_dir).await?;
+    // A namespace with its service account (no controller-manager makes one).
+    let namespace = tas_testcluster::unique_namespace(&client, "updater").await?;
     let referee = Arc::new(Referee::start()?);
     let mut runs = Vec::new();
     let mut idle_writes = 0;
     for round in 1..=options.runs.max(1) {
         let node = format!("bench-updater-r{round}");
         let last = round == options.runs.max(1);
-        let (run, updater) = one_run(&cluster, &client, &referee, options, &node, round).await?;
+        let (run, updater) = one_run(
+            &cluster, &client, &namespace, &referee, options, &node, round,
+        )
+        .await?;
         progress(&run);
         runs.push(run);
         if last {
@@ -166,6 +171,7 @@ fn free_cpus(object: &NodeResourceTopology) -> i64 {
 async fn one_run(
     cluster: &TestCluster,
     client: &Client,
+    namespace: &str,
     referee: &Referee,
     options: &UpdaterOptions,
     node: &str,
@@ -244,7 +250,7 @@ async fn one_run(
     )
     .await?;
     let mut free = free_cpus(&first);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut latencies = Vec::with_capacity(options.changes);
     let mut held: Option<(String, String)> = None;
     for change in 0..options.changes {
@@ -260,7 +266,7 @@ async fn one_run(
                     &POD_CPUS.to_string(),
                     "2Gi",
                 );
-                pod.metadata.namespace = Some("default".into());
+                pod.metadata.namespace = Some(namespace.to_string());
                 pod.metadata.uid = Some(uid.clone());
                 if let Some(spec) = pod.spec.as_mut() {
                     spec.node_name = Some(node.to_string());
