@@ -143,6 +143,14 @@ fn backlog_table_shows_median_min_max_and_the_goals() {
         "{text}"
     );
     assert!(
+        text.contains("### Goals (issue 17; never asserted)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- Backlog (all pods created before the scheduler starts): TAS ≥ 90 % of the bind-only ceiling"),
+        "{text}"
+    );
+    assert!(
         text.contains("all created before the scheduler starts"),
         "{text}"
     );
@@ -263,4 +271,8 @@ fn updater_section_extrapolates_idle_writes() {
     );
     assert!(text.contains("6.0 per hour extrapolated"), "{text}");
     assert!(text.contains("**met**."), "{text}");
+    assert!(
+        text.contains("- Updater: NRT visible p99 < 1 s — 700 ms: **met**."),
+        "{text}"
+    );
 }
