@@ -86,11 +86,14 @@ fn setup_line(section: &Section<'_>) -> String {
             o.workload.memory_per_cpu_gib
         ),
         crate::workload::Mix::Mixed => format!(
-            "{} pods of {} CPUs ({} GiB per CPU): 1 in 6 Burstable, the rest Guaranteed, of those about 1 in 8 with a device and 1 in 8 with 1 GiB of hugepages — {} CPUs offered for {} in the cluster",
+            "{} pods of {} CPUs ({} GiB per CPU): 1 in 6 Burstable (requests half its CPUs), the rest Guaranteed, of those about 1 in 8 with a device and 1 in 8 with 1 GiB of hugepages — {:.0} CPUs requested for {} in the cluster",
             o.workload.pods,
             sizes.join("/"),
             o.workload.memory_per_cpu_gib,
-            o.workload.total_cpus(),
+            (0..o.workload.pods)
+                .map(|i| scenarios::saturation::requested_millicpus(&o.workload, i))
+                .sum::<u64>() as f64
+                / 1000.0,
             shape.total_cpus()
         ),
     };

@@ -11,15 +11,15 @@ use std::time::Duration;
 use super::{Column, Sizes, median, verdict, whole};
 use crate::run::RunResult;
 use crate::schedulers::SchedulerKind;
-use crate::workload::{Mix, Workload};
+use crate::workload::{Mix, MixedKind, Workload, mixed_kind};
 use crate::{Mode, Options};
 
-/// Offered CPUs ÷ the cluster's CPUs.
+/// Requested CPUs (a Burstable pod's requests, half its limit) ÷ the cluster's CPUs.
 pub const OVERCOMMIT: f64 = 1.3;
 /// CPU sizes of the mix.
 pub const CPU_SIZES: [u32; 5] = [1, 2, 4, 8, 16];
 
-/// The saturation run's options: 200 nodes (quick 20) and enough pods to offer 1.3×
+/// The saturation run's options: 200 nodes (quick 20) and enough pods to request 1.3×
 /// their CPUs (unless `--pods` says otherwise), created at 200/s.
 pub fn options(base: &Options, sizes: &Sizes) -> Options {
     let mut options = base.clone();
@@ -38,11 +38,33 @@ pub fn options(base: &Options, sizes: &Sizes) -> Options {
         memory_per_cpu_gib: 2,
         mix: Mix::Mixed,
     };
-    let mean = f64::from(CPU_SIZES.iter().sum::<u32>()) / CPU_SIZES.len() as f64;
-    let offered = (options.shape.total_cpus() as f64 * OVERCOMMIT / mean).ceil() as usize;
-    workload.pods = sizes.pods.unwrap_or(offered);
+    workload.pods = sizes
+        .pods
+        .unwrap_or_else(|| pods_to_request(&workload, options.shape.total_cpus(), OVERCOMMIT));
     options.workload = workload;
     options
+}
+
+/// Millicores pod `i` of the mix requests.
+pub fn requested_millicpus(workload: &Workload, i: usize) -> u64 {
+    let cpus = u64::from(workload.cpus(i)) * 1000;
+    match mixed_kind(i) {
+        MixedKind::Burstable => cpus / 2,
+        _ => cpus,
+    }
+}
+
+/// The fewest pods of `workload`'s sequence that together request at least `factor` ×
+/// `cluster_cpus`.
+pub fn pods_to_request(workload: &Workload, cluster_cpus: u64, factor: f64) -> usize {
+    let target = (cluster_cpus as f64 * factor * 1000.0).ceil() as u64;
+    let mut sum = 0;
+    let mut pods = 0;
+    while sum < target {
+        sum += requested_millicpus(workload, pods);
+        pods += 1;
+    }
+    pods
 }
 
 /// Bound pods and the kubelet's verdicts.
@@ -96,4 +118,25 @@ pub fn goals(results: &[RunResult]) -> Vec<String> {
             verdict(rejected.map(|r| r == 0.0))
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enough_pods_to_request_the_overcommit() {
+        let workload = Workload {
+            pods: 0,
+            cpu_sizes: CPU_SIZES.to_vec(),
+            memory_per_cpu_gib: 2,
+            mix: Mix::Mixed,
+        };
+        let pods = pods_to_request(&workload, 1280, 1.3);
+        let requested: u64 = (0..pods).map(|i| requested_millicpus(&workload, i)).sum();
+        let one_less = requested - requested_millicpus(&workload, pods - 1);
+        assert!(requested >= 1_664_000, "{requested}");
+        assert!(one_less < 1_664_000, "{one_less}");
+        assert_eq!(pods_to_request(&workload, 0, 1.3), 0);
+    }
 }
