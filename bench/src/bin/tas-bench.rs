@@ -274,18 +274,15 @@ async fn main() -> anyhow::Result<()> {
     for &scenario in &scenarios {
         let started = std::time::Instant::now();
         let Some(mut options) = scenarios::options(scenario, &base, &sizes) else {
-            let options = UpdaterOptions {
-                idle_window: args.updater_idle_secs.map_or(
-                    UpdaterOptions::new(args.quick, 1, PathBuf::new(), PathBuf::new()).idle_window,
-                    Duration::from_secs,
-                ),
-                ..UpdaterOptions::new(
-                    args.quick,
-                    args.runs(),
-                    args.sibling(&args.tas_updater, "tas-updater")?,
-                    base.crd_dir.clone(),
-                )
-            };
+            let mut options = UpdaterOptions::new(
+                args.quick,
+                args.runs(),
+                args.sibling(&args.tas_updater, "tas-updater")?,
+                base.crd_dir.clone(),
+            );
+            if let Some(secs) = args.updater_idle_secs {
+                options.idle_window = Duration::from_secs(secs);
+            }
             eprintln!(
                 "tas-bench: updater: {} run(s) of {} changes, then {} s idle",
                 options.runs,
