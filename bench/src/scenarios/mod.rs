@@ -57,7 +57,7 @@ impl Scenario {
             Self::Backlog => "Backlog (all pods created before the scheduler starts)".into(),
             Self::Paced(rate) => format!("Paced at {rate} pods/s"),
             Self::Saturation => "Saturation (mixed workload until nothing more fits)".into(),
-            Self::Scale => "Scale (5,000 nodes × 4 zones)".into(),
+            Self::Scale => "Scale (scheduler memory and decision time on a large cluster)".into(),
             Self::Updater => "Updater (one tas-updater against the referee)".into(),
         }
     }
