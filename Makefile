@@ -64,9 +64,10 @@ demo: ## The whole stack on a local control plane with simulated NUMA nodes; pri
 	TAS_TOOLS_BIN="$$bin" TAS_REFEREE_BIN="$$referee" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
 
 # Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS
-# vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on a local
-# control plane; ~20 minutes with the defaults). BENCH_ARGS go to tas-bench, e.g.
-# BENCH_ARGS="--quick" or "--nodes 500 --pods 2000".
+# vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on local
+# control planes, scenarios backlog, paced, saturation, scale and updater, 5 runs each;
+# about 3 hours on 2 cores with the defaults). BENCH_ARGS go to tas-bench, e.g.
+# BENCH_ARGS="--quick" or "--scenario backlog --runs 5".
 # The criterion settings of every micro-benchmark (one place for all three crates).
 CRITERION_ARGS ?= --sample-size 20 --warm-up-time 1 --measurement-time 3
 
@@ -76,7 +77,7 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make bench: building the referee failed" >&2; exit 1; }; \
 	export TAS_REFEREE_BIN="$$referee"; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
-	$(CARGO) build --release -p tas-scheduler -p tas-bench && \
+	$(CARGO) build --release -p tas-scheduler -p tas-updater -p tas-bench && \
 	{ $(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture || \
 		echo "make bench: the large differential run found false-admits (table above)"; } && \
 	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --benches -- $(CRITERION_ARGS) && \

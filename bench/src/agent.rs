@@ -58,6 +58,27 @@ pub fn nrt(node: &str, state: &NodeState) -> NodeResourceTopology {
             let memory = zone.memory as i64;
             let memory_free = state.memory().free(zone.id, MEMORY) as i64;
             let q = NrtQuantity::from_value;
+            let mut extra: Vec<ResourceInfo> = Vec::new();
+            for (name, bytes) in &zone.hugepages {
+                let total = *bytes as i64;
+                extra.push(ResourceInfo {
+                    name: name.clone(),
+                    capacity: q(total),
+                    allocatable: q(total),
+                    available: q(state.memory().free(zone.id, name) as i64),
+                });
+            }
+            for (name, ids) in &zone.devices {
+                let free = state.devices().free(name);
+                let total = ids.len() as i64;
+                let available = ids.iter().filter(|id| free.contains(*id)).count() as i64;
+                extra.push(ResourceInfo {
+                    name: name.clone(),
+                    capacity: q(total),
+                    allocatable: q(total),
+                    available: q(available),
+                });
+            }
             Zone {
                 name: zone_name(zone.id),
                 type_: ZONE_TYPE_NODE.to_string(),
@@ -88,7 +109,10 @@ pub fn nrt(node: &str, state: &NodeState) -> NodeResourceTopology {
                         allocatable: q(memory),
                         available: q(memory_free),
                     },
-                ],
+                ]
+                .into_iter()
+                .chain(extra)
+                .collect(),
             }
         })
         .collect();
@@ -277,6 +301,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let mut kubelets = Kubelets::new(&names, &shape.machine(), ClusterShape::kubelet());

@@ -32,7 +32,8 @@ pub struct CreateOutcome {
     pub errors: usize,
 }
 
-/// Creates `workload`'s pods for `scheduler`, labelled `run`, `rate` per second.
+/// Creates `workload`'s pods for `scheduler`, labelled `run`, `rate` per second
+/// (`f64::INFINITY`: back to back).
 pub async fn create_pods(
     api: Api<Pod>,
     workload: Workload,
@@ -45,13 +46,19 @@ pub async fn create_pods(
         sent_at: vec![None; workload.pods],
         errors: 0,
     };
-    let period = Duration::from_secs_f64(1.0 / rate.max(0.001));
-    let mut ticker = tokio::time::interval(period);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    // An infinite rate: as fast as `concurrency` creations in flight allow.
+    let mut ticker = rate.is_finite().then(|| {
+        let period = Duration::from_secs_f64(1.0 / rate.max(0.001));
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        ticker
+    });
     let permits = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut creates = JoinSet::new();
     for i in 0..workload.pods {
-        ticker.tick().await;
+        if let Some(ticker) = ticker.as_mut() {
+            ticker.tick().await;
+        }
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break;
         };

@@ -150,7 +150,12 @@ pub async fn referee_replay(
                 referee.add_node(&add).await?;
                 let mut out = Vec::with_capacity(pods.len());
                 for pod in pods {
-                    let verdict = referee.admit(&name, pod).await?;
+                    // The replay's node has its own name; the kubelet checks the pod's.
+                    let mut pod = pod.clone();
+                    if let Some(spec) = pod.spec.as_mut() {
+                        spec.node_name = Some(name.clone());
+                    }
+                    let verdict = referee.admit(&name, &pod).await?;
                     out.push(if verdict.admit {
                         Ok(())
                     } else {
@@ -193,6 +198,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let pods = [
@@ -231,6 +238,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 1,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let (a, b) = (request("a", 1), request("b", 1));
@@ -246,9 +255,13 @@ mod tests {
         assert_eq!(tally.rejected.get("OutOfpods"), Some(&1));
     }
 
+    /// A pod as the watch sees it once bound (to the real node, not the replay's).
     fn bound(name: &str, cpus: u32) -> Pod {
         let mut pod = guaranteed_pod(name, "s", "r", &cpus.to_string(), &format!("{cpus}Gi"));
         pod.metadata.uid = Some(format!("uid-{name}"));
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some("bench-node-0000".into());
+        }
         pod
     }
 
@@ -264,6 +277,8 @@ mod tests {
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         };
         let names = shape.node_names();
         let placements: Vec<(String, Pod)> = [

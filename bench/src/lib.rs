@@ -9,8 +9,10 @@
 //! ([`agent`]), starts the scheduler ([`schedulers`], or the in-runner [`binder`]),
 //! creates the [`workload::Workload`] at a fixed rate ([`create`]) and watches the
 //! binds, which feed the kubelet models and the node agent. Each run yields a
-//! [`run::RunResult`]; [`report`] renders the medians with the [`environment`] as
-//! markdown, optionally with the criterion figures ([`criterion`]).
+//! [`run::RunResult`]. [`scenarios`] shape the runs (backlog, paced, saturation,
+//! scale) and run the updater on its own; [`report`] renders each scenario's medians
+//! with min–max and the goals with the [`environment`] as markdown, optionally
+//! with the criterion figures ([`criterion`]).
 
 pub mod agent;
 pub mod binder;
@@ -18,9 +20,11 @@ pub mod create;
 pub mod criterion;
 pub mod environment;
 pub mod kubelet;
+pub mod metrics;
 pub mod procfs;
 pub mod report;
 pub mod run;
+pub mod scenarios;
 pub mod schedulers;
 pub mod setup;
 pub mod stats;
@@ -66,6 +70,18 @@ pub struct Options {
     pub binaries: Binaries,
     /// Where the NodeResourceTopology CRD manifests are.
     pub crd_dir: PathBuf,
+    /// Paced creation, or a backlog created before the scheduler starts.
+    pub mode: Mode,
+}
+
+/// How a run's pods reach the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Created at `Options::rate` while the (warmed-up) scheduler runs.
+    Paced,
+    /// All created before the scheduler starts (kube-scheduler's scheduler_perf
+    /// SchedulingThroughput).
+    Backlog,
 }
 
 /// A benchmark cluster, ready for runs.

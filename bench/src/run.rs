@@ -12,6 +12,11 @@
 //! 5. the run ends when every pod is bound, or when nothing was bound for the idle
 //!    timeout after the last creation; the process is sampled again and stopped;
 //! 6. the run's pods are deleted (no grace) and gone before the next run.
+//!
+//! In [`Mode::Backlog`] steps 2–4 go differently, as in kube-scheduler's scheduler_perf
+//! SchedulingThroughput: every pod is created first (as fast as the API server takes
+//! them), the watch lists them, and only then does the scheduler start (no warm-up);
+//! the bind-only binder is handed every pending pod at once.
 
 use std::pin::pin;
 use std::time::Duration;
@@ -27,11 +32,12 @@ use crate::agent::{NodeAgent, PublishStats, publish_all};
 use crate::binder::Binder;
 use crate::create::{CreateOutcome, create_pods};
 use crate::kubelet::{AdmissionTally, Kubelets, referee_replay};
+use crate::metrics::{DecisionTimes, scrape_tas_decisions};
 use crate::procfs::{self, ProcessSample};
 use crate::schedulers::{Launch, SchedulerKind, SchedulerProcess};
-use crate::stats::percentile;
+use crate::stats::{per_second_counts, percentile, quantile};
 use crate::workload::{ClusterShape, RUN_LABEL, Workload, guaranteed_pod};
-use crate::{Bench, BenchError};
+use crate::{Bench, BenchError, Mode};
 use tas_testcluster::wait_for;
 
 /// How long a scheduler may take to bind its warm-up pod.
@@ -68,6 +74,32 @@ pub struct RunResult {
     pub create_errors: usize,
     /// NRT writes of the node agent.
     pub published: PublishStats,
+    /// Binds per second from the first bind to the last.
+    pub bind_rate: f64,
+    /// Binds in each whole second from the first bind: median and 90th percentile.
+    pub per_second_p50: Option<f64>,
+    /// See `per_second_p50`.
+    pub per_second_p90: Option<f64>,
+    /// The TAS scheduler's own decision-time histogram at the end of the run.
+    pub decisions: Option<DecisionTimes>,
+}
+
+impl RunResult {
+    /// Pods bound and admitted: bound minus every kubelet rejection.
+    pub fn goodput(&self) -> usize {
+        self.bound
+            .saturating_sub(self.tally.rejected.values().sum::<usize>())
+    }
+
+    /// Pods the kubelet rejected, every reason.
+    pub fn rejected(&self) -> usize {
+        self.tally.rejected.values().sum()
+    }
+
+    /// Pods never bound.
+    pub fn pending(&self) -> usize {
+        self.pods - self.bound
+    }
 }
 
 /// Runs `kind` once (round `round`) and cleans up after it.
@@ -95,13 +127,46 @@ pub async fn run_once(
         burst: options.burst,
         verbosity: options.kube_scheduler_verbosity,
     };
-    let mut process = match kind {
-        SchedulerKind::BindOnly => None,
-        _ => Some(SchedulerProcess::spawn(kind, &options.binaries, &launch)?),
-    };
     let pods: Api<Pod> = Api::namespaced(bench.client.clone(), &bench.namespace);
-    if let Some(process) = process.as_mut() {
-        warm_up(&pods, &scheduler_name, process).await?;
+    let backlog = options.mode == Mode::Backlog;
+    let start_creator = || {
+        tokio::spawn(create_pods(
+            pods.clone(),
+            options.workload.clone(),
+            scheduler_name.clone(),
+            tag.clone(),
+            if backlog { f64::INFINITY } else { options.rate },
+            options.create_concurrency,
+        ))
+    };
+    let mut creator = None;
+    let mut created: Option<CreateOutcome> = None;
+    let mut process = None;
+    if backlog {
+        let outcome = start_creator()
+            .await
+            .map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?;
+        created = Some(outcome);
+    } else if kind != SchedulerKind::BindOnly {
+        let mut spawned = SchedulerProcess::spawn(kind, &options.binaries, &launch)?;
+        warm_up(&pods, &scheduler_name, &mut spawned).await?;
+        process = Some(spawned);
+    }
+
+    let selector = format!("{RUN_LABEL}={tag}");
+    let config = watcher::Config::default().labels(&selector);
+    let mut events = pin!(watcher(pods.clone(), config).default_backoff());
+    // In a backlog run the initial list holds every pod, still pending.
+    let mut listed = Vec::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => break,
+            Ok(watcher::Event::InitApply(pod)) => listed.push(pod),
+            _ => {}
+        }
+    }
+    if backlog && kind != SchedulerKind::BindOnly {
+        process = Some(SchedulerProcess::spawn(kind, &options.binaries, &launch)?);
     }
     let binder = (kind == SchedulerKind::BindOnly).then(|| {
         procfs::reset_own_peak_rss();
@@ -114,25 +179,11 @@ pub async fn run_once(
     });
     let agent = NodeAgent::start(&bench.client, kubelets, options.nrt_debounce);
 
-    let selector = format!("{RUN_LABEL}={tag}");
-    let config = watcher::Config::default().labels(&selector);
-    let mut events = pin!(watcher(pods.clone(), config).default_backoff());
-    while let Some(event) = events.next().await {
-        if matches!(event, Ok(watcher::Event::InitDone)) {
-            break;
-        }
-    }
-
     let pid = process.as_ref().map(SchedulerProcess::pid);
     let before = procfs::sample(pid).map_err(sample_error)?;
-    let creator = tokio::spawn(create_pods(
-        pods.clone(),
-        options.workload.clone(),
-        scheduler_name.clone(),
-        tag.clone(),
-        options.rate,
-        options.create_concurrency,
-    ));
+    if !backlog {
+        creator = Some(start_creator());
+    }
 
     let n = options.workload.pods;
     let mut bound_at: Vec<Option<Instant>> = vec![None; n];
@@ -141,8 +192,17 @@ pub async fn run_once(
     let mut submitted = vec![false; n];
     let mut bound = 0;
     let mut last_progress = Instant::now();
-    let mut creator = Some(creator);
-    let mut created: Option<CreateOutcome> = None;
+    for pod in listed {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let Some(i) = Workload::pod_index(name).filter(|&i| i < n) else {
+            continue;
+        };
+        let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.is_none());
+        if let Some(binder) = binder.as_ref().filter(|_| unbound && !submitted[i]) {
+            submitted[i] = true;
+            binder.submit(name.to_string());
+        }
+    }
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
     while bound < n {
         tokio::select! {
@@ -186,6 +246,13 @@ pub async fn run_once(
         }
     }
     let after = procfs::sample(pid).map_err(sample_error)?;
+    let decisions = match (&process, kind) {
+        (Some(process), SchedulerKind::Tas) => match process.http_port() {
+            Some(port) => scrape_tas_decisions(&bench.cluster, port).await,
+            None => None,
+        },
+        _ => None,
+    };
     if let Some(process) = process {
         process.stop();
     }
@@ -220,6 +287,7 @@ pub async fn run_once(
     Ok(RunResult {
         tally,
         published,
+        decisions,
         ..result
     })
 }
@@ -252,7 +320,14 @@ fn summarise(
         }
         _ => f64::NAN,
     };
+    let binds: Vec<Instant> = bound_at.iter().flatten().copied().collect();
+    let first_bind = binds.iter().min();
+    let seconds = per_second_counts(&binds);
     RunResult {
+        bind_rate: per_second(bound, first_bind, last_bind),
+        per_second_p50: quantile(&seconds, 0.5),
+        per_second_p90: quantile(&seconds, 0.9),
+        decisions: None,
         kind,
         round,
         pods: bound_at.len(),

@@ -142,6 +142,7 @@ pub struct SchedulerProcess {
     kind: SchedulerKind,
     child: Child,
     log: PathBuf,
+    port: u16,
     /// The config file it was started with.
     pub config: String,
 }
@@ -219,8 +220,15 @@ impl SchedulerProcess {
             kind,
             child,
             log,
+            port,
             config,
         })
+    }
+
+    /// The TAS scheduler's HTTPS port (health, `/metrics`); `None` for kube-scheduler,
+    /// whose `/metrics` needs delegated authentication the benchmark does not set up.
+    pub fn http_port(&self) -> Option<u16> {
+        (self.kind == SchedulerKind::Tas).then_some(self.port)
     }
 
     /// The process id.

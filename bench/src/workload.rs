@@ -15,6 +15,11 @@ pub const RUN_LABEL: &str = "bench.tas.dev/run";
 
 const GIB: u64 = 1 << 30;
 
+/// The device resource of the saturation nodes (one device plugin, devices per zone).
+pub const DEVICE: &str = "example.com/nic";
+/// The hugepage resource of the saturation nodes.
+pub const HUGEPAGES: &str = "hugepages-2Mi";
+
 /// How many nodes, and what each one has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterShape {
@@ -28,6 +33,10 @@ pub struct ClusterShape {
     pub zone_memory_gib: u64,
     /// Pods per node (the kubelet's `maxPods`).
     pub max_pods: u32,
+    /// Devices ([`DEVICE`]) per zone; 0: none.
+    pub devices_per_zone: u32,
+    /// 2 MiB hugepages per zone, GiB; 0: none.
+    pub hugepages_gib_per_zone: u64,
 }
 
 impl ClusterShape {
@@ -49,8 +58,19 @@ impl ClusterShape {
                 id,
                 cpus: (id * self.zone_cpus..(id + 1) * self.zone_cpus).collect(),
                 memory: self.zone_memory_gib * GIB,
-                hugepages: BTreeMap::new(),
-                devices: BTreeMap::new(),
+                hugepages: if self.hugepages_gib_per_zone > 0 {
+                    BTreeMap::from([(HUGEPAGES.to_string(), self.hugepages_gib_per_zone * GIB)])
+                } else {
+                    BTreeMap::new()
+                },
+                devices: if self.devices_per_zone > 0 {
+                    let ids = (0..self.devices_per_zone)
+                        .map(|d| format!("nic-{id}-{d}"))
+                        .collect();
+                    BTreeMap::from([(DEVICE.to_string(), ids)])
+                } else {
+                    BTreeMap::new()
+                },
             })
             .collect();
         Machine {
@@ -77,6 +97,16 @@ impl ClusterShape {
             cpu: (self.zones * self.zone_cpus).to_string(),
             memory: format!("{}Gi", u64::from(self.zones) * self.zone_memory_gib),
             pods: self.max_pods,
+            hugepages_2mi: (self.hugepages_gib_per_zone > 0)
+                .then(|| format!("{}Gi", u64::from(self.zones) * self.hugepages_gib_per_zone)),
+            extended: if self.devices_per_zone > 0 {
+                BTreeMap::from([(
+                    DEVICE.to_string(),
+                    (self.zones * self.devices_per_zone).to_string(),
+                )])
+            } else {
+                BTreeMap::new()
+            },
             ..FakeNode::new(self.node_name(i))
         }
     }
@@ -96,6 +126,18 @@ pub struct Workload {
     pub cpu_sizes: Vec<u32>,
     /// Memory per CPU, GiB.
     pub memory_per_cpu_gib: u64,
+    /// What kind of pods.
+    pub mix: Mix,
+}
+
+/// The kinds of pods a workload draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    /// Guaranteed single-container pods of `cpu_sizes` CPUs.
+    Guaranteed,
+    /// The saturation mix (see [`saturation_pod`]): Guaranteed pods of `cpu_sizes` CPUs,
+    /// some also asking for a device or hugepages, and some Burstable pods.
+    Mixed,
 }
 
 impl Workload {
@@ -124,6 +166,9 @@ impl Workload {
     /// Pod `i` for `scheduler`, labelled with `run`: one container whose requests equal
     /// its limits (Guaranteed, so the kubelet pins its CPUs and memory).
     pub fn pod(&self, i: usize, scheduler: &str, run: &str) -> Pod {
+        if self.mix == Mix::Mixed {
+            return saturation_pod(self, i, scheduler, run);
+        }
         let cpus = self.cpus(i);
         let memory = format!("{}Gi", u64::from(cpus) * self.memory_per_cpu_gib);
         guaranteed_pod(
@@ -136,14 +181,89 @@ impl Workload {
     }
 }
 
+/// What pod `i` of the saturation mix is, from a second fixed draw (the CPU size is
+/// [`Workload::cpus`]): 1 in 6 Burstable (requests half its CPUs, limits all, no
+/// exclusive resources), otherwise Guaranteed, and of those 1 in 8 with one
+/// [`DEVICE`] and 1 in 8 with 1 GiB of [`HUGEPAGES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MixedKind {
+    /// Guaranteed, CPUs and memory only.
+    Guaranteed,
+    /// Guaranteed with a device.
+    Device,
+    /// Guaranteed with hugepages.
+    Hugepages,
+    /// Burstable.
+    Burstable,
+}
+
+/// The kind of pod `i` of the saturation mix.
+pub fn mixed_kind(i: usize) -> MixedKind {
+    match splitmix64(i as u64 ^ 0x5A7) % 48 {
+        0..8 => MixedKind::Burstable,
+        8..13 => MixedKind::Device,
+        13..18 => MixedKind::Hugepages,
+        _ => MixedKind::Guaranteed,
+    }
+}
+
+/// Pod `i` of the saturation mix.
+pub fn saturation_pod(workload: &Workload, i: usize, scheduler: &str, run: &str) -> Pod {
+    let cpus = workload.cpus(i);
+    let memory = format!("{}Gi", u64::from(cpus) * workload.memory_per_cpu_gib);
+    let name = Workload::pod_name(i);
+    let (requests, limits) = match mixed_kind(i) {
+        MixedKind::Guaranteed => {
+            let r = serde_json::json!({ "cpu": cpus.to_string(), "memory": memory });
+            (r.clone(), r)
+        }
+        MixedKind::Device => {
+            let r = serde_json::json!({ "cpu": cpus.to_string(), "memory": memory, DEVICE: "1" });
+            (r.clone(), r)
+        }
+        MixedKind::Hugepages => {
+            let r =
+                serde_json::json!({ "cpu": cpus.to_string(), "memory": memory, HUGEPAGES: "1Gi" });
+            (r.clone(), r)
+        }
+        MixedKind::Burstable => (
+            serde_json::json!({ "cpu": format!("{}m", cpus * 500), "memory": memory }),
+            serde_json::json!({ "cpu": cpus.to_string(), "memory": memory }),
+        ),
+    };
+    pod_with(&name, scheduler, run, requests, limits)
+}
+
 /// A single-container pod with requests = limits (none when `cpu` is empty), never
 /// restarted and deleted without grace.
 pub fn guaranteed_pod(name: &str, scheduler: &str, run: &str, cpu: &str, memory: &str) -> Pod {
-    let resources = if cpu.is_empty() {
+    if cpu.is_empty() {
+        return pod_with(
+            name,
+            scheduler,
+            run,
+            serde_json::json!({}),
+            serde_json::json!({}),
+        );
+    }
+    let amounts = serde_json::json!({ "cpu": cpu, "memory": memory });
+    pod_with(name, scheduler, run, amounts.clone(), amounts)
+}
+
+/// A single-container pod with these requests and limits (none when both are empty),
+/// never restarted and deleted without grace.
+pub fn pod_with(
+    name: &str,
+    scheduler: &str,
+    run: &str,
+    requests: serde_json::Value,
+    limits: serde_json::Value,
+) -> Pod {
+    let empty = |v: &serde_json::Value| v.as_object().is_none_or(|m| m.is_empty());
+    let resources = if empty(&requests) && empty(&limits) {
         serde_json::json!({})
     } else {
-        let amounts = serde_json::json!({ "cpu": cpu, "memory": memory });
-        serde_json::json!({ "requests": amounts, "limits": amounts })
+        serde_json::json!({ "requests": requests, "limits": limits })
     };
     let pod = serde_json::json!({
         "apiVersion": "v1",
@@ -179,6 +299,8 @@ mod tests {
             zone_cpus: 12,
             zone_memory_gib: 64,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         }
     }
 
@@ -201,6 +323,7 @@ mod tests {
             pods: 4000,
             cpu_sizes: vec![1, 2, 4, 8],
             memory_per_cpu_gib: 4,
+            mix: Mix::Guaranteed,
         };
         let pod = workload.pod(7, "sched", "r1");
         let request = PodRequest::from_pod(&pod).unwrap();
@@ -221,6 +344,46 @@ mod tests {
             let n = (0..4000).filter(|&i| workload.cpus(i) == size).count();
             assert!((850..1150).contains(&n), "{n} pods of {size} CPUs");
         }
+    }
+
+    #[test]
+    fn saturation_mix_has_every_kind_and_the_node_advertises_devices() {
+        let workload = Workload {
+            pods: 4800,
+            cpu_sizes: vec![1, 2, 4, 8, 16],
+            memory_per_cpu_gib: 2,
+            mix: Mix::Mixed,
+        };
+        let count = |kind| (0..4800).filter(|&i| mixed_kind(i) == kind).count();
+        assert!((600..1000).contains(&count(MixedKind::Burstable)));
+        assert!((350..650).contains(&count(MixedKind::Device)));
+        assert!((350..650).contains(&count(MixedKind::Hugepages)));
+        let i = (0..).find(|&i| mixed_kind(i) == MixedKind::Device).unwrap();
+        let request = PodRequest::from_pod(&workload.pod(i, "s", "r")).unwrap();
+        assert_eq!(request.qos, QosClass::Guaranteed);
+        assert_eq!(request.containers[0].get(DEVICE), 1);
+        let i = (0..)
+            .find(|&i| mixed_kind(i) == MixedKind::Hugepages)
+            .unwrap();
+        let request = PodRequest::from_pod(&workload.pod(i, "s", "r")).unwrap();
+        assert_eq!(request.containers[0].get(HUGEPAGES), GIB);
+        let i = (0..)
+            .find(|&i| mixed_kind(i) == MixedKind::Burstable)
+            .unwrap();
+        let request = PodRequest::from_pod(&workload.pod(i, "s", "r")).unwrap();
+        assert_eq!(request.qos, QosClass::Burstable);
+
+        let shape = ClusterShape {
+            devices_per_zone: 2,
+            hugepages_gib_per_zone: 4,
+            ..shape()
+        };
+        let node = shape.fake_node(0);
+        assert_eq!(node.extended.get(DEVICE).map(String::as_str), Some("8"));
+        assert_eq!(node.hugepages_2mi.as_deref(), Some("16Gi"));
+        let machine = shape.machine();
+        assert_eq!(machine.zones[3].devices[DEVICE].len(), 2);
+        assert_eq!(machine.zones[0].hugepages[HUGEPAGES], 4 * GIB);
     }
 
     #[test]

@@ -8,21 +8,28 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tas_bench::environment::Environment;
+use tas_bench::report::Section;
+use tas_bench::scenarios::updater::UpdaterOptions;
+use tas_bench::scenarios::{self, Scenario, Sizes};
 use tas_bench::schedulers::{Binaries, SchedulerKind};
-use tas_bench::workload::{ClusterShape, Workload};
-use tas_bench::{Options, criterion, report, run_all};
+use tas_bench::workload::{ClusterShape, Mix, Workload};
+use tas_bench::{Mode, Options, criterion, report, run_all};
 use tas_testcluster::Tools;
 
 /// Benchmarks schedulers on a private local control plane with simulated NUMA nodes
 /// (kwok) and prints a markdown report.
 ///
-/// Schedules the same workload of Guaranteed pods with each scheduler in turn (TAS,
-/// kube-scheduler with the scheduler-plugins NUMA plugin, kube-scheduler, and a bind-only
-/// ceiling), interleaved over several runs; measures throughput, latency, CPU and memory;
-/// and replays every placement through the kubelet model to count the pods a kubelet
-/// would reject. Needs the control-plane binaries ($TAS_TOOLS_BIN; the scheduler-plugins
-/// build for numa-plugin) and a release tas-scheduler; `make bench` provides both and
-/// writes the report to BENCHMARKS.md.
+/// Scenarios (--scenario): backlog (every pod created before the scheduler starts;
+/// binds/s), paced (creation at 200 and 1,000 pods/s; creation → bound latency),
+/// saturation (a mixed workload until nothing more fits; pods admitted, rejected,
+/// pending), scale (5,000 nodes; scheduler memory and its own decision times) and
+/// updater (one tas-updater against the referee's podresources server). Each cluster
+/// scenario runs TAS, kube-scheduler with the scheduler-plugins NUMA plugin,
+/// kube-scheduler and a bind-only ceiling, interleaved over several runs, and replays
+/// every placement through the kubelet referee. Needs the control-plane binaries
+/// ($TAS_TOOLS_BIN; the scheduler-plugins build for numa-plugin), the referee
+/// ($TAS_REFEREE_BIN) and release tas-scheduler and tas-updater binaries; `make bench`
+/// provides them and writes the report to BENCHMARKS.md.
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Cli {
@@ -43,21 +50,33 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Smoke test: 50 nodes, 500 pods, 1 run (explicit flags still win).
+    /// Scenarios to run, in order: backlog, paced, saturation, scale, updater.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "backlog,paced,saturation,scale,updater"
+    )]
+    scenario: Vec<String>,
+    /// Smoke test: every scenario scaled down (tens of nodes, a few hundred pods), 1 run
+    /// (explicit flags still win).
     #[arg(long)]
     quick: bool,
-    /// kwok nodes [default: 500; --quick: 50].
+    /// kwok nodes of every cluster scenario [default: each scenario's own].
     #[arg(long)]
     nodes: Option<usize>,
-    /// Pods per run [default: 5000; --quick: 500].
+    /// Pods per run of every cluster scenario [default: each scenario's own].
     #[arg(long)]
     pods: Option<usize>,
-    /// Runs per scheduler; the report shows medians [default: 3; --quick: 1].
+    /// Runs per scheduler (and updater runs); the report shows medians with min–max
+    /// [default: 5; --quick: 1].
     #[arg(long)]
     runs: Option<u32>,
-    /// Pod creations per second.
-    #[arg(long, default_value_t = 200.0)]
-    rate: f64,
+    /// Creation rates of the paced scenario, pods/s.
+    #[arg(long, value_delimiter = ',', default_value = "200,1000")]
+    paced_rates: Vec<f64>,
+    /// Seconds the idle updater is watched for NRT writes [default: 660; --quick: 20].
+    #[arg(long)]
+    updater_idle_secs: Option<u64>,
     /// NUMA zones per node.
     #[arg(long, default_value_t = 4)]
     zones: u32,
@@ -70,7 +89,7 @@ struct RunArgs {
     /// Pods per node (kubelet maxPods).
     #[arg(long, default_value_t = 110)]
     max_pods: u32,
-    /// Pod CPU sizes, drawn evenly.
+    /// Pod CPU sizes, drawn evenly (not the saturation mix).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pod_cpus: Vec<u32>,
     /// Pod memory per CPU, GiB.
@@ -92,10 +111,11 @@ struct RunArgs {
     /// kube-scheduler log verbosity (-v), for debugging a run.
     #[arg(long)]
     kube_scheduler_verbosity: Option<u32>,
-    /// Pod creations in flight at most.
+    /// Pod creations in flight at most (at least 512 in the paced scenario).
     #[arg(long, default_value_t = 64)]
     create_concurrency: usize,
-    /// Binds in flight at most (bind-only ceiling).
+    /// Binds in flight at most (bind-only ceiling; at least 256 in the backlog
+    /// scenario).
     #[arg(long, default_value_t = 32)]
     binder_concurrency: usize,
     /// Node agent: publish a node's NRT this many ms after its first change.
@@ -107,6 +127,9 @@ struct RunArgs {
     /// The tas-scheduler binary [default: next to tas-bench].
     #[arg(long)]
     tas_scheduler: Option<PathBuf>,
+    /// The tas-updater binary [default: next to tas-bench].
+    #[arg(long)]
+    tas_updater: Option<PathBuf>,
     /// The kube-scheduler-plugins binary [default: in the cluster tools directory].
     #[arg(long)]
     schedplugins: Option<PathBuf>,
@@ -125,12 +148,40 @@ struct RunArgs {
 }
 
 impl RunArgs {
+    fn sizes(&self) -> Sizes {
+        Sizes {
+            quick: self.quick,
+            nodes: self.nodes,
+            pods: self.pods,
+        }
+    }
+
+    fn runs(&self) -> u32 {
+        self.runs.unwrap_or(if self.quick { 1 } else { 5 }).max(1)
+    }
+
+    fn scenarios(&self) -> anyhow::Result<Vec<Scenario>> {
+        let mut all = Vec::new();
+        for id in &self.scenario {
+            let found = Scenario::from_id(id, &self.paced_rates).with_context(|| {
+                format!("unknown scenario {id:?} (one of {:?})", scenarios::IDS)
+            })?;
+            all.extend(found);
+        }
+        Ok(all)
+    }
+
+    fn sibling(&self, given: &Option<PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
+        match given {
+            Some(path) => Ok(path.clone()),
+            None => Ok(std::env::current_exe()
+                .context("locating tas-bench")?
+                .with_file_name(name)),
+        }
+    }
+
+    /// The common options each cluster scenario starts from.
     fn options(&self, tools: &Tools) -> anyhow::Result<Options> {
-        let (nodes, pods, runs) = if self.quick {
-            (50, 500, 1)
-        } else {
-            (500, 5000, 3)
-        };
         let schedulers = self
             .schedulers
             .iter()
@@ -147,27 +198,24 @@ impl RunArgs {
             "every --pod-cpus size must be 1..={} (one zone)",
             self.zone_cpus
         );
-        let tas = match &self.tas_scheduler {
-            Some(path) => path.clone(),
-            None => std::env::current_exe()
-                .context("locating tas-bench")?
-                .with_file_name("tas-scheduler"),
-        };
         Ok(Options {
             shape: ClusterShape {
-                nodes: self.nodes.unwrap_or(nodes),
+                nodes: 0,
                 zones: self.zones,
                 zone_cpus: self.zone_cpus,
                 zone_memory_gib: self.zone_memory_gib,
                 max_pods: self.max_pods,
+                devices_per_zone: 0,
+                hugepages_gib_per_zone: 0,
             },
             workload: Workload {
-                pods: self.pods.unwrap_or(pods),
+                pods: 0,
                 cpu_sizes: self.pod_cpus.clone(),
                 memory_per_cpu_gib: self.memory_per_cpu_gib,
+                mix: Mix::Guaranteed,
             },
-            rate: self.rate,
-            runs: self.runs.unwrap_or(runs).max(1),
+            rate: 200.0,
+            runs: self.runs(),
             schedulers,
             qps: self.qps,
             burst: self.burst,
@@ -177,7 +225,7 @@ impl RunArgs {
             nrt_debounce: Duration::from_millis(self.nrt_debounce_ms),
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             binaries: Binaries {
-                tas,
+                tas: self.sibling(&self.tas_scheduler, "tas-scheduler")?,
                 kube_scheduler: tools.binary("kube-scheduler"),
                 schedplugins: self
                     .schedplugins
@@ -188,6 +236,7 @@ impl RunArgs {
                 .crd_dir
                 .clone()
                 .unwrap_or_else(tas_testcluster::crd_dir),
+            mode: Mode::Paced,
         })
     }
 }
@@ -201,8 +250,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let args = cli.run;
     let tools = Tools::locate()?;
-    let options = args.options(&tools)?;
-    let bin = &options.binaries;
+    let base = args.options(&tools)?;
+    let scenarios = args.scenarios()?;
+    let bin = &base.binaries;
     let versions = [
         (
             "Kubernetes (kube-apiserver, kube-scheduler)",
@@ -217,41 +267,121 @@ async fn main() -> anyhow::Result<()> {
         ("tas-scheduler", bin.tas.clone()),
     ];
     let env = Environment::collect(&versions, std::env::args());
-    eprintln!(
-        "tas-bench: {} nodes, {} pods at {}/s, {} run(s) of {:?}",
-        options.shape.nodes,
-        options.workload.pods,
-        options.rate,
-        options.runs,
-        options
-            .schedulers
-            .iter()
-            .map(|k| k.id())
-            .collect::<Vec<_>>()
-    );
-    let (bench, results) = run_all(options, |r| {
+    let sizes = args.sizes();
+    let mut done: Vec<(Scenario, Options, Vec<tas_bench::run::RunResult>)> = Vec::new();
+    let mut updater = None;
+    let mut notes = args.note.clone();
+    for &scenario in &scenarios {
+        let started = std::time::Instant::now();
+        let Some(mut options) = scenarios::options(scenario, &base, &sizes) else {
+            let mut options = UpdaterOptions::new(
+                args.quick,
+                args.runs(),
+                args.sibling(&args.tas_updater, "tas-updater")?,
+                base.crd_dir.clone(),
+            );
+            if let Some(secs) = args.updater_idle_secs {
+                options.idle_window = Duration::from_secs(secs);
+            }
+            eprintln!(
+                "tas-bench: updater: {} run(s) of {} changes, then {} s idle",
+                options.runs,
+                options.changes,
+                options.idle_window.as_secs()
+            );
+            let outcome = scenarios::updater::run(&options, |r| {
+                eprintln!(
+                    "tas-bench: updater run {}: peak RSS {:.1} MiB, change → NRT p50 {:?}, p99 {:?}",
+                    r.round,
+                    r.peak_rss_bytes as f64 / f64::from(1 << 20),
+                    r.p50.unwrap_or_default(),
+                    r.p99.unwrap_or_default()
+                );
+            })
+            .await;
+            match outcome {
+                Ok(result) => {
+                    eprintln!(
+                        "tas-bench: updater idle: {} NRT writes in {} s ({:.1}/hour extrapolated); {:.0} s",
+                        result.idle_writes,
+                        result.idle_window.as_secs(),
+                        result.writes_per_hour().unwrap_or(f64::NAN),
+                        started.elapsed().as_secs_f64()
+                    );
+                    updater = Some(result);
+                }
+                Err(e) => {
+                    eprintln!("tas-bench: the updater scenario failed: {e}");
+                    notes.push(format!("The updater scenario failed: {e}"));
+                }
+            }
+            continue;
+        };
+        options.schedulers = scenarios::schedulers(scenario, &options.schedulers);
         eprintln!(
-            "tas-bench: {} run {}: {}/{} bound, {:.1} pods/s, p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, {} TopologyAffinityError, {} other rejections",
-            r.kind.id(),
-            r.round,
-            r.bound,
-            r.pods,
-            r.throughput,
-            r.p50.unwrap_or_default(),
-            r.p99.unwrap_or_default(),
-            r.cpu.as_secs_f64(),
-            r.peak_rss_bytes >> 20,
-            r.tally.topology_errors(),
-            r.tally.other_rejections(),
+            "tas-bench: {}: {} nodes, {} pods, {} run(s) of {:?}",
+            scenario.title(),
+            options.shape.nodes,
+            options.workload.pods,
+            options.runs,
+            options
+                .schedulers
+                .iter()
+                .map(|k| k.id())
+                .collect::<Vec<_>>()
         );
-    })
-    .await?;
-    let mut text = report::render(&env, &bench.options, &results, &args.note);
+        let outcome = run_all(options.clone(), |r| {
+            eprintln!(
+                "tas-bench: {} run {}: {}/{} bound, created {:.1}/s, bound {:.1}/s, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}",
+                r.kind.id(),
+                r.round,
+                r.bound,
+                r.pods,
+                r.creation_rate,
+                r.throughput,
+                r.bind_rate,
+                r.per_second_p50,
+                r.per_second_p90,
+                r.p50.unwrap_or_default(),
+                r.p99.unwrap_or_default(),
+                r.cpu.as_secs_f64(),
+                r.peak_rss_bytes >> 20,
+                r.tally.admitted,
+                r.tally.rejected,
+                r.pending(),
+                r.decisions,
+            );
+        })
+        .await;
+        match outcome {
+            Ok((bench, results)) => {
+                drop(bench);
+                eprintln!(
+                    "tas-bench: {} done in {:.0} s",
+                    scenario.title(),
+                    started.elapsed().as_secs_f64()
+                );
+                done.push((scenario, options, results));
+            }
+            Err(e) => {
+                eprintln!("tas-bench: {} failed: {e}", scenario.title());
+                notes.push(format!("{} failed: {e}", scenario.title()));
+            }
+        }
+    }
+    let sections: Vec<Section<'_>> = done
+        .iter()
+        .map(|(scenario, options, results)| Section {
+            scenario: *scenario,
+            options,
+            results,
+        })
+        .collect();
+    let mut text = report::render(&env, &sections, updater.as_ref(), &notes);
     if let Some(dir) = &args.criterion {
         text.push('\n');
         text.push_str(&criterion::render(&criterion::collect(dir)));
     }
-    drop(bench);
     print!("{text}");
     if let Some(out) = &args.out {
         std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;

@@ -6,10 +6,12 @@ use std::time::Duration;
 use super::*;
 use crate::agent::PublishStats;
 use crate::kubelet::AdmissionTally;
+use crate::metrics::DecisionTimes;
+use crate::scenarios::updater::UpdaterRun;
 use crate::schedulers::Binaries;
-use crate::workload::{ClusterShape, Workload};
+use crate::workload::{ClusterShape, Mix, Workload};
 
-fn options(runs: u32) -> Options {
+fn options(runs: u32, schedulers: Vec<SchedulerKind>) -> Options {
     Options {
         shape: ClusterShape {
             nodes: 10,
@@ -17,19 +19,18 @@ fn options(runs: u32) -> Options {
             zone_cpus: 12,
             zone_memory_gib: 64,
             max_pods: 110,
+            devices_per_zone: 0,
+            hugepages_gib_per_zone: 0,
         },
         workload: Workload {
             pods: 100,
             cpu_sizes: vec![1, 2, 4, 8],
             memory_per_cpu_gib: 4,
+            mix: Mix::Guaranteed,
         },
         rate: 200.0,
         runs,
-        schedulers: vec![
-            SchedulerKind::Tas,
-            SchedulerKind::NumaPlugin,
-            SchedulerKind::BindOnly,
-        ],
+        schedulers,
         qps: 1000.0,
         burst: 1000,
         kube_scheduler_verbosity: None,
@@ -43,10 +44,11 @@ fn options(runs: u32) -> Options {
             schedplugins: PathBuf::new(),
         },
         crd_dir: PathBuf::new(),
+        mode: Mode::Paced,
     }
 }
 
-fn result(kind: SchedulerKind, round: u32, throughput: f64, p99_ms: u64) -> RunResult {
+fn result(kind: SchedulerKind, round: u32, rate: f64, p99_ms: u64) -> RunResult {
     let mut tally = AdmissionTally {
         admitted: 98,
         ..AdmissionTally::default()
@@ -57,7 +59,7 @@ fn result(kind: SchedulerKind, round: u32, throughput: f64, p99_ms: u64) -> RunR
         round,
         pods: 100,
         bound: 99,
-        throughput,
+        throughput: rate,
         creation_rate: 199.0,
         p50: Some(Duration::from_millis(20)),
         p99: Some(Duration::from_millis(p99_ms)),
@@ -69,6 +71,10 @@ fn result(kind: SchedulerKind, round: u32, throughput: f64, p99_ms: u64) -> RunR
             writes: 80,
             errors: 0,
         },
+        bind_rate: rate,
+        per_second_p50: Some(rate),
+        per_second_p90: Some(rate + 10.0),
+        decisions: None,
     }
 }
 
@@ -84,50 +90,189 @@ fn env() -> Environment {
     }
 }
 
-#[test]
-fn summary_holds_medians_and_ratios() {
-    let results = vec![
-        result(SchedulerKind::Tas, 1, 100.0, 50),
-        result(SchedulerKind::Tas, 2, 120.0, 70),
-        result(SchedulerKind::Tas, 3, 110.0, 60),
-        result(SchedulerKind::NumaPlugin, 1, 50.0, 300),
-        result(SchedulerKind::NumaPlugin, 2, 55.0, 200),
-        result(SchedulerKind::NumaPlugin, 3, 60.0, 100),
-        result(SchedulerKind::BindOnly, 1, 220.0, 10),
-        result(SchedulerKind::BindOnly, 2, 220.0, 10),
-        result(SchedulerKind::BindOnly, 3, 220.0, 10),
-    ];
-    let text = render(&env(), &options(3), &results, &["Scaled down.".into()]);
-    // Medians: TAS 110 pods/s, p99 60 ms; plugin 55 pods/s, p99 200 ms.
-    assert!(
-        text.contains("| TAS scheduler | 110.0 | 20 | 60 | 1.50 | 64 | 1 | 0 | 1 |"),
-        "{text}"
-    );
-    assert!(
-        text.contains("throughput 2.00× (higher is better); p50 latency 1.00×, p99 latency 0.30×"),
-        "{text}"
-    );
-    assert!(
-        text.contains("TAS reaches 50% of the bind-only ceiling"),
-        "{text}"
-    );
-    assert!(text.contains("| run 1 | run 2 | run 3 | median |"));
-    assert!(
-        text.contains("| TAS scheduler | 100.0 | 120.0 | 110.0 | 110.0 |"),
-        "{text}"
-    );
-    assert!(text.contains("- Scaled down."));
-    assert!(text.contains("10 kwok nodes, each 4 NUMA zones × 12 CPUs / 64 GiB"));
-    assert!(text.contains("| etcd | etcd Version: 3.6.16 |"));
+fn five(kind: SchedulerKind, rates: [f64; 5], p99s: [u64; 5]) -> Vec<RunResult> {
+    (0..5)
+        .map(|i| result(kind, i as u32 + 1, rates[i], p99s[i]))
+        .collect()
 }
 
 #[test]
-fn missing_runs_show_a_dash() {
-    let results = vec![result(SchedulerKind::Tas, 1, 100.0, 50)];
-    let text = render(&env(), &options(2), &results, &[]);
+fn backlog_table_shows_median_min_max_and_the_goals() {
+    let kinds = vec![
+        SchedulerKind::Tas,
+        SchedulerKind::KubeScheduler,
+        SchedulerKind::BindOnly,
+    ];
+    let mut results = five(
+        SchedulerKind::Tas,
+        [100.0, 120.0, 110.0, 90.0, 130.0],
+        [1; 5],
+    );
+    results.extend(five(SchedulerKind::KubeScheduler, [100.0; 5], [1; 5]));
+    results.extend(five(
+        SchedulerKind::BindOnly,
+        [200.0, 220.0, 210.0, 190.0, 230.0],
+        [1; 5],
+    ));
+    let mut o = options(5, kinds);
+    o.mode = Mode::Backlog;
+    let section = Section {
+        scenario: Scenario::Backlog,
+        options: &o,
+        results: &results,
+    };
+    let text = render(&env(), &[section], None, &["Scaled down.".into()]);
+    // binds/s: median 110 of 90..130; per-second p90 = rate + 10; CPU 1.5 s; RSS 64;
+    // goodput 99 − 1 = 98; 1 rejected; 1 pending.
     assert!(
-        text.contains("| TAS scheduler | 100.0 | – | 100.0 |"),
+        text.contains("| TAS scheduler | 5 | 110.0 (90.0–130.0) | 110.0 (90.0–130.0) | 120.0 (100.0–140.0) | 1.50 | 64 | 98 | 1 | 1 |"),
         "{text}"
     );
-    assert!(text.contains("| kube-scheduler + NodeResourceTopologyMatch (reserve cache) | – |"));
+    assert!(
+        text.contains(
+            "| kube-scheduler (default profile, NUMA-unaware) | 5 | 100.0 | 100.0 | 110.0 |"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("TAS ÷ bind-only = 0.52×: **missed**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("TAS ÷ kube-scheduler = 1.10×: **met**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("### Goals (issue 17; never asserted)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- Backlog (all pods created before the scheduler starts): TAS ≥ 90 % of the bind-only ceiling"),
+        "{text}"
+    );
+    assert!(
+        text.contains("all created before the scheduler starts"),
+        "{text}"
+    );
+    assert!(text.contains("- Scaled down."));
+    assert!(text.contains("| etcd | etcd Version: 3.6.16 |"));
+    assert!(
+        text.contains("10 nodes × 4 zones of 12 CPUs / 64 GiB"),
+        "{text}"
+    );
+}
+
+#[test]
+fn paced_goal_compares_p99_and_missing_runs_show_a_dash() {
+    let kinds = vec![
+        SchedulerKind::Tas,
+        SchedulerKind::KubeScheduler,
+        SchedulerKind::NumaPlugin,
+    ];
+    let mut results = five(SchedulerKind::Tas, [200.0; 5], [50, 70, 60, 40, 80]);
+    results.extend(five(SchedulerKind::KubeScheduler, [200.0; 5], [100; 5]));
+    let o = options(5, kinds);
+    let section = Section {
+        scenario: Scenario::Paced(1000.0),
+        options: &o,
+        results: &results,
+    };
+    let text = render(&env(), &[section], None, &[]);
+    assert!(text.contains("### Paced at 1000 pods/s"), "{text}");
+    assert!(
+        text.contains("| TAS scheduler | 5 | 199.0 | 20 | 60 (40–80) | 200.0 |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("TAS ÷ kube-scheduler = 0.60×: **met**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| kube-scheduler + NodeResourceTopologyMatch (reserve cache) | 0 | – | – |"),
+        "{text}"
+    );
+}
+
+#[test]
+fn saturation_and_scale_goals() {
+    let kinds = vec![SchedulerKind::Tas, SchedulerKind::KubeScheduler];
+    let mut results = five(SchedulerKind::Tas, [1.0; 5], [1; 5]);
+    for r in &mut results {
+        r.tally.rejected.clear();
+        r.tally.admitted = 99;
+        r.decisions = Some(DecisionTimes {
+            count: 10,
+            mean: 0.0004,
+            p50: 0.0003,
+            p99: 0.002,
+        });
+    }
+    results.extend(five(SchedulerKind::KubeScheduler, [1.0; 5], [1; 5]));
+    let o = options(5, kinds);
+    let saturation = Section {
+        scenario: Scenario::Saturation,
+        options: &o,
+        results: &results,
+    };
+    let scale = Section {
+        scenario: Scenario::Scale,
+        options: &o,
+        results: &results,
+    };
+    let text = render(&env(), &[saturation, scale], None, &[]);
+    assert!(
+        text.contains("TAS 99 vs kube-scheduler 98: **met**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0 kubelet rejections for TAS — 0: **met**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| TAS scheduler | 5 | 400 | 300 | 2000 | 1 |"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "mean 400 µs, p99 2000 µs (bucket-interpolated): **met** (mean), **missed** (p99)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("TAS peak 64 MiB: **met**"), "{text}");
+}
+
+#[test]
+fn updater_section_extrapolates_idle_writes() {
+    let runs = (1..=5)
+        .map(|round| UpdaterRun {
+            round,
+            peak_rss_bytes: (8 + u64::from(round)) << 20,
+            p50: Some(Duration::from_millis(200 + u64::from(round))),
+            p99: Some(Duration::from_millis(400 + 100 * u64::from(round))),
+        })
+        .collect();
+    let updater = UpdaterResult {
+        runs,
+        idle_writes: 1,
+        idle_window: Duration::from_secs(600),
+    };
+    let text = render(&env(), &[], Some(&updater), &[]);
+    assert!(
+        text.contains("| 5 | 11.0 (9.0–13.0) | 203 (201–205) | 700 (500–900) | 1 in 600 s | 6.0 |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("updater RSS < 10 MiB — 11.0 MiB: **missed**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("NRT visible p99 < 1 s — 700 ms: **met**"),
+        "{text}"
+    );
+    assert!(text.contains("6.0 per hour extrapolated"), "{text}");
+    assert!(text.contains("**met**."), "{text}");
+    assert!(
+        text.contains("- Updater: NRT visible p99 < 1 s — 700 ms: **met**."),
+        "{text}"
+    );
 }

@@ -1,0 +1,65 @@
+//! The backlog scenario, shaped like kube-scheduler's scheduler_perf
+//! SchedulingThroughput: every pod exists before the scheduler starts, so the figure
+//! is how fast it drains a queue, not the creation rate. Binds per second over the
+//! whole drain (first bind → last bind) and the median and 90th percentile of the binds
+//! in each whole second. The bind-only ceiling gets the same backlog with many binds in
+//! flight, enough to saturate the API server.
+
+use super::{Column, Sizes, median, one_decimal, times, verdict};
+use crate::run::RunResult;
+use crate::schedulers::SchedulerKind;
+use crate::{Mode, Options};
+
+/// Binds in flight for the bind-only ceiling: far more than the API server completes
+/// at once on this machine, so it, not the binder, is the limit.
+pub const CEILING_CONCURRENCY: usize = 256;
+
+/// The backlog run's options: 500 nodes (quick 50), 5,000 pods (quick 300).
+pub fn options(base: &Options, sizes: &Sizes) -> Options {
+    let mut options = base.clone();
+    options.mode = Mode::Backlog;
+    options.shape.nodes = sizes.nodes(500, 50);
+    options.workload.pods = sizes.pods(5000, 300);
+    options.binder_concurrency = options.binder_concurrency.max(CEILING_CONCURRENCY);
+    options.create_concurrency = options.create_concurrency.max(128);
+    options
+}
+
+/// Average binds/s, per-second median and 90th percentile.
+pub const COLUMNS: [Column; 3] = [
+    Column {
+        title: "binds/s (first → last bind)",
+        value: |r| Some(r.bind_rate),
+        format: one_decimal,
+    },
+    Column {
+        title: "binds/s per second p50",
+        value: |r| r.per_second_p50,
+        format: one_decimal,
+    },
+    Column {
+        title: "binds/s per second p90",
+        value: |r| r.per_second_p90,
+        format: one_decimal,
+    },
+];
+
+/// The goals: TAS ≥ 90 % of the bind-only ceiling and ≥ the default kube-scheduler.
+pub fn goals(results: &[RunResult]) -> Vec<String> {
+    let rate = |kind| median(results, kind, |r| Some(r.bind_rate));
+    let tas = rate(SchedulerKind::Tas);
+    let ceiling = rate(SchedulerKind::BindOnly);
+    let default = rate(SchedulerKind::KubeScheduler);
+    vec![
+        format!(
+            "Goal: TAS ≥ 90 % of the bind-only ceiling — TAS ÷ bind-only = {}: {}.",
+            times(tas, ceiling),
+            verdict(tas.zip(ceiling).map(|(t, c)| t >= 0.9 * c))
+        ),
+        format!(
+            "Goal: TAS ≥ the default kube-scheduler — TAS ÷ kube-scheduler = {}: {}.",
+            times(tas, default),
+            verdict(tas.zip(default).map(|(t, d)| t >= d))
+        ),
+    ]
+}

@@ -1,0 +1,363 @@
+//! The updater scenario: one real `tas-updater` process publishing one node whose
+//! kubelet is the referee (its podresources server, sysfs files and kubelet config from
+//! [`tas_nodesim::sysfs`]), on a control plane of its own.
+//!
+//! Each run starts a fresh updater, waits for its first NRT, then makes `changes`
+//! allocation changes, alternately admitting a 2-CPU Guaranteed pod in the referee (and
+//! creating its Pod, bound to the node, as the kubelet's node would have it) and
+//! removing it again; each change is timed from just before the referee call to the
+//! NRT showing the new free CPU count (polled every 10 ms). Its peak RSS (`VmHWM`) is
+//! read at the end. After the last run the updater is left idle for `idle_window` and
+//! every write of its NRT (each watch event) is counted; writes per hour are that
+//! count extrapolated from the window.
+
+use std::path::PathBuf;
+use std::pin::pin;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_nodesim::referee::convert::{self, with_cpu_reservation};
+use tas_nodesim::referee::{AddNode, Referee};
+use tas_testcluster::{ClusterOptions, FakeNode, TestCluster, create_fake_node, wait_for};
+use tokio::time::Instant;
+
+use crate::stats::percentile;
+use crate::workload::{ClusterShape, guaranteed_pod};
+use crate::{BenchError, procfs};
+
+/// CPUs of each test pod.
+const POD_CPUS: i64 = 2;
+/// How long a change may take to show before the run fails.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the NRT is read while waiting for a change.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What the updater scenario is asked for.
+#[derive(Debug, Clone)]
+pub struct UpdaterOptions {
+    /// Runs (a fresh updater each).
+    pub runs: u32,
+    /// Allocation changes per run.
+    pub changes: usize,
+    /// How long the last updater is watched idle.
+    pub idle_window: Duration,
+    /// The `tas-updater` binary.
+    pub binary: PathBuf,
+    /// Where the CRD manifests are.
+    pub crd_dir: PathBuf,
+}
+
+impl UpdaterOptions {
+    /// 20 changes per run (quick 6) and an 11-minute idle window (quick 20 s): longer
+    /// than the updater's default re-apply interval (10 minutes), so a periodic
+    /// rewrite shows.
+    pub fn new(quick: bool, runs: u32, binary: PathBuf, crd_dir: PathBuf) -> Self {
+        Self {
+            runs,
+            changes: if quick { 6 } else { 20 },
+            idle_window: Duration::from_secs(if quick { 20 } else { 660 }),
+            binary,
+            crd_dir,
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdaterRun {
+    /// 1-based round.
+    pub round: u32,
+    /// Peak resident memory (`VmHWM`) at the end of the run.
+    pub peak_rss_bytes: u64,
+    /// Allocation change → NRT visible: median.
+    pub p50: Option<Duration>,
+    /// … and 99th percentile.
+    pub p99: Option<Duration>,
+}
+
+/// The whole scenario's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdaterResult {
+    /// Every run.
+    pub runs: Vec<UpdaterRun>,
+    /// NRT writes seen while idle.
+    pub idle_writes: usize,
+    /// How long the idle updater was watched.
+    pub idle_window: Duration,
+}
+
+impl UpdaterResult {
+    /// Idle writes extrapolated to one hour.
+    pub fn writes_per_hour(&self) -> Option<f64> {
+        writes_per_hour(self.idle_writes, self.idle_window)
+    }
+}
+
+/// `writes` in `window`, extrapolated to an hour; `None` for an empty window.
+pub fn writes_per_hour(writes: usize, window: Duration) -> Option<f64> {
+    (!window.is_zero()).then(|| writes as f64 * 3600.0 / window.as_secs_f64())
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs the scenario on a control plane of its own; `progress` is told about each run.
+pub async fn run(
+    options: &UpdaterOptions,
+    mut progress: impl FnMut(&UpdaterRun),
+) -> Result<UpdaterResult, BenchError> {
+    if !options.binary.is_file() {
+        return Err(BenchError::MissingBinary {
+            what: "tas-updater",
+            path: options.binary.clone(),
+            hint: "build it with `cargo build --release -p tas-updater` (`make bench` does)",
+        });
+    }
+    let cluster = TestCluster::start(ClusterOptions {
+        startup_timeout: Duration::from_secs(120),
+        ..ClusterOptions::default()
+    })?;
+    let client = cluster.client().await?;
+    tas_testcluster::apply_crds_from_dir(&client, &options.crd_dir).await?;
+    // A namespace with its service account (no controller-manager makes one).
+    let namespace = tas_testcluster::unique_namespace(&client, "updater").await?;
+    let referee = Arc::new(Referee::start()?);
+    let mut runs = Vec::new();
+    let mut idle_writes = 0;
+    for round in 1..=options.runs.max(1) {
+        let node = format!("bench-updater-r{round}");
+        let last = round == options.runs.max(1);
+        let (run, updater) = one_run(
+            &cluster, &client, &namespace, &referee, options, &node, round,
+        )
+        .await?;
+        progress(&run);
+        runs.push(run);
+        if last {
+            idle_writes = count_writes(&client, &node, options.idle_window).await?;
+        }
+        drop(updater);
+    }
+    Ok(UpdaterResult {
+        runs,
+        idle_writes,
+        idle_window: options.idle_window,
+    })
+}
+
+/// Free CPUs of `object`, all zones together.
+fn free_cpus(object: &NodeResourceTopology) -> i64 {
+    object
+        .zones
+        .iter()
+        .filter_map(|z| z.resource("cpu"))
+        .filter_map(|r| r.available.value().ok())
+        .sum()
+}
+
+async fn one_run(
+    cluster: &TestCluster,
+    client: &Client,
+    namespace: &str,
+    referee: &Referee,
+    options: &UpdaterOptions,
+    node: &str,
+    round: u32,
+) -> Result<(UpdaterRun, KillOnDrop), BenchError> {
+    let shape = ClusterShape {
+        nodes: 1,
+        zones: 2,
+        zone_cpus: 16,
+        zone_memory_gib: 32,
+        max_pods: 110,
+        devices_per_zone: 0,
+        hugepages_gib_per_zone: 0,
+    };
+    let settings = ClusterShape::kubelet();
+    let machine = with_cpu_reservation(&shape.machine(), &settings);
+    let dir = cluster.base_dir().join("updater").join(node);
+    let io = |context: &str| {
+        let context = context.to_string();
+        move |source| BenchError::Io { context, source }
+    };
+    tas_nodesim::sysfs::write_node_files(&dir, &machine, &settings)
+        .map_err(io("writing the node's files"))?;
+    let fake = FakeNode {
+        cpu: "32".into(),
+        memory: "64Gi".into(),
+        ..FakeNode::new(node)
+    };
+    create_fake_node(client, &fake).await?;
+    let status = referee
+        .add_node(&AddNode {
+            node: node.to_string(),
+            pod_resources_dir: Some(dir.join("pod-resources")),
+            machine: convert::machine(&machine),
+            kubelet: convert::kubelet_config(&machine, &settings),
+            ..AddNode::default()
+        })
+        .await?;
+    let socket = status
+        .pod_resources_socket
+        .unwrap_or_else(|| tas_nodesim::sysfs::socket_path(&dir));
+    let port = tas_testcluster::free_ports(1)?[0];
+    let log_path = cluster.base_dir().join("logs").join(format!("{node}.log"));
+    let log = std::fs::File::create(&log_path).map_err(io("creating the updater's log"))?;
+    let err = log.try_clone().map_err(io("creating the updater's log"))?;
+    let child = Command::new(&options.binary)
+        .env("NODE_NAME", node)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .arg(format!(
+            "--sysfs-root={}",
+            tas_nodesim::sysfs::sysfs_root(&dir).display()
+        ))
+        .arg(format!("--podresources-socket={}", socket.display()))
+        .arg(format!(
+            "--kubelet-config={}",
+            tas_nodesim::sysfs::kubelet_config_path(&dir).display()
+        ))
+        .arg(format!("--http-address=127.0.0.1:{port}"))
+        .arg("--log-level=warn")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .map_err(io("starting tas-updater"))?;
+    let updater = KillOnDrop(child);
+    let pid = updater.0.id();
+
+    let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
+    let first = wait_for(
+        format!("tas-updater's first NRT of {node}"),
+        CHANGE_TIMEOUT,
+        || async { nrts.get_opt(node).await },
+    )
+    .await?;
+    let mut free = free_cpus(&first);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut latencies = Vec::with_capacity(options.changes);
+    let mut held: Option<(String, String)> = None;
+    for change in 0..options.changes {
+        let start = Instant::now();
+        let want = match held.take() {
+            None => {
+                let name = format!("{node}-p{change}");
+                let uid = format!("uid-{name}");
+                let mut pod = guaranteed_pod(
+                    &name,
+                    "default-scheduler",
+                    node,
+                    &POD_CPUS.to_string(),
+                    "2Gi",
+                );
+                pod.metadata.namespace = Some(namespace.to_string());
+                pod.metadata.uid = Some(uid.clone());
+                if let Some(spec) = pod.spec.as_mut() {
+                    spec.node_name = Some(node.to_string());
+                }
+                let verdict = referee.admit(node, &pod).await?;
+                if !verdict.admit {
+                    return Err(BenchError::Setup(format!(
+                        "the referee refused {name}: {} {}",
+                        verdict.reason, verdict.message
+                    )));
+                }
+                pod.metadata.uid = None;
+                pods.create(&PostParams::default(), &pod).await?;
+                held = Some((name, uid));
+                free - POD_CPUS
+            }
+            Some((name, uid)) => {
+                referee.remove(node, &uid).await?;
+                pods.delete(&name, &DeleteParams::default().grace_period(0))
+                    .await?;
+                free + POD_CPUS
+            }
+        };
+        let deadline = start + CHANGE_TIMEOUT;
+        loop {
+            if let Some(object) = nrts.get_opt(node).await?
+                && free_cpus(&object) == want
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(BenchError::Setup(format!(
+                    "tas-updater did not publish change {change} of {node} within {CHANGE_TIMEOUT:?}\n--- its log ---\n{}",
+                    tas_testcluster::tail_lines(&log_path, 40)
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        latencies.push(start.elapsed());
+        free = want;
+    }
+    latencies.sort_unstable();
+    let sample = procfs::sample(Some(pid)).map_err(io("sampling tas-updater"))?;
+    Ok((
+        UpdaterRun {
+            round,
+            peak_rss_bytes: sample.peak_rss_bytes,
+            p50: percentile(&latencies, 0.5),
+            p99: percentile(&latencies, 0.99),
+        },
+        updater,
+    ))
+}
+
+/// Writes of `node`'s NRT seen by a watch during `window` (the object is left alone).
+async fn count_writes(client: &Client, node: &str, window: Duration) -> Result<usize, BenchError> {
+    let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let mut events = pin!(watcher(nrts, config).default_backoff());
+    while let Some(event) = events.next().await {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            break;
+        }
+    }
+    let mut writes = 0;
+    let end = tokio::time::sleep(window);
+    let mut end = pin!(end);
+    loop {
+        tokio::select! {
+            () = &mut end => break,
+            event = events.next() => match event {
+                Some(Ok(watcher::Event::Apply(_))) => writes += 1,
+                Some(_) => {}
+                None => break,
+            },
+        }
+    }
+    Ok(writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_writes_extrapolate_to_an_hour() {
+        assert_eq!(
+            writes_per_hour(1, Duration::from_secs(660)),
+            Some(3600.0 / 660.0)
+        );
+        assert_eq!(writes_per_hour(0, Duration::from_secs(60)), Some(0.0));
+        assert_eq!(writes_per_hour(3, Duration::ZERO), None);
+    }
+}
