@@ -180,13 +180,18 @@ pub enum ScoringStrategy {
     BalancedAllocation,
     /// Prefer nodes where the pod needs the fewest NUMA zones (best alignment).
     LeastNUMANodes,
+    /// Prefer the node where the pod fills the NUMA zone the kubelet will give it most
+    /// tightly, without breaking the node's largest free zone (fragmentation-aware).
+    FragmentationAware,
 }
 
 /// Scoring settings.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ScoringSpec {
-    /// LeastAllocated, MostAllocated, BalancedAllocation or LeastNUMANodes.
+    /// LeastAllocated, MostAllocated, BalancedAllocation, LeastNUMANodes or
+    /// FragmentationAware. A node labelled `tas.dev/numa-allocation-strategy` with one of
+    /// these values is scored with that strategy instead.
     #[serde(default)]
     pub strategy: ScoringStrategy,
     /// Resources that count in the score and their weights (1 to 100). Names are
