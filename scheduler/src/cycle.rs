@@ -360,7 +360,8 @@ fn is_core(r: &str) -> bool {
 }
 
 /// Node-level score 0..=100 for cpu and memory after placing the pod, following the
-/// strategy: MostAllocated and FragmentationAware pack, everything else spreads.
+/// strategy: MostAllocated packs (FragmentationAware packs weakly, as a tie-break),
+/// everything else spreads.
 fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> u32 {
     let alloc = &node.allocatable().resources;
     let used = node.requested();
@@ -378,7 +379,9 @@ fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> 
     }
     let mean = fracs.iter().sum::<f64>() / fracs.len() as f64;
     let value = match score.strategy {
-        numa::ScoringStrategy::MostAllocated | numa::ScoringStrategy::FragmentationAware => mean,
+        numa::ScoringStrategy::MostAllocated => mean,
+        // Node fullness only breaks ties between equally tight zones.
+        numa::ScoringStrategy::FragmentationAware => mean / 10.0,
         _ => 1.0 - mean,
     };
     (value * 100.0).round() as u32

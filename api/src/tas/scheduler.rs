@@ -172,7 +172,6 @@ fn default_resources() -> ResourceRequirements {
 )]
 pub enum ScoringStrategy {
     /// Prefer the zones and nodes with the most free resources (spreads load).
-    #[default]
     LeastAllocated,
     /// Prefer the fullest zones and nodes that still fit (packs, keeps whole zones free).
     MostAllocated,
@@ -182,6 +181,8 @@ pub enum ScoringStrategy {
     LeastNUMANodes,
     /// Prefer the node where the pod fills the NUMA zone the kubelet will give it most
     /// tightly, without breaking the node's largest free zone (fragmentation-aware).
+    /// The default.
+    #[default]
     FragmentationAware,
 }
 

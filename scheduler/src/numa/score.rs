@@ -35,7 +35,6 @@ pub const NON_GUARANTEED_SCORE: u8 = 0;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum ScoringStrategy {
     /// Prefer the emptiest zone.
-    #[default]
     LeastAllocated,
     /// Prefer the fullest zone that still fits.
     MostAllocated,
@@ -45,6 +44,9 @@ pub enum ScoringStrategy {
     LeastNumaNodes,
     /// Prefer the node where the pod fills the zone the kubelet will give it most
     /// tightly, without breaking the node's largest free zone (see [`super::pack`]).
+    /// The default: it packs better than the others in the packing simulation
+    /// (`scheduler/tests/packing.rs`).
+    #[default]
     FragmentationAware,
 }
 
@@ -59,7 +61,7 @@ pub struct ScoreConfig {
 }
 
 impl Default for ScoreConfig {
-    /// LeastAllocated with `cpu: 1, memory: 1`.
+    /// FragmentationAware with `cpu: 1, memory: 1`.
     fn default() -> Self {
         Self::new(ScoringStrategy::default())
     }
