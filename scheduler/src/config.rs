@@ -139,6 +139,9 @@ impl Settings {
                 ScoringStrategy::BalancedAllocation
             }
             tas_api::tas::ScoringStrategy::LeastNUMANodes => ScoringStrategy::LeastNumaNodes,
+            tas_api::tas::ScoringStrategy::FragmentationAware => {
+                ScoringStrategy::FragmentationAware
+            }
         });
         if c.scoring.resources.is_empty() {
             return Err(ConfigError::Invalid {

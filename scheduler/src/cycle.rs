@@ -314,10 +314,11 @@ fn numa_and_score(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
+    let config = numa::node_strategy::node_config(node.name(), node.labels(), &s.score);
     let numa_score = match view {
         TopologyView::Known(topo) => {
             numa_fit(&topo, &pod.request, node).map_err(|u| u.to_string())?;
-            numa::score(&topo, &pod.request, &s.score)
+            numa::score(&topo, &pod.request, &config)
         }
         TopologyView::Invalid(_) => return Err(INVALID_TOPOLOGY.to_owned()),
         TopologyView::Unpublished if numa_sensitive(&pod.request) => {
@@ -328,7 +329,7 @@ fn numa_and_score(
             NodesWithoutTopology::Skip => return Err(NO_TOPOLOGY.to_owned()),
         },
     };
-    let node_score = node_resource_score(pod, node, &s.score);
+    let node_score = node_resource_score(pod, node, &config);
     Ok(Candidate {
         node: node.name().to_owned(),
         // NUMA alignment matters most; node-level balance breaks near-ties.
@@ -359,7 +360,8 @@ fn is_core(r: &str) -> bool {
 }
 
 /// Node-level score 0..=100 for cpu and memory after placing the pod, following the
-/// strategy: MostAllocated packs, everything else spreads.
+/// strategy: MostAllocated packs (FragmentationAware packs weakly, as a tie-break),
+/// everything else spreads.
 fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> u32 {
     let alloc = &node.allocatable().resources;
     let used = node.requested();
@@ -378,6 +380,8 @@ fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> 
     let mean = fracs.iter().sum::<f64>() / fracs.len() as f64;
     let value = match score.strategy {
         numa::ScoringStrategy::MostAllocated => mean,
+        // Node fullness only breaks ties between equally tight zones.
+        numa::ScoringStrategy::FragmentationAware => mean / 10.0,
         _ => 1.0 - mean,
     };
     (value * 100.0).round() as u32

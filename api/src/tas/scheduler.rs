@@ -172,7 +172,6 @@ fn default_resources() -> ResourceRequirements {
 )]
 pub enum ScoringStrategy {
     /// Prefer the zones and nodes with the most free resources (spreads load).
-    #[default]
     LeastAllocated,
     /// Prefer the fullest zones and nodes that still fit (packs, keeps whole zones free).
     MostAllocated,
@@ -180,13 +179,20 @@ pub enum ScoringStrategy {
     BalancedAllocation,
     /// Prefer nodes where the pod needs the fewest NUMA zones (best alignment).
     LeastNUMANodes,
+    /// Prefer the node where the pod fills the NUMA zone the kubelet will give it most
+    /// tightly, without breaking the node's largest free zone (fragmentation-aware).
+    /// The default.
+    #[default]
+    FragmentationAware,
 }
 
 /// Scoring settings.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ScoringSpec {
-    /// LeastAllocated, MostAllocated, BalancedAllocation or LeastNUMANodes.
+    /// LeastAllocated, MostAllocated, BalancedAllocation, LeastNUMANodes or
+    /// FragmentationAware. A node labelled `tas.dev/numa-allocation-strategy` with one of
+    /// these values is scored with that strategy instead.
     #[serde(default)]
     pub strategy: ScoringStrategy,
     /// Resources that count in the score and their weights (1 to 100). Names are

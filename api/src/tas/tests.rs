@@ -53,7 +53,7 @@ fn minimal_object_gets_every_default() {
     assert_eq!(s.scheduler.replicas, 1);
     assert_eq!(
         s.scheduler.scoring.strategy,
-        ScoringStrategy::LeastAllocated
+        ScoringStrategy::FragmentationAware
     );
     assert_eq!(s.scheduler.scoring.resources.len(), 2);
     assert_eq!(s.scheduler.cache.resync_period, "5s");

@@ -22,6 +22,8 @@ pub mod hint;
 mod managers;
 mod mask;
 mod memory;
+pub mod node_strategy;
+mod pack;
 mod providers;
 pub mod request;
 pub mod resources;

@@ -9,6 +9,9 @@
 //! - MostAllocated: `Σ w·(req·100/cap) / Σ w` — pack zones;
 //! - LeastAllocated: `Σ w·((cap−req)·100/cap) / Σ w` — spread (cap 0 or req > cap → 0);
 //! - BalancedAllocation: `(1 − variance of req/cap)·100` over the weighted resources;
+//! - FragmentationAware: the tightest fit in the zone the kubelet will pick, keeping
+//!   the node's largest free zone whole ([`super::pack`]); MostAllocated over zone sets
+//!   when no single zone fits;
 //! - LeastNUMANodes: with `k` the fewest zones that fit and `unit = ⌊100/maxNUMA⌋`,
 //!   `100 − k·unit`, plus `⌊unit/2⌋` when the closest fitting `k`-set is as close as the
 //!   node's closest `k`-set (average NUMA distance).
@@ -32,7 +35,6 @@ pub const NON_GUARANTEED_SCORE: u8 = 0;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum ScoringStrategy {
     /// Prefer the emptiest zone.
-    #[default]
     LeastAllocated,
     /// Prefer the fullest zone that still fits.
     MostAllocated,
@@ -40,6 +42,12 @@ pub enum ScoringStrategy {
     BalancedAllocation,
     /// Prefer nodes where the pod fits in the fewest, closest zones.
     LeastNumaNodes,
+    /// Prefer the node where the pod fills the zone the kubelet will give it most
+    /// tightly, without breaking the node's largest free zone (see [`super::pack`]).
+    /// The default: it packs better than the others in the packing simulation
+    /// (`scheduler/tests/packing.rs`).
+    #[default]
+    FragmentationAware,
 }
 
 /// A strategy and its per-resource weights.
@@ -53,7 +61,7 @@ pub struct ScoreConfig {
 }
 
 impl Default for ScoreConfig {
-    /// LeastAllocated with `cpu: 1, memory: 1`.
+    /// FragmentationAware with `cpu: 1, memory: 1`.
     fn default() -> Self {
         Self::new(ScoringStrategy::default())
     }
@@ -96,6 +104,11 @@ pub fn score(node: &NodeTopology, pod: &PodRequest, config: &ScoreConfig) -> u8 
         }
     }
     let reqs = reqs.as_slice();
+    if config.strategy == ScoringStrategy::FragmentationAware
+        && let Some(s) = super::pack::best_fit_score(node, reqs, request, config)
+    {
+        return s;
+    }
 
     for k in 1..=n {
         if count_masks(n, k) > MAX_MASKS {
@@ -174,8 +187,10 @@ fn zone_score(
             )
         });
     let score = match config.strategy {
-        ScoringStrategy::MostAllocated | ScoringStrategy::LeastAllocated => {
-            let most = config.strategy == ScoringStrategy::MostAllocated;
+        ScoringStrategy::MostAllocated
+        | ScoringStrategy::LeastAllocated
+        | ScoringStrategy::FragmentationAware => {
+            let most = config.strategy != ScoringStrategy::LeastAllocated;
             let (mut total, mut weights) = (0i128, 0i128);
             for (req, cap, w) in weighted {
                 let s = if cap <= 0 || req > cap {

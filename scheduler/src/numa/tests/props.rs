@@ -286,7 +286,7 @@ proptest! {
         }
         let overhead: &[(&str, &str)] = if overhead { &[("cpu", "100m"), ("memory", "64Mi")] } else { &[] };
         let pod = request(&pod_with(init, apps, overhead));
-        for strategy in [ScoringStrategy::LeastAllocated, ScoringStrategy::MostAllocated, ScoringStrategy::BalancedAllocation, ScoringStrategy::LeastNumaNodes] {
+        for strategy in [ScoringStrategy::LeastAllocated, ScoringStrategy::MostAllocated, ScoringStrategy::BalancedAllocation, ScoringStrategy::LeastNumaNodes, ScoringStrategy::FragmentationAware] {
             prop_assert!(score(&node, &pod, &ScoreConfig::new(strategy)) <= 100);
         }
         let Ok(placement) = fit(&node, &pod, &|_| false) else { return Ok(()) };

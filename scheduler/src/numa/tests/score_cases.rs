@@ -107,3 +107,34 @@ fn only_guaranteed_pods_are_steered() {
         );
     }
 }
+
+fn two_zones(cpu: [&str; 2]) -> NodeTopology {
+    let zones = [
+        free_zone(0, &[("cpu", cpu[0]), ("memory", "64Gi")]),
+        free_zone(1, &[("cpu", cpu[1]), ("memory", "64Gi")]),
+    ];
+    node("single-numa-node", "container", &zones)
+}
+
+#[test]
+fn fragmentation_aware_prefers_the_tightest_fit() {
+    let config = ScoreConfig::new(S::FragmentationAware);
+    let pod = g_pod("2");
+    let exact = score(&two_zones(["2", "8"]), &pod, &config);
+    let loose = score(&two_zones(["4", "8"]), &pod, &config);
+    assert!(exact > loose, "exact fit {exact} vs loose {loose}");
+    // The kubelet takes the lowest zone that fits: zone 0 with 8 free, not the tight
+    // zone 1, so this node is no tighter than the loose one.
+    let lowest_is_loose = score(&two_zones(["8", "2"]), &pod, &config);
+    assert!(exact > lowest_is_loose && loose > lowest_is_loose);
+}
+
+#[test]
+fn fragmentation_aware_keeps_a_large_zone_whole() {
+    let config = ScoreConfig::new(S::FragmentationAware);
+    let pod = g_pod("2");
+    // Same tightness in zone 0; only one node keeps a 16-CPU zone afterwards.
+    let keeps = score(&two_zones(["16", "16"]), &pod, &config);
+    let breaks = score(&two_zones(["16", "0"]), &pod, &config);
+    assert!(keeps > breaks, "keeps {keeps} vs breaks {breaks}");
+}
