@@ -138,6 +138,7 @@ impl Agent {
         } else {
             self.cfg.heartbeat_period
         };
+        self.metrics.set_publish_interval(tick);
         tasks.spawn("ticker", triggers::ticker(tick, tx.clone()));
         if self.cfg.mode.events() {
             let (raw_tx, raw_rx) = mpsc::channel(256);

@@ -48,6 +48,8 @@ pub struct Metrics {
     /// Unix time of the last confirmation.
     last_publish_time: Gauge<f64, AtomicU64>,
     last_publish: Mutex<Option<Instant>>,
+    /// The longest time the agent promises between two confirmations.
+    publish_interval: Gauge<f64, AtomicU64>,
     otel: Option<OtelInstruments>,
 }
 
@@ -107,6 +109,13 @@ impl Metrics {
             "Unix time the NodeResourceTopology was last confirmed up to date",
             last_publish_time.clone(),
         );
+        let publish_interval = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "publish_interval_seconds",
+            "Longest time between two confirmations the agent promises: its refresh period, \
+             or in events-only mode its heartbeat period",
+            publish_interval.clone(),
+        );
         last_publish_age.set(-1.0);
         Self {
             registry,
@@ -116,6 +125,7 @@ impl Metrics {
             last_publish_age,
             last_publish_time,
             last_publish: Mutex::new(None),
+            publish_interval,
             otel: None,
         }
     }
@@ -195,6 +205,12 @@ impl Metrics {
         if let Some(write) = write {
             otel.write_duration.record(write.as_secs_f64(), &[]);
         }
+    }
+
+    /// The longest time the agent will go between two confirmations (its ticker), for
+    /// alerts that judge `last_publish_age_seconds` against it.
+    pub fn set_publish_interval(&self, interval: std::time::Duration) {
+        self.publish_interval.set(interval.as_secs_f64());
     }
 
     /// Record a successful publish (written or unchanged).
