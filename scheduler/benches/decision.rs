@@ -267,6 +267,7 @@ fn settings(parallelism: usize) -> CycleSettings {
         score: ScoreConfig::default(),
         nodes_without_topology: NodesWithoutTopology::Skip,
         parallelism,
+        sampling: Default::default(),
     }
 }
 

@@ -51,6 +51,7 @@ fn settings(parallelism: usize) -> CycleSettings {
         score: ScoreConfig::default(),
         nodes_without_topology: NodesWithoutTopology::Schedule,
         parallelism,
+        sampling: Default::default(),
     }
 }
 
