@@ -328,7 +328,7 @@ mod sampling {
         // Every third node has no zone with 3 CPUs free.
         let lookup = |n: &str| {
             let i: u32 = n[1..].parse().unwrap();
-            if i % 3 == 0 {
+            if i.is_multiple_of(3) {
                 topo(n, [2, 2])
             } else {
                 topo(n, [8, 3])
@@ -361,7 +361,7 @@ mod sampling {
                     panic!("fits")
                 };
                 let i: usize = c.node[1..].parse().unwrap();
-                assert_ne!(i % 3, 0, "an infeasible node was picked");
+                assert!(!i.is_multiple_of(3), "an infeasible node was picked");
                 let next = s
                     .sampling
                     .next_start
