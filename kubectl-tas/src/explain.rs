@@ -174,6 +174,8 @@ pub fn judge(
         score: ScoreConfig::default(),
         nodes_without_topology,
         parallelism: 1,
+        // Every node is judged one by one here; sampling never applies.
+        sampling: tas_scheduler::cycle::Sampling::new(100),
     };
     let mut nodes = Vec::new();
     for info in &infos {

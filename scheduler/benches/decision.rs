@@ -263,10 +263,16 @@ fn pod_input() -> PodInput {
 }
 
 fn settings(parallelism: usize) -> CycleSettings {
+    settings_sampled(parallelism, 100)
+}
+
+/// `percentage` of the nodes to find feasible (0: adaptive, 100: every node).
+fn settings_sampled(parallelism: usize, percentage: u32) -> CycleSettings {
     CycleSettings {
         score: ScoreConfig::default(),
         nodes_without_topology: NodesWithoutTopology::Skip,
         parallelism,
+        sampling: cycle::Sampling::new(percentage),
     }
 }
 
@@ -276,7 +282,12 @@ fn bench_decision(c: &mut Criterion) {
     let mut runs = vec![("serial".to_owned(), settings(1))];
     if machine > 1 {
         runs.push((format!("parallel-{machine}"), settings(machine)));
+        runs.push((
+            format!("parallel-{machine}-adaptive"),
+            settings_sampled(machine, 0),
+        ));
     }
+    runs.push(("serial-adaptive".to_owned(), settings_sampled(1, 0)));
     let largest = CLUSTER_SIZES.iter().copied().max().unwrap_or_default();
 
     let mut group = c.benchmark_group("decision");

@@ -63,6 +63,9 @@ pub struct Settings {
     /// The TAS node groups' node selectors: a node they select is not trusted without
     /// an NRT.
     pub node_groups: Vec<tas_api::labels::Selector>,
+    /// Percentage of nodes to find feasible per cycle (0: adaptive; see
+    /// [`crate::cycle::Sampling`]).
+    pub percentage_of_nodes_to_score: u32,
 }
 
 /// Validated leader-election settings.
@@ -213,6 +216,12 @@ impl Settings {
                 field: "nodeGroups",
                 reason: e.to_string(),
             })?;
+        if c.percentage_of_nodes_to_score > 100 {
+            return Err(ConfigError::Invalid {
+                field: "percentageOfNodesToScore",
+                reason: format!("{} is over 100", c.percentage_of_nodes_to_score),
+            });
+        }
         let parallelism = match c.parallelism {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n as usize,
@@ -232,6 +241,7 @@ impl Settings {
             leader_election,
             preemption: c.preemption.enabled,
             node_groups,
+            percentage_of_nodes_to_score: c.percentage_of_nodes_to_score,
         })
     }
 }

@@ -62,6 +62,8 @@ pub struct CycleSettings {
     pub nodes_without_topology: NodesWithoutTopology,
     /// Worker threads.
     pub parallelism: usize,
+    /// How many feasible nodes are enough, and where the next decision starts.
+    pub sampling: Sampling,
 }
 
 /// A feasible node and its score.
@@ -138,9 +140,6 @@ pub const INVALID_TOPOLOGY: &str = "node(s) had an invalid NodeResourceTopology"
 /// scores.
 const CLUSTER_SCORE_WEIGHT: u32 = 2;
 
-/// Below this many nodes per worker, splitting is not worth a thread.
-const MIN_NODES_PER_WORKER: usize = 256;
-
 /// Decide where `pod` goes, without namespace labels (a namespace selector of an
 /// affinity term then selects no namespace by label).
 pub fn decide<F>(pod: &PodInput, nodes: &[&NodeInfo], topology: F, s: &CycleSettings) -> Decision
@@ -177,8 +176,10 @@ pub struct CycleTimings {
     pub filter: Duration,
     /// Steps 3 and 4: the cluster-wide scores and the choice.
     pub score: Duration,
-    /// Nodes that passed every filter.
+    /// Nodes that passed every filter (among those evaluated, see [`Sampling`]).
     pub feasible: usize,
+    /// Nodes the filters ran on.
+    pub evaluated: usize,
 }
 
 /// [`decide_in`], with the time of each step.
@@ -194,77 +195,47 @@ where
     let started = Instant::now();
     let pre = PreFilter::prepare(pod, cluster);
     let prepared = Instant::now();
-    let nodes = cluster.nodes;
-    let workers = s.parallelism.min(nodes.len() / MIN_NODES_PER_WORKER).max(1);
-    let (mut feasible, reasons) = if workers == 1 {
-        evaluate(pod, nodes, &pre, &topology, s)
-    } else {
-        let chunk = nodes.len().div_ceil(workers);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = nodes
-                .chunks(chunk)
-                .map(|part| scope.spawn(|| evaluate(pod, part, &pre, &topology, s)))
-                .collect();
-            let mut feasible = Vec::new();
-            let mut reasons = Reasons::default();
-            for h in handles {
-                // A worker only panics on a bug; treat its nodes as unevaluated.
-                if let Ok((f, r)) = h.join() {
-                    feasible.extend(f);
-                    reasons.merge(r);
-                }
-            }
-            (feasible, reasons)
-        })
-    };
+    let found = sample::filter_nodes(pod, cluster.nodes, &pre, &topology, s);
     let filtered = Instant::now();
-    let count = feasible.len();
-    if count > 1 {
-        add_cluster_scores(pod, cluster, &mut feasible);
-    }
-    let decision = match feasible.into_iter().map(|(_, c)| c).reduce(better) {
-        Some(c) => Decision::Schedule(c),
-        None => Decision::Unschedulable(reasons),
+    let count = found.feasible.len();
+    let evaluated = found.evaluated;
+    let decision = if count == 0 {
+        Decision::Unschedulable(found.render_reasons())
+    } else {
+        let mut feasible = found.feasible;
+        if count > 1 {
+            add_cluster_scores(pod, cluster, &mut feasible);
+        }
+        // Only the winner's name is copied.
+        let (node, best) = feasible
+            .into_iter()
+            .reduce(|a, b| if b.1.beats(&a.1) { b } else { a })
+            .expect("count > 0");
+        Decision::Schedule(best.candidate(node))
     };
     let timings = CycleTimings {
         prefilter: prepared - started,
         filter: filtered - prepared,
         score: filtered.elapsed(),
         feasible: count,
+        evaluated,
     };
     (decision, timings)
-}
-
-fn evaluate<'n, F>(
-    pod: &PodInput,
-    nodes: &[&'n NodeInfo],
-    pre: &PreFilter<'_>,
-    topology: &F,
-    s: &CycleSettings,
-) -> (Vec<(&'n NodeInfo, Candidate)>, Reasons)
-where
-    F: Fn(&str) -> TopologyView,
-{
-    let mut feasible = Vec::new();
-    let mut reasons = Reasons::default();
-    for node in nodes {
-        match score_node_in(pod, node, pre, topology(node.name()), s) {
-            Ok(c) => feasible.push((*node, c)),
-            Err(reason) => reasons.add(node.name(), reason),
-        }
-    }
-    (feasible, reasons)
 }
 
 /// Adds the normalized preferred inter-pod affinity and soft spread scores.
 fn add_cluster_scores(
     pod: &PodInput,
     cluster: &ClusterView<'_>,
-    feasible: &mut [(&NodeInfo, Candidate)],
+    feasible: &mut [(&NodeInfo, Scored)],
 ) {
-    let mut extra = vec![0i64; feasible.len()];
     let meta = pod.filter.meta();
-    if let Some(a) = AffinityScore::prepare(meta, cluster.nodes, cluster.namespaces) {
+    let affinity = AffinityScore::prepare(meta, cluster.nodes, cluster.namespaces);
+    if affinity.is_none() && pod.filter.spread().iter().all(|c| c.hard) {
+        return;
+    }
+    let mut extra = vec![0i64; feasible.len()];
+    if let Some(a) = affinity {
         let mut raw: Vec<i64> = feasible.iter().map(|(n, _)| a.raw(n)).collect();
         affinity::score::normalize(&mut raw);
         extra.iter_mut().zip(raw).for_each(|(e, r)| *e += r);
@@ -290,9 +261,9 @@ pub fn score_node_in(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    filter::filter_node(&pod.filter, node).map_err(|r| r.to_string())?;
-    pre.check(node).map_err(str::to_owned)?;
-    numa_and_score(pod, node, view, s)
+    check_node(pod, node, Some(pre), view, s)
+        .map(|sc| sc.candidate(node))
+        .map_err(|r| r.to_string())
 }
 
 /// Filter and score one node by itself (node-level filters and the NUMA fit, without
@@ -303,39 +274,86 @@ pub fn score_node(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    filter::filter_node(&pod.filter, node).map_err(|r| r.to_string())?;
-    numa_and_score(pod, node, view, s)
+    check_node(pod, node, None, view, s)
+        .map(|sc| sc.candidate(node))
+        .map_err(|r| r.to_string())
 }
 
-/// The NUMA fit and the node-local score of a node that passed the other filters.
-fn numa_and_score(
+/// Every filter on one node and its node-local score, without rendering anything:
+/// the hot path of a decision.
+fn check_node(
     pod: &PodInput,
     node: &NodeInfo,
+    pre: Option<&PreFilter<'_>>,
     view: TopologyView,
     s: &CycleSettings,
-) -> Result<Candidate, String> {
+) -> Result<Scored, Reject> {
+    filter::filter_node(&pod.filter, node).map_err(Reject::Filter)?;
+    if let Some(pre) = pre {
+        pre.check(node).map_err(Reject::Text)?;
+    }
     let config = numa::node_strategy::node_config(node.name(), node.labels(), &s.score);
     let numa_score = match view {
         TopologyView::Known(topo) => {
-            numa_fit(&topo, &pod.request, node).map_err(|u| u.to_string())?;
+            numa_fit(&topo, &pod.request, node).map_err(Reject::Numa)?;
             numa::score(&topo, &pod.request, &config)
         }
-        TopologyView::Invalid(_) => return Err(INVALID_TOPOLOGY.to_owned()),
+        TopologyView::Invalid(_) => return Err(Reject::Text(INVALID_TOPOLOGY)),
         TopologyView::Unpublished if numa_sensitive(&pod.request) => {
-            return Err(UNPUBLISHED_TOPOLOGY.to_owned());
+            return Err(Reject::Text(UNPUBLISHED_TOPOLOGY));
         }
         TopologyView::Missing | TopologyView::Unpublished => match s.nodes_without_topology {
             NodesWithoutTopology::Schedule => 0,
-            NodesWithoutTopology::Skip => return Err(NO_TOPOLOGY.to_owned()),
+            NodesWithoutTopology::Skip => return Err(Reject::Text(NO_TOPOLOGY)),
         },
     };
     let node_score = node_resource_score(pod, node, &config);
-    Ok(Candidate {
-        node: node.name().to_owned(),
+    Ok(Scored {
         // NUMA alignment matters most; node-level balance breaks near-ties.
         score: u32::from(numa_score) * 2 + node_score,
         tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
     })
+}
+
+/// A feasible node's score before its name is copied into a [`Candidate`].
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    score: u32,
+    tie: u64,
+}
+
+impl Scored {
+    fn candidate(self, node: &NodeInfo) -> Candidate {
+        Candidate {
+            node: node.name().to_owned(),
+            score: self.score,
+            tie: self.tie,
+        }
+    }
+
+    /// Higher score wins, then the lower tie-breaker.
+    fn beats(&self, other: &Scored) -> bool {
+        (self.score, std::cmp::Reverse(self.tie)) > (other.score, std::cmp::Reverse(other.tie))
+    }
+}
+
+/// Why a node was rejected, kept as it came from the filter; rendered to text only when
+/// the pod fits nowhere.
+#[derive(Debug)]
+enum Reject {
+    Filter(filter::FilterReason),
+    Numa(numa::Unfit),
+    Text(&'static str),
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Filter(r) => r.fmt(f),
+            Self::Numa(u) => u.fmt(f),
+            Self::Text(t) => f.write_str(t),
+        }
+    }
 }
 
 /// Whether the kubelet may pin part of this pod to NUMA zones (exclusive CPUs,
@@ -373,11 +391,14 @@ fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> 
         frac(alloc.milli_cpu, used.milli_cpu, req.milli_cpu),
         frac(alloc.memory, used.memory, req.memory),
     ];
-    let fracs: Vec<f64> = parts.into_iter().flatten().collect();
-    if fracs.is_empty() {
+    let (sum, n) = parts
+        .into_iter()
+        .flatten()
+        .fold((0.0, 0u32), |(sum, n), f| (sum + f, n + 1));
+    if n == 0 {
         return 0;
     }
-    let mean = fracs.iter().sum::<f64>() / fracs.len() as f64;
+    let mean = sum / f64::from(n);
     let value = match score.strategy {
         numa::ScoringStrategy::MostAllocated => mean,
         // Node fullness only breaks ties between equally tight zones.
@@ -387,13 +408,8 @@ fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> 
     (value * 100.0).round() as u32
 }
 
-fn better(a: Candidate, b: Candidate) -> Candidate {
-    if (b.score, std::cmp::Reverse(b.tie)) > (a.score, std::cmp::Reverse(a.tie)) {
-        b
-    } else {
-        a
-    }
-}
+mod sample;
+pub use sample::Sampling;
 
 #[cfg(test)]
 mod tests;

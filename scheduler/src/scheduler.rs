@@ -58,6 +58,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
         score: shared.settings.score.clone(),
         nodes_without_topology: shared.settings.nodes_without_topology,
         parallelism: shared.settings.parallelism,
+        sampling: crate::cycle::Sampling::new(shared.settings.percentage_of_nodes_to_score),
     };
     let mut last_message = LastFailures::default();
     loop {

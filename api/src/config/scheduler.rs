@@ -46,6 +46,16 @@ pub struct SchedulerConfig {
     /// `nodesWithoutTopology` says. Empty (the default): no node is known to be in one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_groups: Vec<LabelSelector>,
+    /// Percentage of the nodes a cycle finds feasible before it stops filtering and
+    /// scores those (kube-scheduler's `percentageOfNodesToScore`): 1–100, or 0 for
+    /// adaptive (50 % minus one point per 125 nodes, at least 5 %). At least 100 nodes
+    /// are looked for either way; a cluster of fewer is always filtered whole.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub percentage_of_nodes_to_score: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Default for SchedulerConfig {
@@ -60,6 +70,7 @@ impl Default for SchedulerConfig {
             backoff: Backoff::default(),
             preemption: PreemptionSpec::default(),
             node_groups: Vec::new(),
+            percentage_of_nodes_to_score: 0,
         }
     }
 }

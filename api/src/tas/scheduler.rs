@@ -122,6 +122,22 @@ pub struct SchedulerSpec {
         validation = pod::qualified_keys("spec.scheduler.podAnnotations")
     )]
     pub pod_annotations: BTreeMap<String, String>,
+
+    /// Percentage of the nodes each scheduling cycle finds feasible before it stops
+    /// filtering and scores only those, as kube-scheduler's `percentageOfNodesToScore`:
+    /// 1 to 100, or 0 for adaptive (50 % minus one point per 125 nodes, at least 5 %).
+    /// At least 100 feasible nodes are looked for either way, and clusters of fewer
+    /// than 100 nodes are always filtered whole; successive cycles start where the last
+    /// one stopped, so every node gets its turn. 100 filters every node every cycle.
+    /// Every candidate still passes every filter, the NUMA fit included. Default: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0, max = 100))]
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message("spec.scheduler.percentageOfNodesToScore must be between 0 (adaptive) and 100"))]
+    pub percentage_of_nodes_to_score: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Default for SchedulerSpec {
@@ -142,6 +158,7 @@ impl Default for SchedulerSpec {
             topology_spread_constraints: None,
             pod_labels: BTreeMap::new(),
             pod_annotations: BTreeMap::new(),
+            percentage_of_nodes_to_score: 0,
         }
     }
 }

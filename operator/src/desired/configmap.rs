@@ -38,6 +38,7 @@ pub fn scheduler_config(spec: &TopologyAwareSchedulingSpec) -> SchedulerConfig {
         nodes_without_topology: s.nodes_without_topology,
         preemption: s.preemption.clone(),
         node_groups: node_group_selectors(spec),
+        percentage_of_nodes_to_score: s.percentage_of_nodes_to_score,
         ..SchedulerConfig::default()
     }
 }

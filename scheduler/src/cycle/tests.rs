@@ -51,6 +51,7 @@ fn settings(parallelism: usize) -> CycleSettings {
         score: ScoreConfig::default(),
         nodes_without_topology: NodesWithoutTopology::Schedule,
         parallelism,
+        sampling: Default::default(),
     }
 }
 
@@ -298,5 +299,99 @@ mod cluster_wide {
             panic!("b1 fits");
         };
         assert_eq!(c.node, "b1");
+    }
+}
+
+mod sampling {
+    use super::*;
+
+    #[test]
+    fn feasible_to_find_follows_kube_scheduler() {
+        let adaptive = Sampling::new(0);
+        assert_eq!(adaptive.feasible_to_find(50), 50);
+        assert_eq!(adaptive.feasible_to_find(200), 100);
+        // 5000 nodes: 50 - 40 = 10 %.
+        assert_eq!(adaptive.feasible_to_find(5_000), 500);
+        // 6000 nodes and more: the 5 % floor.
+        assert_eq!(adaptive.feasible_to_find(10_000), 500);
+        assert_eq!(Sampling::new(100).feasible_to_find(10_000), 10_000);
+        assert_eq!(Sampling::new(30).feasible_to_find(1_000), 300);
+        assert_eq!(Sampling::new(1).feasible_to_find(1_000), 100);
+    }
+
+    /// Each decision stops after enough feasible nodes, the next starts where it
+    /// stopped, and every node is evaluated in turn; infeasible nodes are never picked.
+    #[test]
+    fn rotates_through_every_node_and_keeps_numa_correct() {
+        let nodes: Vec<NodeInfo> = (0..1000).map(|i| node(&format!("n{i:04}"), "16")).collect();
+        let refs: Vec<&NodeInfo> = nodes.iter().collect();
+        // Every third node has no zone with 3 CPUs free.
+        let lookup = |n: &str| {
+            let i: u32 = n[1..].parse().unwrap();
+            if i.is_multiple_of(3) {
+                topo(n, [2, 2])
+            } else {
+                topo(n, [8, 3])
+            }
+        };
+        for workers in [1, 4] {
+            let s = CycleSettings {
+                sampling: Sampling::new(10),
+                ..settings(workers)
+            };
+            let mut seen = std::collections::HashSet::new();
+            let mut decisions = 0;
+            while seen.len() < 1000 {
+                let start = s
+                    .sampling
+                    .next_start
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let (d, t) = decide_timed(
+                    &guaranteed("3"),
+                    &ClusterView {
+                        nodes: &refs,
+                        namespaces: &NamespaceLabels::new(),
+                    },
+                    lookup,
+                    &s,
+                );
+                assert_eq!(t.feasible, 100, "stops at 100 feasible nodes");
+                assert!(t.evaluated < 1000);
+                let Decision::Schedule(c) = d else {
+                    panic!("fits")
+                };
+                let i: usize = c.node[1..].parse().unwrap();
+                assert!(!i.is_multiple_of(3), "an infeasible node was picked");
+                let next = s
+                    .sampling
+                    .next_start
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let walked = (next + 1000 - start) % 1000;
+                assert!((149..=151).contains(&walked), "walked {walked} nodes");
+                seen.extend((0..walked).map(|k| (start + k) % 1000));
+                decisions += 1;
+                assert!(decisions <= 7, "every node had its turn within 7 decisions");
+            }
+        }
+    }
+
+    #[test]
+    fn unschedulable_pod_gets_every_nodes_reason() {
+        let nodes: Vec<NodeInfo> = (0..500).map(|i| node(&format!("n{i:04}"), "16")).collect();
+        let refs: Vec<&NodeInfo> = nodes.iter().collect();
+        let Decision::Unschedulable(r) = decide(
+            &guaranteed("3"),
+            &refs,
+            |n: &str| topo(n, [2, 2]),
+            &settings(4),
+        ) else {
+            panic!("nothing fits")
+        };
+        assert!(
+            r.message(500)
+                .starts_with("0/500 nodes are available: 500 "),
+            "{}",
+            r.message(500)
+        );
     }
 }

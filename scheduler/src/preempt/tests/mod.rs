@@ -26,6 +26,7 @@ fn settings() -> CycleSettings {
         score: ScoreConfig::default(),
         nodes_without_topology: NodesWithoutTopology::Schedule,
         parallelism: 1,
+        sampling: Default::default(),
     }
 }
 
