@@ -23,7 +23,7 @@ use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Value, json};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::NodesWithoutTopology;
-use tas_scheduler::cycle::{self, CycleSettings, Decision, PodInput, TopologyView};
+use tas_scheduler::cycle::{self, CycleSettings, Decision, PodInput, Sampling, TopologyView};
 use tas_scheduler::filter::{NodeInfo, PodFilterInput, PodUsage};
 use tas_scheduler::numa::{NodeTopology, PodRequest, ScoreConfig, ScoringStrategy};
 
@@ -216,6 +216,8 @@ fn run(seed: u64, strategy: ScoringStrategy) -> Outcome {
         score: ScoreConfig::new(strategy),
         nodes_without_topology: NodesWithoutTopology::Skip,
         parallelism: 1,
+        // Every node is judged: the simulation compares strategies, not samples.
+        sampling: Sampling::new(100),
     };
     let mut topologies: HashMap<String, TopologyView> = nodes
         .iter()
