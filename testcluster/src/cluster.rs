@@ -25,6 +25,9 @@ pub const KEEP_CLUSTER_ENV: &str = "TAS_KEEP_CLUSTER";
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Which components to run besides etcd and kube-apiserver, and how.
+/// Starts tried when a component finds its port taken (see [`TestCluster::start`]).
+const START_ATTEMPTS: u32 = 3;
+
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
     /// Run kube-controller-manager (Deployments, ReplicaSets, GC, service accounts).
@@ -90,6 +93,22 @@ impl TestCluster {
     /// Starts a private cluster. Blocks until it is ready; callable from sync code and
     /// from inside any async runtime (the readiness checks run on a thread of their own).
     pub fn start(options: ClusterOptions) -> Result<Self, Error> {
+        // A free port is picked before the component binds it; another process's
+        // outgoing connection can take it in between (ephemeral ports come from the
+        // same range). Such a start is retried on fresh ports; any other failure is not.
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(options.clone()) {
+                Err(e) if attempt < START_ATTEMPTS && e.is_port_taken() => {
+                    eprintln!("tas-testcluster: {e}; retrying on fresh ports");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_once(options: ClusterOptions) -> Result<Self, Error> {
         let tools = Tools::locate()?;
         std::thread::scope(|s| {
             s.spawn(|| {

@@ -113,4 +113,27 @@ impl Error {
         let context = context.into();
         move |source| Self::Io { context, source }
     }
+
+    /// A component that failed to start because its port was taken in the meantime.
+    pub fn is_port_taken(&self) -> bool {
+        matches!(self, Self::Startup { log_tail, .. } if log_tail.contains("address already in use"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn a_taken_port_is_recognised_from_the_log() {
+        let startup = |log: &str| Error::Startup {
+            component: "kube-scheduler",
+            reason: "exited with exit status: 1".into(),
+            log_tail: log.into(),
+        };
+        let taken = "failed to listen on 127.0.0.1:42581: listen tcp 127.0.0.1:42581: \
+                     bind: address already in use";
+        assert!(startup(taken).is_port_taken());
+        assert!(!startup("unknown flag: --bogus").is_port_taken());
+    }
 }
