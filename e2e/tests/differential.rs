@@ -58,12 +58,14 @@ const KNOWN_FALSE_ADMITS: u64 = 0;
 /// memory manager's multi-zone groups, which gave 19 (a zone of a group looking
 /// untouched, a touched zone belonging to a group rather than holding a single-zone
 /// allocation), are now published per zone (`memoryManagerGroup`) and replayed by the
-/// scheduler. Left: 8 under `best-effort`, pod scope ("failed to find NUMA nodes to
-/// extend the current topology hint": the kubelet's non-preferred merged hint differs
-/// from the scheduler's, whose hint would have worked), 1 under `restricted`, container
-/// scope, on an empty two-zone node (a regular init container's memory reused by the
-/// app containers). A ratchet like the one above.
-const KNOWN_LARGE_FALSE_ADMITS: u64 = 9;
+/// scheduler. The 8 under `best-effort`, pod scope ("failed to find NUMA nodes to extend
+/// the current topology hint") came from 8-zone nodes whose hint lists were too long for
+/// the literal merge, where an approximation stood in for the kubelet's non-preferred
+/// hint; the merge by distinct partial merges now computes it (re-checked on those
+/// nodes, 435, 504, 736, 934, 1202 and 1635, not by a full large run). Left: 1 under
+/// `restricted`, container scope, on node 693 (a regular init container's memory reused
+/// by the app containers). A ratchet like the one above.
+const KNOWN_LARGE_FALSE_ADMITS: u64 = 1;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_agrees_with_the_kubelet() {

@@ -76,6 +76,30 @@ pub fn merge_closest(
     hints: &[ResourceHints],
     distance: Option<&dyn Fn(u32, u32) -> u32>,
 ) -> Merged {
+    merge_with(policy, numa_nodes, hints, distance, merge_lists)
+}
+
+/// [`merge_closest`] without visiting the cross product one permutation at a time (see
+/// [`merge_states`]): cost grows with the list lengths times the distinct partial
+/// merges, not with their product.
+pub(crate) fn merge_closest_fast(
+    policy: TopologyManagerPolicy,
+    numa_nodes: u64,
+    hints: &[ResourceHints],
+    distance: Option<&dyn Fn(u32, u32) -> u32>,
+) -> Merged {
+    merge_with(policy, numa_nodes, hints, distance, merge_states)
+}
+
+type ListMerger = fn(u64, &[Vec<Hint>], Option<&dyn Fn(u32, u32) -> u32>) -> Hint;
+
+fn merge_with(
+    policy: TopologyManagerPolicy,
+    numa_nodes: u64,
+    hints: &[ResourceHints],
+    distance: Option<&dyn Fn(u32, u32) -> u32>,
+    merge_lists: ListMerger,
+) -> Merged {
     use TopologyManagerPolicy as P;
     if policy == P::None {
         // The none policy gathers no hints and returns the zero hint.
@@ -109,14 +133,10 @@ pub fn merge_closest(
     Merged { hint: best, admit }
 }
 
-fn merge_lists(
-    default: u64,
-    lists: &[Vec<Hint>],
-    closest: Option<&dyn Fn(u32, u32) -> u32>,
-) -> Hint {
-    // The widest of the providers' narrowest concrete hints: among non-preferred merged
-    // hints the kubelet aims for this width.
-    let target = lists
+/// The widest of the providers' narrowest concrete hints: among non-preferred merged
+/// hints the kubelet aims for this width.
+fn target_width(lists: &[Vec<Hint>]) -> u32 {
+    lists
         .iter()
         .filter_map(|list| {
             list.iter()
@@ -125,7 +145,77 @@ fn merge_lists(
         })
         .map(u64::count_ones)
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// A permutation merged so far: the AND of its masks, whether it is still preferred
+/// (every member preferred, every concrete mask equal, hence equal to the AND), and
+/// whether it has a concrete mask yet.
+type Partial = (u64, bool, bool);
+
+/// [`merge_lists`] by distinct partial merges. Permutations that reach the same
+/// [`Partial`] after the first `k` lists merge alike with any rest, and the kubelet
+/// (last list fastest) visits the lexicographically first of them first; so keeping,
+/// per partial merge, the first prefix reaching it gives every distinct merged hint with
+/// the position of its first visit. The kubelet's pick over the distinct hints in that
+/// order is its pick over the whole cross product: a hint seen again is never picked
+/// over the best so far (checked against [`merge_lists`] in the tests).
+pub(crate) fn merge_states(
+    default: u64,
+    lists: &[Vec<Hint>],
+    closest: Option<&dyn Fn(u32, u32) -> u32>,
+) -> Hint {
+    use std::collections::BTreeMap;
+    if lists.iter().any(Vec::is_empty) {
+        return Hint::new(default, false);
+    }
+    let target = target_width(lists);
+    // Partial merge -> first prefix (list positions) reaching it.
+    let mut states: BTreeMap<Partial, Vec<usize>> = BTreeMap::new();
+    states.insert((default, true, false), Vec::new());
+    for list in lists {
+        let mut next: BTreeMap<Partial, Vec<usize>> = BTreeMap::new();
+        for (&(mask, preferred, concrete), prefix) in &states {
+            for (i, hint) in list.iter().enumerate() {
+                let state = match hint.mask {
+                    Some(m) => (
+                        mask & m,
+                        preferred && hint.preferred && (!concrete || m == mask),
+                        true,
+                    ),
+                    None => (mask, preferred && hint.preferred, concrete),
+                };
+                let mut path = prefix.clone();
+                path.push(i);
+                next.entry(state)
+                    .and_modify(|p| {
+                        if path < *p {
+                            p.clone_from(&path);
+                        }
+                    })
+                    .or_insert(path);
+            }
+        }
+        states = next;
+    }
+    let mut visits: Vec<(Vec<usize>, Hint)> = states
+        .into_iter()
+        .map(|((mask, preferred, _), path)| (path, Hint::new(mask, preferred)))
+        .collect();
+    visits.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut best: Option<Hint> = None;
+    for (_, candidate) in visits {
+        best = pick(target, closest, best, candidate);
+    }
+    best.unwrap_or(Hint::new(default, false))
+}
+
+fn merge_lists(
+    default: u64,
+    lists: &[Vec<Hint>],
+    closest: Option<&dyn Fn(u32, u32) -> u32>,
+) -> Hint {
+    let target = target_width(lists);
     let mut best: Option<Hint> = None;
     let mut picks = vec![0usize; lists.len()];
     if lists.iter().any(Vec::is_empty) {

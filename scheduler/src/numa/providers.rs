@@ -5,7 +5,8 @@
 //! non-preferred hint it picks is what the memory manager then extends or refuses (see
 //! the `memory` module), so the scheduler needs the same one. It depends on the
 //! providers' whole hint lists and on their order, so they are built here as the
-//! kubelet builds them and merged by [`super::hint::merge_closest`]:
+//! kubelet builds them and merged like [`super::hint::merge_closest`] (by distinct
+//! partial merges, [`super::hint::merge_closest_fast`]):
 //! - device manager, one list per device resource: every zone set (in the kubelet's
 //!   order: by width, then lexicographically) with enough free devices that holds the
 //!   devices earlier init containers left to reuse; preferred at the fewest zones whose
@@ -14,19 +15,19 @@
 //! - memory manager, one (identical) list per memory type: its own hints (see
 //!   [`MemoryManager::hints`]); no hints at all reads as "no preference".
 //!
-//! The cross product is bounded by [`MAX_PERMUTATIONS`]; beyond it the caller keeps
-//! its approximation.
+//! The merge's work (list lengths times distinct partial merges, at most four per zone
+//! set) is bounded by [`MAX_MERGE_WORK`]; beyond it the caller keeps its approximation.
 
 use tas_api::nrt::TopologyManagerPolicy;
 
 use super::align::{CPU_GROUP, MEMORY_GROUP, Req};
-use super::hint::{Hint, ResourceHints, merge_closest};
+use super::hint::{Hint, ResourceHints, merge_closest_fast};
 use super::mask::bits;
 use super::memory::MemoryManager;
 use super::topology::NodeTopology;
 
-/// Most permutations the literal merge may visit.
-pub(crate) const MAX_PERMUTATIONS: u64 = 1 << 17;
+/// Most (partial merge, hint) pairs the merge may visit.
+pub(crate) const MAX_MERGE_WORK: u64 = 1 << 21;
 
 /// Every non-empty zone set of `n` zones in the kubelet's order (IterateBitMasks).
 fn kubelet_masks(n: u32) -> Vec<u64> {
@@ -109,14 +110,18 @@ pub(crate) fn merged(
             None => return None,
         }
     }
-    let permutations = lists
-        .iter()
-        .map(|l| match l {
+    // Distinct partial merges: at most the prefixes, and at most four per zone set.
+    let most_states = 4u64 << n;
+    let (mut states, mut work) = (1u64, 0u64);
+    for l in &lists {
+        let len = match l {
             ResourceHints::Hints(h) => h.len().max(1) as u64,
             ResourceHints::DontCare => 1,
-        })
-        .try_fold(1u64, |acc, k| acc.checked_mul(k))?;
-    if permutations > MAX_PERMUTATIONS {
+        };
+        work = work.saturating_add(states.saturating_mul(len));
+        states = states.saturating_mul(len).min(most_states);
+    }
+    if work > MAX_MERGE_WORK {
         return None;
     }
     let distance = |a: u32, b: u32| node.zone_distance(a as usize, b as usize);
@@ -126,6 +131,6 @@ pub(crate) fn merged(
         None
     };
     let all = if n >= 64 { u64::MAX } else { (1 << n) - 1 };
-    let result = merge_closest(TopologyManagerPolicy::BestEffort, all, &lists, closest);
+    let result = merge_closest_fast(TopologyManagerPolicy::BestEffort, all, &lists, closest);
     Some(result.hint)
 }
