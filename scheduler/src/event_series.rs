@@ -24,12 +24,28 @@ const SERIES_TTL: Duration = Duration::from_secs(30 * 60);
 /// Series remembered at most; the oldest are forgotten first.
 const MAX_SERIES: usize = 50_000;
 
-/// The message with every run of digits replaced by `#`: equal for two failures with
-/// the same reasons on the same nodes, whatever the counts and amounts.
+/// The message with every run of digits replaced by `#` and parenthesised details
+/// dropped: equal for two failures with the same reasons, whatever the counts, amounts
+/// and the nodes named for each reason.
 pub fn signature(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut in_number = false;
+    // Parenthesised details (the nodes named for a reason, its figures) change with
+    // the cluster, not with why the pod failed.
+    let mut depth = 0usize;
     for c in message.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                continue;
+            }
+            ')' if depth > 0 => {
+                depth -= 1;
+                continue;
+            }
+            _ if depth > 0 => continue,
+            _ => {}
+        }
         if c.is_ascii_digit() {
             if !in_number {
                 out.push('#');
@@ -174,5 +190,10 @@ mod tests {
         assert_eq!(signature(a), signature(b));
         assert_ne!(signature(a), signature(c));
         assert_eq!(signature("need 12, got 3"), "need #, got #");
+        assert_eq!(
+            signature("0/8 nodes are available: 7 node(s) didn't match (a, b, +4 more)."),
+            signature("0/12 nodes are available: 11 node(s) didn't match (c, a, +8 more)."),
+            "the nodes named change with the cluster"
+        );
     }
 }

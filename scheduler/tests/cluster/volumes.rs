@@ -142,6 +142,12 @@ async fn small_and_big(
     )
 }
 
+/// LeastAllocated, so the big node is the one scoring prefers (the default
+/// FragmentationAware prefers the tighter fit, the small node).
+fn spread() -> Value {
+    json!({"scoring": {"strategy": "LeastAllocated"}})
+}
+
 fn on_host(node: &str) -> Value {
     json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
@@ -159,7 +165,7 @@ async fn a_pod_with_a_bound_local_volume_lands_only_on_the_volume_s_node() {
         json!({"local": {"path": "/mnt/disks/data"}, "nodeAffinity": on_host(&a)}),
     )
     .await;
-    env.start_scheduler(json!({}));
+    env.start_scheduler(spread());
     env.pod_with_claims("with-volume", &["data"]).await;
     assert_eq!(
         env.wait_bound("with-volume").await,
@@ -192,7 +198,7 @@ async fn a_pod_goes_only_to_the_zone_of_its_volume() {
         json!({"hostPath": {"path": "/tmp/other"}}),
     )
     .await;
-    env.start_scheduler(json!({}));
+    env.start_scheduler(spread());
     env.pod_with_claims("zoned", &["data"]).await;
     assert_eq!(
         env.wait_bound("zoned").await,
@@ -219,7 +225,7 @@ async fn a_read_write_once_pod_claim_in_use_keeps_a_second_pod_pending() {
         json!({"hostPath": {"path": "/tmp/exclusive"}}),
     )
     .await;
-    env.start_scheduler(json!({}));
+    env.start_scheduler(spread());
     env.pod_with_claims("first", &["exclusive"]).await;
     env.wait_bound("first").await;
     env.pod_with_claims("second", &["exclusive"]).await;
@@ -254,7 +260,7 @@ async fn unbound_claims_keep_their_pods_pending_with_a_message_naming_them() {
     env.claim("late", json!({"storageClassName": class})).await;
     // No class and no volume: the claim waits for a volume forever.
     env.claim("never", json!({"storageClassName": ""})).await;
-    env.start_scheduler(json!({}));
+    env.start_scheduler(spread());
 
     env.pod_with_claims("waits-for-consumer", &["late"]).await;
     let msg = env
