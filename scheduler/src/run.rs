@@ -44,14 +44,7 @@ pub async fn run_with_otlp(
 ) -> anyhow::Result<()> {
     let mut metrics = Metrics::new();
     let cache = TopologyCache::new(
-        CacheConfig {
-            scheduler_name: settings.scheduler_name.clone(),
-            resync_period: settings.resync_period,
-            max_staleness: settings.max_staleness,
-            foreign_pods: settings.foreign_pods,
-            informer_mode: settings.informer_mode,
-            missed_heartbeats: settings.missed_heartbeats,
-        },
+        CacheConfig::from_settings(&settings),
         CacheMetrics::register(&mut metrics.registry),
     );
     let events = EventSender::spawn(client.clone(), COMPONENT, Some(identity.clone()));

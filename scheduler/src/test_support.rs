@@ -78,18 +78,11 @@ pub fn input(pod: &Pod) -> PodInput {
 
 /// Shared state with default settings, a disabled event sender and fresh metrics.
 pub fn shared() -> std::sync::Arc<crate::shared::Shared> {
-    use crate::cache::{CacheConfig, CacheMetrics, TopologyCache};
+    use crate::cache::{CacheMetrics, TopologyCache};
     let settings =
         crate::config::Settings::from_config(&Default::default()).expect("default settings");
     let cache = TopologyCache::new(
-        CacheConfig {
-            scheduler_name: settings.scheduler_name.clone(),
-            resync_period: settings.resync_period,
-            max_staleness: settings.max_staleness,
-            foreign_pods: settings.foreign_pods,
-            informer_mode: settings.informer_mode,
-            missed_heartbeats: settings.missed_heartbeats,
-        },
+        crate::cache::CacheConfig::from_settings(&settings),
         CacheMetrics::default(),
     );
     crate::shared::Shared::new(

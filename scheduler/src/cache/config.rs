@@ -38,6 +38,18 @@ pub struct CacheConfig {
 }
 
 impl CacheConfig {
+    /// The cache settings of a scheduler configuration.
+    pub fn from_settings(settings: &crate::config::Settings) -> Self {
+        Self {
+            scheduler_name: settings.scheduler_name.clone(),
+            resync_period: settings.resync_period,
+            max_staleness: settings.max_staleness,
+            foreign_pods: settings.foreign_pods,
+            informer_mode: settings.informer_mode,
+            missed_heartbeats: settings.missed_heartbeats,
+        }
+    }
+
     /// Reads `spec`. A `maxStaleness` shorter than `resyncPeriod` (the CRD rejects it,
     /// a hand-written config file might not) is raised to `resyncPeriod`.
     pub fn from_spec(

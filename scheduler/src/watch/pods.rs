@@ -208,31 +208,9 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use crate::cache::{CacheConfig, CacheMetrics, TopologyCache};
-    use crate::config::Settings;
-    use crate::events::EventSender;
-    use crate::metrics::Metrics;
 
     fn shared() -> Arc<Shared> {
-        let settings = Settings::from_config(&Default::default()).expect("default settings");
-        let cache = TopologyCache::new(
-            CacheConfig {
-                scheduler_name: settings.scheduler_name.clone(),
-                resync_period: settings.resync_period,
-                max_staleness: settings.max_staleness,
-                foreign_pods: settings.foreign_pods,
-                informer_mode: settings.informer_mode,
-                missed_heartbeats: settings.missed_heartbeats,
-            },
-            CacheMetrics::default(),
-        );
-        Shared::new(
-            settings,
-            cache,
-            Metrics::new(),
-            EventSender::disabled(),
-            crate::telemetry::Telemetry::off(),
-        )
+        crate::test_support::shared()
     }
 
     fn bound(name: &str) -> Pod {
