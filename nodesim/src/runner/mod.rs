@@ -379,6 +379,9 @@ impl Runner {
     }
 }
 
+/// How many of each container's last log lines a failing test prints (default 40).
+pub const LOG_LINES_ENV: &str = "TAS_POD_LOG_LINES";
+
 /// See [`Runner::log_guard`].
 pub struct LogGuard<'a> {
     runner: &'a Runner,
@@ -387,7 +390,11 @@ pub struct LogGuard<'a> {
 impl Drop for LogGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.runner.print_logs(40);
+            let lines = std::env::var(LOG_LINES_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(40);
+            self.runner.print_logs(lines);
         }
     }
 }

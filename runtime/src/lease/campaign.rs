@@ -113,17 +113,17 @@ impl Campaign {
             .and_then(Observation::holder)
             .map(str::to_owned);
         let observation = Observation::update(seen.take(), &spec, Instant::now());
-        let verdict = observation.judge(
-            &self.config.identity,
-            self.config.lease_duration,
-            Instant::now(),
-        );
+        let verdict = observation.judge(self.config.lease_duration, Instant::now());
         // Kept even when taking over: if the write fails for a transient reason, the
         // next round need not wait out the lease again.
         *seen = Some(observation);
         if let Verdict::Held { holder, .. } = &verdict {
             if previous_holder.as_deref() != Some(holder.as_str()) {
-                info!(%holder, "lease held by another candidate; waiting");
+                if *holder == self.config.identity {
+                    info!(%holder, "lease held by an earlier process of this identity; waiting for it to expire");
+                } else {
+                    info!(%holder, "lease held by another candidate; waiting");
+                }
             }
             return Ok(None);
         }
@@ -190,7 +190,7 @@ impl Campaign {
         let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
         let previous_holder = match verdict {
             Verdict::Expired { holder } | Verdict::Held { holder, .. } => Some(holder.as_str()),
-            Verdict::Free | Verdict::Ours => None,
+            Verdict::Free => None,
         };
         info!(previous_holder, transitions, "became leader");
     }

@@ -46,14 +46,17 @@ impl Observation {
         holder(Some(&self.spec))
     }
 
-    /// Whether the candidate `identity` may write itself into this record now.
-    pub(crate) fn judge(&self, identity: &str, fallback: Duration, now: Instant) -> Verdict {
+    /// Whether a candidate may write itself into this record now.
+    ///
+    /// A record naming the candidate's own identity is waited out like anyone else's:
+    /// a candidate judges records only while it does not lead, so such a record was
+    /// written by an earlier process of the same identity (a container restarted in
+    /// the same pod keeps the pod name), whose last writes may still reach the API
+    /// server until its lease expires.
+    pub(crate) fn judge(&self, fallback: Duration, now: Instant) -> Verdict {
         let Some(holder) = self.holder() else {
             return Verdict::Free;
         };
-        if holder == identity {
-            return Verdict::Ours;
-        }
         let duration = self
             .spec
             .lease_duration_seconds
@@ -79,8 +82,6 @@ impl Observation {
 pub(crate) enum Verdict {
     /// Nobody holds it: never held, or released.
     Free,
-    /// It names this candidate: a restart, or a renewal that outlived the deadline.
-    Ours,
     /// Its holder has not renewed for the whole lease duration.
     Expired { holder: String },
     /// Its holder may still be leader until `until`, at the earliest.
@@ -160,7 +161,7 @@ mod tests {
         let t0 = Instant::now();
         let spec = held_by("a", 1);
         let seen = Observation::update(None, &spec, t0);
-        let verdict = seen.judge("b", 15 * SECOND, t0 + SECOND);
+        let verdict = seen.judge(15 * SECOND, t0 + SECOND);
         assert_eq!(
             verdict,
             Verdict::Held {
@@ -172,19 +173,19 @@ mod tests {
 
         // Seeing the same record again keeps the clock running...
         let seen = Observation::update(Some(seen), &spec, t0 + SECOND);
-        assert!(may_acquire(&seen.judge("b", 15 * SECOND, t0 + 2 * SECOND)));
+        assert!(may_acquire(&seen.judge(15 * SECOND, t0 + 2 * SECOND)));
 
         // ...a renewal restarts it.
         let seen = Observation::update(Some(seen), &held_by("a", 2), t0 + 2 * SECOND);
-        assert!(!may_acquire(&seen.judge("b", 15 * SECOND, t0 + 3 * SECOND)));
+        assert!(!may_acquire(&seen.judge(15 * SECOND, t0 + 3 * SECOND)));
         assert_eq!(
-            seen.judge("b", 15 * SECOND, t0 + 4 * SECOND),
+            seen.judge(15 * SECOND, t0 + 4 * SECOND),
             Verdict::Expired { holder: "a".into() }
         );
     }
 
     #[test]
-    fn free_and_own_records_may_be_taken_at_once() {
+    fn free_records_may_be_taken_at_once() {
         let t0 = Instant::now();
         for spec in [
             LeaseSpec::default(),
@@ -194,10 +195,8 @@ mod tests {
             },
         ] {
             let seen = Observation::update(None, &spec, t0);
-            assert_eq!(seen.judge("b", SECOND, t0), Verdict::Free);
+            assert_eq!(seen.judge(SECOND, t0), Verdict::Free);
         }
-        let seen = Observation::update(None, &held_by("b", 1), t0);
-        assert_eq!(seen.judge("b", SECOND, t0), Verdict::Ours);
     }
 
     #[test]
@@ -208,8 +207,8 @@ mod tests {
             ..held_by("a", 1)
         };
         let seen = Observation::update(None, &spec, t0);
-        assert!(!may_acquire(&seen.judge("b", 5 * SECOND, t0 + 4 * SECOND)));
-        assert!(may_acquire(&seen.judge("b", 5 * SECOND, t0 + 5 * SECOND)));
+        assert!(!may_acquire(&seen.judge(5 * SECOND, t0 + 4 * SECOND)));
+        assert!(may_acquire(&seen.judge(5 * SECOND, t0 + 5 * SECOND)));
     }
 
     #[test]

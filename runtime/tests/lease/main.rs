@@ -308,3 +308,31 @@ async fn an_invalid_config_is_refused() {
     let err = LeaderElector::new(client, bad).err().expect("refused");
     assert!(!err.is_transient());
 }
+
+/// A container restarted in the same pod keeps the pod name, so the new process has
+/// the identity the Lease names. It must still wait the lease out: the crashed process
+/// may have writes on the way to the API server (seen as a kubelet rejection when a
+/// restarted scheduler placed a pod next to one its predecessor bound a moment before).
+#[tokio::test]
+async fn a_restarted_process_waits_out_the_lease_its_predecessor_held() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let client = cluster.client().await.unwrap();
+    let ns = unique_namespace(&client, "lease-restart").await.unwrap();
+
+    let before = start(&client, config(&ns, "pod-a"));
+    wait_leader("the first process to lead", &before).await;
+    let crashed = Instant::now();
+    before.abort();
+    let after = start(&client, config(&ns, "pod-a"));
+    wait_leader("the restarted process to lead", &after).await;
+    let takeover = crashed.elapsed();
+    // The 2 s lease from the last renewal seen, at most one renew period before the
+    // crash.
+    assert!(
+        takeover > Duration::from_millis(1400),
+        "the restarted process led {takeover:?} after the crash"
+    );
+    let spec = lease_spec(&client, &ns).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some("pod-a"));
+}
