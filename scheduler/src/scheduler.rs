@@ -69,17 +69,14 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             }
             continue;
         }
-        let next = shared.queue.lock().ok().and_then(|mut q| {
+        let next = {
+            let mut q = shared.queue.lock();
             let p = q.pop(Instant::now());
             shared.metrics.queue_depth.set(q.len() as i64);
             p
-        });
+        };
         let Some(queued) = next else {
-            let expiry = shared
-                .queue
-                .lock()
-                .ok()
-                .and_then(|q| q.next_backoff_expiry());
+            let expiry = shared.queue.lock().next_backoff_expiry();
             let sleep = expiry.map_or(Duration::from_secs(1), |t| {
                 t.saturating_duration_since(Instant::now())
             });
@@ -89,12 +86,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             }
             continue;
         };
-        let Some(pod) = shared
-            .pending
-            .read()
-            .ok()
-            .and_then(|p| p.get(&queued.uid).cloned())
-        else {
+        let Some(pod) = shared.pending.read().get(&queued.uid).cloned() else {
             continue;
         };
         if shared.is_in_flight(&queued.uid) {
@@ -119,7 +111,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
         };
         if let Err(problem) = resolve_volumes(&shared, &pod, &mut input.filter) {
             shared.metrics.attempt("unschedulable");
-            let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
+            let total = shared.state.read().node_count();
             let message = format!("0/{total} nodes are available: {problem}.");
             shared.telemetry.attempt(&AttemptRecord {
                 pod: &pod,
@@ -170,9 +162,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                     },
                 ));
                 last_message.remove(&queued.uid);
-                if let Ok(mut n) = shared.nominations.lock() {
-                    n.remove(&queued.uid);
-                }
+                shared.nominations.lock().remove(&queued.uid);
                 assume(&shared, &pod, &input, &c.node);
                 let permit = binds.clone().acquire_owned().await;
                 let (client, shared, events, is_leader) = (
@@ -192,7 +182,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             }
             Decision::Unschedulable(reasons) => {
                 shared.metrics.attempt("unschedulable");
-                let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
+                let total = shared.state.read().node_count();
                 let searching = Instant::now();
                 let outcome = if multi_thread {
                     tokio::task::block_in_place(|| preempt::attempt(&shared, &input, &settings))
@@ -272,14 +262,8 @@ fn resolve_volumes(
     if !volumes::has_claims(pod) {
         return Ok(());
     }
-    let catalog = shared
-        .volumes
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let state = shared
-        .state
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let catalog = shared.volumes.read();
+    let state = shared.state.read();
     filter.set_volumes(volumes::prepare(&catalog, pod, state.nodes())?);
     Ok(())
 }
@@ -299,12 +283,11 @@ struct BindTarget<'a> {
 
 fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
     let uid = input.uid.clone();
-    if let Ok(mut f) = shared.in_flight.lock() {
-        f.insert(uid.clone());
-    }
-    if let Ok(mut s) = shared.state.write() {
-        s.assume(&uid, node, input.filter.usage().clone());
-    }
+    shared.in_flight.lock().insert(uid.clone());
+    shared
+        .state
+        .write()
+        .assume(&uid, node, input.filter.usage().clone());
     if let Some(r) = crate::cache::PodRef::from_pod(pod) {
         shared
             .cache
@@ -313,13 +296,9 @@ fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
 }
 
 fn undo(shared: &Shared, uid: &str, node: &str) {
-    if let Ok(mut s) = shared.state.write() {
-        s.forget(uid);
-    }
+    shared.state.write().forget(uid);
     shared.cache.unreserve(node, uid);
-    if let Ok(mut f) = shared.in_flight.lock() {
-        f.remove(uid);
-    }
+    shared.in_flight.lock().remove(uid);
 }
 
 async fn bind(
@@ -336,9 +315,7 @@ async fn bind(
     let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     if !is_leader() {
         undo(shared, &uid, node);
-        if let Ok(mut q) = shared.queue.lock() {
-            q.retry_now(&uid);
-        }
+        shared.queue.lock().retry_now(&uid);
         return;
     }
     let binding = Binding {
@@ -403,7 +380,8 @@ async fn bind(
             undo(shared, &uid, node);
             let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
             tracing::warn!(pod = %format!("{ns}/{name}"), node, error = %e, "bind failed");
-            if let Ok(mut q) = shared.queue.lock() {
+            {
+                let mut q = shared.queue.lock();
                 if gone {
                     // Deleted, or already bound (by us earlier or someone else): the
                     // watches settle what is true; never bind again.
@@ -431,9 +409,7 @@ fn unschedulable(
 ) {
     let uid = pod.uid().unwrap_or_default();
     let now = Instant::now();
-    if let Ok(mut q) = shared.queue.lock() {
-        q.unschedulable_with(&uid, now, parsed);
-    }
+    shared.queue.lock().unschedulable_with(&uid, now, parsed);
     let signature = crate::event_series::signature(&message);
     let (changed, due) = match last.get(&uid) {
         Some((sent, at)) => (

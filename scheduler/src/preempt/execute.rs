@@ -48,9 +48,10 @@ pub fn nominate_locally(shared: &Shared, usage: &PodUsage, plan: &Plan) {
         since: Instant::now(),
         victims_gone_at: None,
     };
-    if let Ok(mut n) = shared.nominations.lock() {
-        n.insert(&usage.meta.uid, nomination);
-    }
+    shared
+        .nominations
+        .lock()
+        .insert(&usage.meta.uid, nomination);
 }
 
 /// Carries out the first plan that works; see the module documentation.
@@ -84,9 +85,7 @@ pub async fn run(
             }
         }
     }
-    if let Ok(mut n) = shared.nominations.lock() {
-        n.remove(&uid);
-    }
+    shared.nominations.lock().remove(&uid);
     shared.wake.notify_one();
 }
 
@@ -99,7 +98,7 @@ async fn evict_all(
     is_leader: &LeaderCheck,
 ) -> Result<(), PlanError> {
     let mut order: Vec<&Arc<PodMeta>> = plan.victims.iter().collect();
-    let protected = |v: &PodMeta| shared.budgets.read().map(|b| b.covers(v)).unwrap_or(false);
+    let protected = |v: &PodMeta| shared.budgets.read().covers(v);
     order.sort_by_key(|v| !protected(v));
     for victim in order {
         if !is_leader() {
