@@ -1,23 +1,20 @@
 //! The scheduling loop: pop the next pod, decide, assume, bind in the background.
 //!
-//! A decision assumes the pod on its node at once (node usage and a pessimistic
-//! reservation on every NUMA zone of the node), so the next decision already sees it,
-//! then binds through the `pods/binding` subresource in a separate task. A failed bind
-//! undoes the assumption and requeues the pod. A pod is never bound twice: it is marked
-//! in flight before its bind starts and only leaves that state when the bound pod is
-//! observed or the bind failed. Only the leader decides and binds (leader election is
-//! always on); the check is repeated right before every bind request, which is sent
-//! only while the lease is held for longer than the request's timeout, so losing the
-//! lease stops binding before another replica can take over.
+//! A decision assumes the pod on its node at once and queues its bind on the
+//! [`crate::writer`] (see [`crate::bind`]). Only the leader decides and binds (leader
+//! election is always on); the writer checks the lease again right before every bind
+//! request, which is sent only while the lease is held for longer than the request's
+//! timeout, so losing the lease stops binding before another replica can take over.
 //!
 //! A pod whose volumes no node can serve yet — a claim missing, being deleted, unbound,
 //! or `ReadWriteOncePod` and used by another pod — is reported unschedulable before any
 //! decision, with a message naming the claim (see [`crate::filter::volumes`]).
 //!
 //! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs here,
-//! the evictions in a background task; the pod itself waits in the queue until an
-//! ordinary decision places it.
+//! the evictions in a background task (through the writer); the pod itself waits in the
+//! queue until an ordinary decision places it.
 
+use crate::bind::{self, BindTarget};
 use crate::cache;
 use crate::cycle::{self, CycleSettings, Decision, PodInput};
 use crate::decision_trace::decide_traced;
@@ -28,16 +25,15 @@ use crate::numa::PodRequest;
 use crate::preempt::{self, Outcome};
 use crate::shared::Shared;
 use crate::snapshot::with_snapshot;
-use crate::telemetry::{AttemptOutcome, AttemptRecord, BindRecord};
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use kube::api::PostParams;
-use kube::{Api, Client, ResourceExt};
+use crate::telemetry::{AttemptOutcome, AttemptRecord};
+use crate::writer::Writer;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::Semaphore;
 
-/// Concurrent bind requests.
-const MAX_CONCURRENT_BINDS: usize = 64;
+/// The fence every write passes (see [`crate::writer`]).
+pub use crate::writer::LeaderCheck;
 /// How long a pod that keeps failing for the same reasons waits for its next
 /// `FailedScheduling` Event (which then extends the open series).
 const REPEAT_EVENT_AFTER: Duration = Duration::from_secs(5 * 60);
@@ -45,15 +41,8 @@ const REPEAT_EVENT_AFTER: Duration = Duration::from_secs(5 * 60);
 /// The last `FailedScheduling` sent per pod: the message's signature and when.
 type LastFailures = std::collections::HashMap<String, (String, Instant)>;
 
-/// Answers "may I send a bind or an eviction now?": true while this process stays
-/// leader for longer than the write timeout
-/// ([`LeaderElectionSettings::write_timeout`](crate::config::LeaderElectionSettings::write_timeout)),
-/// which bounds every such request.
-pub type LeaderCheck = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// Run the loop until the process ends.
-pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_leader: LeaderCheck) {
-    let binds = Arc::new(Semaphore::new(MAX_CONCURRENT_BINDS));
+/// Run the loop until the process ends; every write goes through `writer`.
+pub async fn run(shared: Arc<Shared>, events: EventSender, writer: Writer) {
     let settings = CycleSettings {
         score: shared.settings.score.clone(),
         nodes_without_topology: shared.settings.nodes_without_topology,
@@ -62,7 +51,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
     };
     let mut last_message = LastFailures::default();
     loop {
-        if !shared.synced.all() || !is_leader() {
+        if !shared.synced.all() || !writer.leads() {
             tokio::select! {
                 () = shared.wake.notified() => {}
                 () = tokio::time::sleep(Duration::from_millis(200)) => {}
@@ -163,22 +152,12 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 ));
                 last_message.remove(&queued.uid);
                 shared.nominations.lock().remove(&queued.uid);
-                assume(&shared, &pod, &input, &c.node);
-                let permit = binds.clone().acquire_owned().await;
-                let (client, shared, events, is_leader) = (
-                    client.clone(),
-                    shared.clone(),
-                    events.clone(),
-                    is_leader.clone(),
-                );
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let target = BindTarget {
-                        node: &c.node,
-                        attempt,
-                    };
-                    bind(&client, &shared, &events, &pod, input, target, &is_leader).await;
-                });
+                bind::assume(&shared, &pod, &input, &c.node);
+                let target = BindTarget {
+                    node: c.node,
+                    attempt,
+                };
+                bind::start(&shared, &events, &writer, pod, input.uid, target).await;
             }
             Decision::Unschedulable(reasons) => {
                 shared.metrics.attempt("unschedulable");
@@ -210,7 +189,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
                 let parsed = Some(Arc::new(input.filter.clone()));
                 unschedulable(&shared, &events, &pod, message, parsed, &mut last_message);
                 if let Outcome::Plans(plans) = outcome {
-                    start_preemption(&client, &shared, &events, &pod, input, plans, &is_leader);
+                    start_preemption(&shared, &events, &writer, &pod, input, plans);
                 }
             }
         }
@@ -219,26 +198,24 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
 
 /// Holds the room on the best plan's node at once, then evicts in the background.
 fn start_preemption(
-    client: &Client,
     shared: &Arc<Shared>,
     events: &EventSender,
+    writer: &Writer,
     pod: &Arc<Pod>,
     input: PodInput,
     plans: Vec<preempt::Plan>,
-    is_leader: &LeaderCheck,
 ) {
     let usage = input.filter.usage().clone();
     if let Some(best) = plans.first() {
         preempt::execute::nominate_locally(shared, &usage, best);
     }
     tokio::spawn(preempt::execute::run(
-        client.clone(),
+        writer.clone(),
         shared.clone(),
         events.clone(),
         pod.clone(),
         usage,
         plans,
-        is_leader.clone(),
     ));
 }
 
@@ -273,126 +250,6 @@ pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> De
     with_snapshot(shared, input, |cluster, lookup| {
         cycle::decide_in(input, cluster, lookup, settings)
     })
-}
-
-/// Where a bind goes, and the attempt span it belongs to.
-struct BindTarget<'a> {
-    node: &'a str,
-    attempt: Option<opentelemetry::Context>,
-}
-
-fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
-    let uid = input.uid.clone();
-    shared.in_flight.lock().insert(uid.clone());
-    shared
-        .state
-        .write()
-        .assume(&uid, node, input.filter.usage().clone());
-    if let Some(r) = crate::cache::PodRef::from_pod(pod) {
-        shared
-            .cache
-            .reserve(node, &r, &input.request, Instant::now());
-    }
-}
-
-fn undo(shared: &Shared, uid: &str, node: &str) {
-    shared.state.write().forget(uid);
-    shared.cache.unreserve(node, uid);
-    shared.in_flight.lock().remove(uid);
-}
-
-async fn bind(
-    client: &Client,
-    shared: &Shared,
-    events: &EventSender,
-    pod: &Pod,
-    input: PodInput,
-    target: BindTarget<'_>,
-    is_leader: &LeaderCheck,
-) {
-    let node = target.node;
-    let uid = input.uid;
-    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
-    if !is_leader() {
-        undo(shared, &uid, node);
-        shared.queue.lock().retry_now(&uid);
-        return;
-    }
-    let binding = Binding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ns.clone()),
-            uid: Some(uid.clone()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(node.to_owned()),
-            ..ObjectReference::default()
-        },
-    };
-    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    // Fenced: `is_leader` said this process leads for longer than the timeout.
-    let timeout = shared.settings.leader_election.write_timeout();
-    let (sent, sent_at) = (Instant::now(), SystemTime::now());
-    let result: Result<serde_json::Value, kube::Error> = match tokio::time::timeout(
-        timeout,
-        api.create_subresource("binding", &name, &PostParams::default(), &binding),
-    )
-    .await
-    {
-        Ok(result) => result,
-        Err(_elapsed) => Err(kube::Error::Service(
-            format!("bind request timed out after {timeout:?}").into(),
-        )),
-    };
-    let mut record = BindRecord {
-        pod,
-        node,
-        started: sent_at,
-        duration: sent.elapsed(),
-        pod_scheduling_seconds: None,
-        error: None,
-    };
-    match result {
-        Ok(_) => {
-            shared.metrics.attempt("scheduled");
-            if let Some(created) = &pod.metadata.creation_timestamp {
-                let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
-                let seconds = age.as_secs_f64().max(0.0);
-                shared.metrics.e2e_latency.observe(seconds);
-                record.pod_scheduling_seconds = Some(seconds);
-            }
-            shared.telemetry.bind(target.attempt.as_ref(), &record);
-            tracing::debug!(pod = %format!("{ns}/{name}"), node, "bound");
-            events.scheduled(pod, node);
-        }
-        Err(e) => {
-            shared.metrics.bind_errors.inc();
-            shared.metrics.attempt("error");
-            let code = match &e {
-                kube::Error::Api(s) => Some(s.code),
-                _ => None,
-            };
-            record.error = Some((code, e.to_string()));
-            shared.telemetry.bind(target.attempt.as_ref(), &record);
-            undo(shared, &uid, node);
-            let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
-            tracing::warn!(pod = %format!("{ns}/{name}"), node, error = %e, "bind failed");
-            {
-                let mut q = shared.queue.lock();
-                if gone {
-                    // Deleted, or already bound (by us earlier or someone else): the
-                    // watches settle what is true; never bind again.
-                    q.remove(&uid);
-                } else {
-                    q.unschedulable(&uid, Instant::now());
-                }
-            }
-            shared.wake.notify_one();
-        }
-    }
 }
 
 /// Requeues the pod with back-off and reports the failure: a `FailedScheduling` Event
