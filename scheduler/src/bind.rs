@@ -1,11 +1,10 @@
-//! The assume and bind phases: a decided pod is assumed on its node at once (node
-//! usage and a pessimistic reservation on every NUMA zone of the node), so the next
-//! decision already sees it, then bound through the `pods/binding` subresource by the
-//! [`crate::writer`], whose outcome a background task handles. A failed bind undoes the
-//! assumption and requeues the pod. A pod is never bound twice: it is marked in flight
-//! before its bind is queued and only leaves that state when the bound pod is observed
-//! or the bind failed. A bind the writer refuses because this process no longer leads
-//! for long enough is undone and retried at once, by whichever replica leads next.
+//! The bind phase: a pod reserved on its node ([`crate::reserve`]) is bound through
+//! the `pods/binding` subresource by the [`crate::writer`], whose outcome a background
+//! task handles. A failed bind undoes the reservation and requeues the pod. A pod is
+//! never bound twice: it is marked in flight before its bind is queued and only leaves
+//! that state when the bound pod is observed or the bind failed. A bind the writer
+//! refuses because this process no longer leads for long enough is undone and retried
+//! at once, by whichever replica leads next.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -13,8 +12,8 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use crate::cycle::PodInput;
 use crate::events::EventSender;
+use crate::reserve::unreserve;
 use crate::shared::Shared;
 use crate::telemetry::BindRecord;
 use crate::writer::{Request, WriteError, Writer};
@@ -25,27 +24,6 @@ pub(crate) struct BindTarget {
     pub(crate) node: String,
     /// The scheduling attempt's span.
     pub(crate) attempt: Option<opentelemetry::Context>,
-}
-
-/// Marks the pod in flight and counts it on `node` in the state and the cache.
-pub(crate) fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
-    let uid = input.uid.clone();
-    shared.in_flight.lock().insert(uid.clone());
-    shared
-        .state
-        .write()
-        .assume(&uid, node, input.filter.usage().clone());
-    if let Some(r) = crate::cache::PodRef::from_pod(pod) {
-        shared
-            .cache
-            .reserve(node, &r, &input.request, Instant::now());
-    }
-}
-
-fn undo(shared: &Shared, uid: &str, node: &str) {
-    shared.state.write().forget(uid);
-    shared.cache.unreserve(node, uid);
-    shared.in_flight.lock().remove(uid);
 }
 
 /// Queues the bind of an assumed pod on the writer (waiting while its queue is full)
@@ -107,7 +85,7 @@ fn finish(
         }
         Err(WriteError::NotLeader) => {
             // Nothing was sent.
-            undo(shared, uid, node);
+            unreserve(shared, uid, node);
             shared.queue.lock().retry_now(uid);
         }
         Err(e) => {
@@ -115,7 +93,7 @@ fn finish(
             shared.metrics.attempt("error");
             record.error = Some((e.code(), e.to_string()));
             shared.telemetry.bind(target.attempt.as_ref(), &record);
-            undo(shared, uid, node);
+            unreserve(shared, uid, node);
             let gone = matches!(e.code(), Some(404 | 409));
             tracing::warn!(pod = %key(), node, error = %e, "bind failed");
             {

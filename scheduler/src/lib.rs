@@ -7,7 +7,7 @@
 //! reservations) and the [`queue`]. The loop in [`scheduler`] pops a pod, takes a
 //! [`snapshot`] and runs one [`cycle`] — node-level [`filter`]s, topology [`spread`],
 //! inter-pod [`affinity`], then the [`numa`] fit of the node's Topology Manager policy
-//! and scope, then scoring — assumes the pod and [`bind`]s it in the background. A pod
+//! and scope, then scoring — [`reserve`]s the pod and [`bind`]s it in the background. A pod
 //! that fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. Every API write
 //! (binds, evictions, status patches, Events) leaves from one task, the [`writer`],
 //! which checks the lease in one place. [`explain`] and [`events`] tell users why a pod
@@ -32,7 +32,9 @@ pub mod numa;
 pub mod pod_meta;
 pub mod preempt;
 pub mod queue;
+pub mod reserve;
 pub mod run;
+pub mod schedule_one;
 pub mod scheduler;
 pub mod shared;
 pub mod snapshot;
