@@ -6,26 +6,26 @@
 //!
 //! 1. [`PreFilter::prepare`] — once per decision: the cluster-wide counts the spread
 //!    and inter-pod affinity filters need (one pass over every node's pods).
-//! 2. [`score_node_in`] — per node, in parallel chunks for large clusters: every filter
-//!    in kube-scheduler's order (the first failure is the node's reason), then the
-//!    node-local score (NUMA alignment and node-level balance).
-//! 3. Cluster-wide scores over the feasible nodes — preferred inter-pod affinity and
-//!    `ScheduleAnyway` spread — each normalized to 0..=100 across them and added with
-//!    kube-scheduler's default weight (2).
+//! 2. Filter (`cycle/filter.rs`, [`score_node_in`]) — per node, in parallel chunks for
+//!    large clusters (`cycle/sample.rs`): every filter in kube-scheduler's order (the
+//!    first failure is the node's reason), then the node-local score (NUMA alignment
+//!    and node-level balance).
+//! 3. Score (`cycle/score.rs`): cluster-wide scores over the feasible nodes — preferred
+//!    inter-pod affinity and `ScheduleAnyway` spread — each normalized to 0..=100
+//!    across them and added with kube-scheduler's default weight (2).
 //! 4. The best combined score wins.
 //!
 //! Pure over its inputs (a state snapshot and a topology lookup), so it is unit-tested
 //! and benchmarked without an API server. The result does not depend on the chunking
 //! (ties are broken by a hash of pod and node, not by arrival order).
 
-use crate::affinity::{self, AffinityFilter, AffinityScore, NamespaceLabels};
+use crate::affinity::{self, AffinityFilter, NamespaceLabels};
 use crate::explain::Reasons;
-use crate::filter::{self, NodeInfo, PodFilterInput};
-use crate::numa::{self, NodeTopology, PodRequest, ScoreConfig, TopologyError};
-use crate::spread::{self, SpreadFilter, SpreadScore};
+use crate::filter::{NodeInfo, PodFilterInput};
+use crate::numa::{NodeTopology, PodRequest, ScoreConfig, TopologyError};
+use crate::spread::{self, SpreadFilter};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
-use tas_api::hash::fnv1a64_pair;
 use tas_api::tas::NodesWithoutTopology;
 
 /// What the cache knows of a node's topology.
@@ -136,9 +136,6 @@ pub const UNPUBLISHED_TOPOLOGY: &str =
     "node(s) in a TAS node group had not published their NodeResourceTopology yet";
 /// Reason text for a node whose topology object is unreadable.
 pub const INVALID_TOPOLOGY: &str = "node(s) had an invalid NodeResourceTopology";
-/// kube-scheduler's default weight of the `InterPodAffinity` and `PodTopologySpread`
-/// scores.
-const CLUSTER_SCORE_WEIGHT: u32 = 2;
 
 /// Decide where `pod` goes, without namespace labels (a namespace selector of an
 /// affinity term then selects no namespace by label).
@@ -223,35 +220,6 @@ where
     (decision, timings)
 }
 
-/// Adds the normalized preferred inter-pod affinity and soft spread scores.
-fn add_cluster_scores(
-    pod: &PodInput,
-    cluster: &ClusterView<'_>,
-    feasible: &mut [(&NodeInfo, Scored)],
-) {
-    let meta = pod.filter.meta();
-    let affinity = AffinityScore::prepare(meta, cluster.nodes, cluster.namespaces);
-    if affinity.is_none() && pod.filter.spread().iter().all(|c| c.hard) {
-        return;
-    }
-    let mut extra = vec![0i64; feasible.len()];
-    if let Some(a) = affinity {
-        let mut raw: Vec<i64> = feasible.iter().map(|(n, _)| a.raw(n)).collect();
-        affinity::score::normalize(&mut raw);
-        extra.iter_mut().zip(raw).for_each(|(e, r)| *e += r);
-    }
-    let nodes: Vec<&NodeInfo> = feasible.iter().map(|(n, _)| *n).collect();
-    if let Some(sp) = SpreadScore::prepare(&pod.filter, cluster.nodes, &nodes) {
-        let raw: Vec<Option<i64>> = nodes.iter().map(|n| sp.raw(n)).collect();
-        let normalized = spread::score::normalize(&raw);
-        extra.iter_mut().zip(normalized).for_each(|(e, r)| *e += r);
-    }
-    for ((_, c), e) in feasible.iter_mut().zip(extra) {
-        let e = u32::try_from(e.max(0)).unwrap_or(u32::MAX);
-        c.score = c.score.saturating_add(CLUSTER_SCORE_WEIGHT * e);
-    }
-}
-
 /// Every filter on one node — node-level, then the cluster-wide ones of `pre`, then the
 /// NUMA fit — and the node-local score.
 pub fn score_node_in(
@@ -279,137 +247,13 @@ pub fn score_node(
         .map_err(|r| r.to_string())
 }
 
-/// Every filter on one node and its node-local score, without rendering anything:
-/// the hot path of a decision.
-fn check_node(
-    pod: &PodInput,
-    node: &NodeInfo,
-    pre: Option<&PreFilter<'_>>,
-    view: TopologyView,
-    s: &CycleSettings,
-) -> Result<Scored, Reject> {
-    filter::filter_node(&pod.filter, node).map_err(Reject::Filter)?;
-    if let Some(pre) = pre {
-        pre.check(node).map_err(Reject::Text)?;
-    }
-    let config = numa::node_strategy::node_config(node.name(), node.labels(), &s.score);
-    let numa_score = match view {
-        TopologyView::Known(topo) => {
-            numa_fit(&topo, &pod.request, node).map_err(Reject::Numa)?;
-            numa::score(&topo, &pod.request, &config)
-        }
-        TopologyView::Invalid(_) => return Err(Reject::Text(INVALID_TOPOLOGY)),
-        TopologyView::Unpublished if numa_sensitive(&pod.request) => {
-            return Err(Reject::Text(UNPUBLISHED_TOPOLOGY));
-        }
-        TopologyView::Missing | TopologyView::Unpublished => match s.nodes_without_topology {
-            NodesWithoutTopology::Schedule => 0,
-            NodesWithoutTopology::Skip => return Err(Reject::Text(NO_TOPOLOGY)),
-        },
-    };
-    let node_score = node_resource_score(pod, node, &config);
-    Ok(Scored {
-        // NUMA alignment matters most; node-level balance breaks near-ties.
-        score: u32::from(numa_score) * 2 + node_score,
-        tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
-    })
-}
-
-/// A feasible node's score before its name is copied into a [`Candidate`].
-#[derive(Debug, Clone, Copy)]
-struct Scored {
-    score: u32,
-    tie: u64,
-}
-
-impl Scored {
-    fn candidate(self, node: &NodeInfo) -> Candidate {
-        Candidate {
-            node: node.name().to_owned(),
-            score: self.score,
-            tie: self.tie,
-        }
-    }
-
-    /// Higher score wins, then the lower tie-breaker.
-    fn beats(&self, other: &Scored) -> bool {
-        (self.score, std::cmp::Reverse(self.tie)) > (other.score, std::cmp::Reverse(other.tie))
-    }
-}
-
-/// Why a node was rejected, kept as it came from the filter; rendered to text only when
-/// the pod fits nowhere.
-#[derive(Debug)]
-enum Reject {
-    Filter(filter::FilterReason),
-    Numa(numa::Unfit),
-    Text(&'static str),
-}
-
-impl std::fmt::Display for Reject {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Filter(r) => r.fmt(f),
-            Self::Numa(u) => u.fmt(f),
-            Self::Text(t) => f.write_str(t),
-        }
-    }
-}
-
-/// Whether the kubelet may pin part of this pod to NUMA zones (exclusive CPUs,
-/// hugepages, devices): such a pod never goes to a TAS node without its topology.
-pub fn numa_sensitive(request: &PodRequest) -> bool {
-    crate::cache::holds_exclusive_resources(request)
-}
-
-/// The NUMA fit of `request` on `topology`, the node-level resources judged from
-/// `node`'s allocatable.
-pub fn numa_fit(
-    topology: &NodeTopology,
-    request: &PodRequest,
-    node: &NodeInfo,
-) -> Result<numa::Placement, numa::Unfit> {
-    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
-    numa::fit(topology, request, &node_level)
-}
-
-fn is_core(r: &str) -> bool {
-    matches!(r, "cpu" | "memory" | "ephemeral-storage")
-}
-
-/// Node-level score 0..=100 for cpu and memory after placing the pod, following the
-/// strategy: MostAllocated packs (FragmentationAware packs weakly, as a tie-break),
-/// everything else spreads.
-fn node_resource_score(pod: &PodInput, node: &NodeInfo, score: &ScoreConfig) -> u32 {
-    let alloc = &node.allocatable().resources;
-    let used = node.requested();
-    let req = pod.filter.request();
-    let frac = |cap: i64, used: i64, want: i64| -> Option<f64> {
-        (cap > 0).then(|| ((used + want) as f64 / cap as f64).clamp(0.0, 1.0))
-    };
-    let parts = [
-        frac(alloc.milli_cpu, used.milli_cpu, req.milli_cpu),
-        frac(alloc.memory, used.memory, req.memory),
-    ];
-    let (sum, n) = parts
-        .into_iter()
-        .flatten()
-        .fold((0.0, 0u32), |(sum, n), f| (sum + f, n + 1));
-    if n == 0 {
-        return 0;
-    }
-    let mean = sum / f64::from(n);
-    let value = match score.strategy {
-        numa::ScoringStrategy::MostAllocated => mean,
-        // Node fullness only breaks ties between equally tight zones.
-        numa::ScoringStrategy::FragmentationAware => mean / 10.0,
-        _ => 1.0 - mean,
-    };
-    (value * 100.0).round() as u32
-}
-
+mod filter;
 mod sample;
+mod score;
+use filter::{Reject, check_node};
+pub use filter::{numa_fit, numa_sensitive};
 pub use sample::Sampling;
+use score::{Scored, add_cluster_scores};
 
 #[cfg(test)]
 mod tests;

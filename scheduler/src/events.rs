@@ -1,24 +1,24 @@
-//! Kubernetes Events and pod conditions, sent from one background task so the
-//! scheduling loop never waits on them: `Scheduled` / `FailedScheduling` on pods (and
-//! `PodScheduled=False` with reason `Unschedulable`), `Preempting` on a preemptor and
-//! `Preempted` on its victims, `InvalidNodeResourceTopology` on unreadable NRT objects.
-//! Repeated `FailedScheduling` Events aggregate into one series (see
+//! Kubernetes Events and pod conditions, queued on the [`crate::writer`]'s ordered lane
+//! so the scheduling loop never waits on them: `Scheduled` / `FailedScheduling` on pods
+//! (and `PodScheduled=False` with reason `Unschedulable`), `Preempting` on a preemptor
+//! and `Preempted` on its victims, `InvalidNodeResourceTopology` on unreadable NRT
+//! objects. Repeated `FailedScheduling` Events aggregate into one series (see
 //! [`crate::event_series`]).
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client, Resource};
-use serde_json::json;
+use kube::{Client, Resource};
 use tokio::sync::mpsc;
 
 use crate::event_series::SeriesCache;
 use crate::pod_meta::PodMeta;
+use crate::writer::LaneWrite;
 
 /// Longest note an Event may carry.
 const MAX_NOTE: usize = 1000;
 
-enum Message {
+/// An Event to publish.
+pub(crate) enum Message {
     Scheduled {
         pod: ObjectReference,
         node: String,
@@ -26,7 +26,6 @@ enum Message {
     Failed {
         pod: ObjectReference,
         message: String,
-        set_condition: bool,
     },
     InvalidTopology {
         node: String,
@@ -44,32 +43,22 @@ enum Message {
     },
 }
 
-/// Cheap handle to queue Events; dropped messages (a full queue) are logged, not fatal.
+/// Cheap handle to queue Events and conditions on the writer (see
+/// [`crate::writer::Writer::events`]); dropped messages (a full queue) are logged, not
+/// fatal.
 #[derive(Clone)]
 pub struct EventSender {
-    tx: mpsc::Sender<Message>,
+    tx: mpsc::Sender<LaneWrite>,
 }
 
 impl EventSender {
-    /// Start the task that publishes Events as `reporter`.
-    pub fn spawn(client: Client, reporter: &str, instance: Option<String>) -> Self {
-        let (tx, rx) = mpsc::channel(4096);
-        let series = SeriesCache::new(reporter, instance.clone());
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: reporter.to_owned(),
-                instance,
-            },
-        );
-        tokio::spawn(run(client, recorder, series, rx, reporter.to_owned()));
+    pub(crate) fn new(tx: mpsc::Sender<LaneWrite>) -> Self {
         Self { tx }
     }
 
     /// A sender whose messages go nowhere (unit tests, benchmarks).
     pub fn disabled() -> Self {
-        let (tx, _rx) = mpsc::channel(1);
-        Self { tx }
+        Self::new(crate::writer::disabled_lane())
     }
 
     /// The pod was bound to `node`.
@@ -82,11 +71,15 @@ impl EventSender {
 
     /// The pod fits no node; `set_condition` also writes `PodScheduled=False`.
     pub fn failed(&self, pod: &Pod, message: String, set_condition: bool) {
-        self.send(Message::Failed {
-            pod: pod.object_ref(&()),
-            message,
-            set_condition,
-        });
+        let pod = pod.object_ref(&());
+        let message = truncate(message);
+        if set_condition {
+            self.queue(LaneWrite::Unschedulable {
+                pod: pod.clone(),
+                message: message.clone(),
+            });
+        }
+        self.send(Message::Failed { pod, message });
     }
 
     /// The pod's victims on `node` (as `namespace/name`) were evicted for it.
@@ -123,7 +116,11 @@ impl EventSender {
     }
 
     fn send(&self, m: Message) {
-        if self.tx.try_send(m).is_err() {
+        self.queue(LaneWrite::Event(m));
+    }
+
+    fn queue(&self, w: LaneWrite) {
+        if self.tx.try_send(w).is_err() {
             tracing::debug!("event queue full or closed: event dropped");
         }
     }
@@ -141,15 +138,34 @@ fn truncate(mut s: String) -> String {
     s
 }
 
-async fn run(
+/// Publishes Events as one reporter; the writer's ordered lane owns it.
+pub(crate) struct EventPublisher {
     client: Client,
     recorder: Recorder,
-    mut series: SeriesCache,
-    mut rx: mpsc::Receiver<Message>,
-    reporter: String,
-) {
-    while let Some(m) = rx.recv().await {
-        let result = match m {
+    series: SeriesCache,
+}
+
+impl EventPublisher {
+    pub(crate) fn new(client: Client, reporter: &str, instance: Option<String>) -> Self {
+        let series = SeriesCache::new(reporter, instance.clone());
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: reporter.to_owned(),
+                instance,
+            },
+        );
+        Self {
+            client,
+            recorder,
+            series,
+        }
+    }
+
+    /// Creates the Event (or extends its series).
+    pub(crate) async fn publish(&mut self, m: Message) -> Result<(), kube::Error> {
+        let recorder = &self.recorder;
+        match m {
             Message::Scheduled { pod, node } => {
                 let note = format!(
                     "Successfully assigned {}/{} to {node}",
@@ -157,7 +173,7 @@ async fn run(
                     pod.name.as_deref().unwrap_or_default()
                 );
                 publish(
-                    &recorder,
+                    recorder,
                     &pod,
                     EventType::Normal,
                     "Scheduled",
@@ -166,21 +182,14 @@ async fn run(
                 )
                 .await
             }
-            Message::Failed {
-                pod,
-                message,
-                set_condition,
-            } => {
-                if set_condition {
-                    set_unschedulable(&client, &pod, &message, &reporter).await;
-                }
-                series
+            Message::Failed { pod, message } => {
+                self.series
                     .publish(
-                        &client,
+                        &self.client,
                         &pod,
                         "FailedScheduling",
                         "Scheduling",
-                        truncate(message),
+                        message,
                     )
                     .await
             }
@@ -191,7 +200,7 @@ async fn run(
                     victims.join(", ")
                 );
                 publish(
-                    &recorder,
+                    recorder,
                     &pod,
                     EventType::Normal,
                     "Preempting",
@@ -207,7 +216,7 @@ async fn run(
             } => {
                 let note = format!("Preempted by {preemptor} on node {node} to make room");
                 publish(
-                    &recorder,
+                    recorder,
                     &victim,
                     EventType::Normal,
                     "Preempted",
@@ -227,7 +236,7 @@ async fn run(
                     "node {node} is skipped until its NodeResourceTopology is fixed: {reason}"
                 );
                 publish(
-                    &recorder,
+                    recorder,
                     &nrt,
                     EventType::Warning,
                     "InvalidNodeResourceTopology",
@@ -236,9 +245,6 @@ async fn run(
                 )
                 .await
             }
-        };
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "publishing an event");
         }
     }
 }
@@ -259,23 +265,4 @@ async fn publish(
         secondary: None,
     };
     recorder.publish(&ev, regarding).await
-}
-
-async fn set_unschedulable(client: &Client, pod: &ObjectReference, message: &str, reporter: &str) {
-    let (Some(ns), Some(name)) = (&pod.namespace, &pod.name) else {
-        return;
-    };
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let patch = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "status": {"conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "message": truncate(message.to_owned()),
-            "lastTransitionTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
-        }]}
-    });
-    let pp = PatchParams::apply(reporter).force();
-    if let Err(e) = api.patch_status(name, &pp, &Patch::Apply(&patch)).await {
-        tracing::debug!(error = %e, pod = %name, "setting PodScheduled=False");
-    }
 }

@@ -7,14 +7,17 @@
 //! reservations) and the [`queue`]. The loop in [`scheduler`] pops a pod, takes a
 //! [`snapshot`] and runs one [`cycle`] — node-level [`filter`]s, topology [`spread`],
 //! inter-pod [`affinity`], then the [`numa`] fit of the node's Topology Manager policy
-//! and scope, then scoring — assumes the pod and binds it in the background. A pod that
-//! fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. [`explain`] and
-//! [`events`] tell users why a pod waits; [`debug`] serves the reserve cache to
+//! and scope, then scoring — [`reserve`]s the pod and [`bind`]s it in the background. A pod
+//! that fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. Every API write
+//! (binds, evictions, status patches, Events) leaves from one task, the [`writer`],
+//! which checks the lease in one place. [`explain`] and [`events`] tell users why a pod
+//! waits; [`debug`] serves the reserve cache to
 //! `kubectl tas`. [`run`] wires it together with leader election, the HTTP endpoints
 //! ([`metrics`]) and the OTLP spans and metrics ([`telemetry`]); [`config`] validates
 //! the configuration file. Label selectors are matched by `tas_api::labels`.
 
 pub mod affinity;
+pub mod bind;
 pub mod cache;
 pub mod config;
 pub mod cycle;
@@ -29,7 +32,9 @@ pub mod numa;
 pub mod pod_meta;
 pub mod preempt;
 pub mod queue;
+pub mod reserve;
 pub mod run;
+pub mod schedule_one;
 pub mod scheduler;
 pub mod shared;
 pub mod snapshot;
@@ -37,6 +42,7 @@ pub mod spread;
 pub mod state;
 pub mod telemetry;
 pub mod watch;
+pub mod writer;
 
 #[cfg(test)]
 mod test_support;

@@ -3,12 +3,12 @@
 
 use crate::cache::{CacheConfig, CacheMetrics, ResyncOutcome, TopologyCache};
 use crate::config::Settings;
-use crate::events::EventSender;
 use crate::metrics::Metrics;
 use crate::scheduler::{self, LeaderCheck};
 use crate::shared::Shared;
 use crate::telemetry::Telemetry;
 use crate::watch;
+use crate::writer::Writer;
 use kube::Client;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +47,15 @@ pub async fn run_with_otlp(
         CacheConfig::from_settings(&settings),
         CacheMetrics::register(&mut metrics.registry),
     );
-    let events = EventSender::spawn(client.clone(), COMPONENT, Some(identity.clone()));
+    // Every API write leaves from the writer task (spawned below, fenced once the
+    // election runs).
+    let (writer, writer_task) = Writer::new(
+        client.clone(),
+        COMPONENT,
+        Some(identity.clone()),
+        settings.leader_election.write_timeout(),
+    );
+    let events = writer.events();
     let leader_settings = settings.leader_election.clone();
     let registry = std::mem::take(&mut metrics.registry);
     let telemetry = otlp.map_or_else(Telemetry::off, |o| Telemetry::new(&o, &metrics));
@@ -92,10 +100,9 @@ pub async fn run_with_otlp(
         }
     });
     let is_leader: LeaderCheck = Arc::new(move || status.leads_for(write_timeout));
-    tasks.spawn(
-        "scheduling loop",
-        scheduler::run(client, shared, events, is_leader),
-    );
+    writer.fence_with(is_leader);
+    tasks.spawn("writer", writer_task.run());
+    tasks.spawn("scheduling loop", scheduler::run(shared, events, writer));
 
     let ended = tasks.wait().await;
     // Not released: a bind already sent may still be in flight, so a successor waits

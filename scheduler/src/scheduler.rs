@@ -1,85 +1,51 @@
-//! The scheduling loop: pop the next pod, decide, assume, bind in the background.
+//! The scheduling loop: pop the next pod and make one attempt to schedule it
+//! ([`crate::schedule_one`]): decide, assume, bind in the background.
 //!
-//! A decision assumes the pod on its node at once (node usage and a pessimistic
-//! reservation on every NUMA zone of the node), so the next decision already sees it,
-//! then binds through the `pods/binding` subresource in a separate task. A failed bind
-//! undoes the assumption and requeues the pod. A pod is never bound twice: it is marked
-//! in flight before its bind starts and only leaves that state when the bound pod is
-//! observed or the bind failed. Only the leader decides and binds (leader election is
-//! always on); the check is repeated right before every bind request, which is sent
-//! only while the lease is held for longer than the request's timeout, so losing the
-//! lease stops binding before another replica can take over.
+//! A decision assumes the pod on its node at once and queues its bind on the
+//! [`crate::writer`] (see [`crate::bind`]). Only the leader decides and binds (leader
+//! election is always on); the writer checks the lease again right before every bind
+//! request, which is sent only while the lease is held for longer than the request's
+//! timeout, so losing the lease stops binding before another replica can take over.
 //!
 //! A pod whose volumes no node can serve yet — a claim missing, being deleted, unbound,
 //! or `ReadWriteOncePod` and used by another pod — is reported unschedulable before any
 //! decision, with a message naming the claim (see [`crate::filter::volumes`]).
 //!
-//! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs here,
-//! the evictions in a background task; the pod itself waits in the queue until an
-//! ordinary decision places it.
+//! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs in
+//! the attempt, the evictions in a background task (through the writer); the pod itself waits in the
+//! queue until an ordinary decision places it.
 
-use crate::cache;
 use crate::cycle::{self, CycleSettings, Decision, PodInput};
-use crate::decision_trace::decide_traced;
 use crate::events::EventSender;
-use crate::explain;
-use crate::filter::{PodFilterInput, VolumeProblem, volumes};
-use crate::numa::PodRequest;
-use crate::preempt::{self, Outcome};
+use crate::schedule_one::Attempts;
 use crate::shared::Shared;
 use crate::snapshot::with_snapshot;
-use crate::telemetry::{AttemptOutcome, AttemptRecord, BindRecord};
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use kube::api::PostParams;
-use kube::{Api, Client, ResourceExt};
+use crate::writer::Writer;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::Semaphore;
+use std::time::{Duration, Instant};
 
-/// Concurrent bind requests.
-const MAX_CONCURRENT_BINDS: usize = 64;
-/// How long a pod that keeps failing for the same reasons waits for its next
-/// `FailedScheduling` Event (which then extends the open series).
-const REPEAT_EVENT_AFTER: Duration = Duration::from_secs(5 * 60);
+/// The fence every write passes (see [`crate::writer`]).
+pub use crate::writer::LeaderCheck;
 
-/// The last `FailedScheduling` sent per pod: the message's signature and when.
-type LastFailures = std::collections::HashMap<String, (String, Instant)>;
-
-/// Answers "may I send a bind or an eviction now?": true while this process stays
-/// leader for longer than the write timeout
-/// ([`LeaderElectionSettings::write_timeout`](crate::config::LeaderElectionSettings::write_timeout)),
-/// which bounds every such request.
-pub type LeaderCheck = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// Run the loop until the process ends.
-pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_leader: LeaderCheck) {
-    let binds = Arc::new(Semaphore::new(MAX_CONCURRENT_BINDS));
-    let settings = CycleSettings {
-        score: shared.settings.score.clone(),
-        nodes_without_topology: shared.settings.nodes_without_topology,
-        parallelism: shared.settings.parallelism,
-        sampling: crate::cycle::Sampling::new(shared.settings.percentage_of_nodes_to_score),
-    };
-    let mut last_message = LastFailures::default();
+/// Run the loop until the process ends; every write goes through `writer`.
+pub async fn run(shared: Arc<Shared>, events: EventSender, writer: Writer) {
+    let mut attempts = Attempts::new(shared.clone(), events, writer);
     loop {
-        if !shared.synced.all() || !is_leader() {
+        if !shared.synced.all() || !attempts.leads() {
             tokio::select! {
                 () = shared.wake.notified() => {}
                 () = tokio::time::sleep(Duration::from_millis(200)) => {}
             }
             continue;
         }
-        let next = shared.queue.lock().ok().and_then(|mut q| {
+        let next = {
+            let mut q = shared.queue.lock();
             let p = q.pop(Instant::now());
             shared.metrics.queue_depth.set(q.len() as i64);
             p
-        });
+        };
         let Some(queued) = next else {
-            let expiry = shared
-                .queue
-                .lock()
-                .ok()
-                .and_then(|q| q.next_backoff_expiry());
+            let expiry = shared.queue.lock().next_backoff_expiry();
             let sleep = expiry.map_or(Duration::from_secs(1), |t| {
                 t.saturating_duration_since(Instant::now())
             });
@@ -89,199 +55,14 @@ pub async fn run(client: Client, shared: Arc<Shared>, events: EventSender, is_le
             }
             continue;
         };
-        let Some(pod) = shared
-            .pending
-            .read()
-            .ok()
-            .and_then(|p| p.get(&queued.uid).cloned())
-        else {
+        let Some(pod) = shared.pending.read().get(&queued.uid).cloned() else {
             continue;
         };
         if shared.is_in_flight(&queued.uid) {
             continue;
         }
-        let mut input = match parse(&pod) {
-            Ok(i) => i,
-            Err(message) => {
-                shared.metrics.attempt("error");
-                shared.telemetry.attempt(&AttemptRecord {
-                    pod: &pod,
-                    started: SystemTime::now(),
-                    phases: &[],
-                    decision: None,
-                    nodes: 0,
-                    feasible: 0,
-                    outcome: AttemptOutcome::Error { message: &message },
-                });
-                unschedulable(&shared, &events, &pod, message, None, &mut last_message);
-                continue;
-            }
-        };
-        if let Err(problem) = resolve_volumes(&shared, &pod, &mut input.filter) {
-            shared.metrics.attempt("unschedulable");
-            let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
-            let message = format!("0/{total} nodes are available: {problem}.");
-            shared.telemetry.attempt(&AttemptRecord {
-                pod: &pod,
-                started: SystemTime::now(),
-                phases: &[],
-                decision: None,
-                nodes: total,
-                feasible: 0,
-                outcome: AttemptOutcome::Unschedulable { reason: &message },
-            });
-            unschedulable(&shared, &events, &pod, message, None, &mut last_message);
-            continue;
-        }
-        let started = Instant::now();
-        let started_at = SystemTime::now();
-        let zones = shared.telemetry.is_on();
-        // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
-        let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
-            == tokio::runtime::RuntimeFlavor::MultiThread;
-        let (decision, trace) = if multi_thread {
-            tokio::task::block_in_place(|| decide_traced(&shared, &input, &settings, zones))
-        } else {
-            decide_traced(&shared, &input, &settings, zones)
-        };
-        let decided = started.elapsed();
-        shared
-            .metrics
-            .decision_latency
-            .observe(decided.as_secs_f64());
-        let mut phases = trace.phases();
-        let record = |phases, outcome| AttemptRecord {
-            pod: &pod,
-            started: started_at,
-            phases,
-            decision: Some(decided),
-            nodes: trace.nodes,
-            feasible: trace.cycle.feasible,
-            outcome,
-        };
-        match decision {
-            Decision::Schedule(c) => {
-                let attempt = shared.telemetry.attempt(&record(
-                    &phases,
-                    AttemptOutcome::Scheduled {
-                        node: &c.node,
-                        zones: trace.zones.clone(),
-                        score: c.score,
-                    },
-                ));
-                last_message.remove(&queued.uid);
-                if let Ok(mut n) = shared.nominations.lock() {
-                    n.remove(&queued.uid);
-                }
-                assume(&shared, &pod, &input, &c.node);
-                let permit = binds.clone().acquire_owned().await;
-                let (client, shared, events, is_leader) = (
-                    client.clone(),
-                    shared.clone(),
-                    events.clone(),
-                    is_leader.clone(),
-                );
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let target = BindTarget {
-                        node: &c.node,
-                        attempt,
-                    };
-                    bind(&client, &shared, &events, &pod, input, target, &is_leader).await;
-                });
-            }
-            Decision::Unschedulable(reasons) => {
-                shared.metrics.attempt("unschedulable");
-                let total = shared.state.read().map(|s| s.node_count()).unwrap_or(0);
-                let searching = Instant::now();
-                let outcome = if multi_thread {
-                    tokio::task::block_in_place(|| preempt::attempt(&shared, &input, &settings))
-                } else {
-                    preempt::attempt(&shared, &input, &settings)
-                };
-                let mut message = explain::with_unsupported_note(
-                    reasons.message(total),
-                    &explain::unsupported_features(&pod),
-                );
-                if let Some(note) = outcome.note() {
-                    message = format!("{message} {note}");
-                }
-                let stopped = shared
-                    .cache
-                    .stopped_writers(Instant::now(), SystemTime::now());
-                if let Some(note) = cache::stopped_writers_note(&stopped, explain::NODES_NAMED) {
-                    message = format!("{message} {note}");
-                }
-                phases.push(("preempt", searching.elapsed()));
-                shared.telemetry.attempt(&record(
-                    &phases,
-                    AttemptOutcome::Unschedulable { reason: &message },
-                ));
-                let parsed = Some(Arc::new(input.filter.clone()));
-                unschedulable(&shared, &events, &pod, message, parsed, &mut last_message);
-                if let Outcome::Plans(plans) = outcome {
-                    start_preemption(&client, &shared, &events, &pod, input, plans, &is_leader);
-                }
-            }
-        }
+        attempts.schedule_one(&queued, pod).await;
     }
-}
-
-/// Holds the room on the best plan's node at once, then evicts in the background.
-fn start_preemption(
-    client: &Client,
-    shared: &Arc<Shared>,
-    events: &EventSender,
-    pod: &Arc<Pod>,
-    input: PodInput,
-    plans: Vec<preempt::Plan>,
-    is_leader: &LeaderCheck,
-) {
-    let usage = input.filter.usage().clone();
-    if let Some(best) = plans.first() {
-        preempt::execute::nominate_locally(shared, &usage, best);
-    }
-    tokio::spawn(preempt::execute::run(
-        client.clone(),
-        shared.clone(),
-        events.clone(),
-        pod.clone(),
-        usage,
-        plans,
-        is_leader.clone(),
-    ));
-}
-
-fn parse(pod: &Pod) -> Result<PodInput, String> {
-    let err = |e: &dyn std::fmt::Display| format!("pod cannot be scheduled: {e}");
-    Ok(PodInput {
-        uid: pod.uid().unwrap_or_default(),
-        filter: PodFilterInput::new(pod).map_err(|e| err(&e))?,
-        request: PodRequest::from_pod(pod).map_err(|e| err(&e))?,
-    })
-}
-
-/// Resolves the pod's claims into the volume filters' input, or says why no node can
-/// take the pod yet (see [`crate::filter::volumes`]). `ReadWriteOncePod` claims are
-/// checked against every pod on a node, assumed ones included.
-fn resolve_volumes(
-    shared: &Shared,
-    pod: &Pod,
-    filter: &mut PodFilterInput,
-) -> Result<(), VolumeProblem> {
-    if !volumes::has_claims(pod) {
-        return Ok(());
-    }
-    let catalog = shared
-        .volumes
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let state = shared
-        .state
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    filter.set_volumes(volumes::prepare(&catalog, pod, state.nodes())?);
-    Ok(())
 }
 
 /// One decision over a consistent snapshot of nodes, namespaces and topologies.
@@ -289,165 +70,4 @@ pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> De
     with_snapshot(shared, input, |cluster, lookup| {
         cycle::decide_in(input, cluster, lookup, settings)
     })
-}
-
-/// Where a bind goes, and the attempt span it belongs to.
-struct BindTarget<'a> {
-    node: &'a str,
-    attempt: Option<opentelemetry::Context>,
-}
-
-fn assume(shared: &Shared, pod: &Pod, input: &PodInput, node: &str) {
-    let uid = input.uid.clone();
-    if let Ok(mut f) = shared.in_flight.lock() {
-        f.insert(uid.clone());
-    }
-    if let Ok(mut s) = shared.state.write() {
-        s.assume(&uid, node, input.filter.usage().clone());
-    }
-    if let Some(r) = crate::cache::PodRef::from_pod(pod) {
-        shared
-            .cache
-            .reserve(node, &r, &input.request, Instant::now());
-    }
-}
-
-fn undo(shared: &Shared, uid: &str, node: &str) {
-    if let Ok(mut s) = shared.state.write() {
-        s.forget(uid);
-    }
-    shared.cache.unreserve(node, uid);
-    if let Ok(mut f) = shared.in_flight.lock() {
-        f.remove(uid);
-    }
-}
-
-async fn bind(
-    client: &Client,
-    shared: &Shared,
-    events: &EventSender,
-    pod: &Pod,
-    input: PodInput,
-    target: BindTarget<'_>,
-    is_leader: &LeaderCheck,
-) {
-    let node = target.node;
-    let uid = input.uid;
-    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
-    if !is_leader() {
-        undo(shared, &uid, node);
-        if let Ok(mut q) = shared.queue.lock() {
-            q.retry_now(&uid);
-        }
-        return;
-    }
-    let binding = Binding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ns.clone()),
-            uid: Some(uid.clone()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(node.to_owned()),
-            ..ObjectReference::default()
-        },
-    };
-    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    // Fenced: `is_leader` said this process leads for longer than the timeout.
-    let timeout = shared.settings.leader_election.write_timeout();
-    let (sent, sent_at) = (Instant::now(), SystemTime::now());
-    let result: Result<serde_json::Value, kube::Error> = match tokio::time::timeout(
-        timeout,
-        api.create_subresource("binding", &name, &PostParams::default(), &binding),
-    )
-    .await
-    {
-        Ok(result) => result,
-        Err(_elapsed) => Err(kube::Error::Service(
-            format!("bind request timed out after {timeout:?}").into(),
-        )),
-    };
-    let mut record = BindRecord {
-        pod,
-        node,
-        started: sent_at,
-        duration: sent.elapsed(),
-        pod_scheduling_seconds: None,
-        error: None,
-    };
-    match result {
-        Ok(_) => {
-            shared.metrics.attempt("scheduled");
-            if let Some(created) = &pod.metadata.creation_timestamp {
-                let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
-                let seconds = age.as_secs_f64().max(0.0);
-                shared.metrics.e2e_latency.observe(seconds);
-                record.pod_scheduling_seconds = Some(seconds);
-            }
-            shared.telemetry.bind(target.attempt.as_ref(), &record);
-            tracing::debug!(pod = %format!("{ns}/{name}"), node, "bound");
-            events.scheduled(pod, node);
-        }
-        Err(e) => {
-            shared.metrics.bind_errors.inc();
-            shared.metrics.attempt("error");
-            let code = match &e {
-                kube::Error::Api(s) => Some(s.code),
-                _ => None,
-            };
-            record.error = Some((code, e.to_string()));
-            shared.telemetry.bind(target.attempt.as_ref(), &record);
-            undo(shared, &uid, node);
-            let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
-            tracing::warn!(pod = %format!("{ns}/{name}"), node, error = %e, "bind failed");
-            if let Ok(mut q) = shared.queue.lock() {
-                if gone {
-                    // Deleted, or already bound (by us earlier or someone else): the
-                    // watches settle what is true; never bind again.
-                    q.remove(&uid);
-                } else {
-                    q.unschedulable(&uid, Instant::now());
-                }
-            }
-            shared.wake.notify_one();
-        }
-    }
-}
-
-/// Requeues the pod with back-off and reports the failure: a `FailedScheduling` Event
-/// (and the `PodScheduled=False` condition) only when the reasons changed (numbers
-/// aside, see [`crate::event_series::signature`]), or again after
-/// [`REPEAT_EVENT_AFTER`] of identical failures.
-fn unschedulable(
-    shared: &Shared,
-    events: &EventSender,
-    pod: &Pod,
-    message: String,
-    parsed: Option<Arc<PodFilterInput>>,
-    last: &mut LastFailures,
-) {
-    let uid = pod.uid().unwrap_or_default();
-    let now = Instant::now();
-    if let Ok(mut q) = shared.queue.lock() {
-        q.unschedulable_with(&uid, now, parsed);
-    }
-    let signature = crate::event_series::signature(&message);
-    let (changed, due) = match last.get(&uid) {
-        Some((sent, at)) => (
-            *sent != signature,
-            now.saturating_duration_since(*at) >= REPEAT_EVENT_AFTER,
-        ),
-        None => (true, true),
-    };
-    if changed || due {
-        tracing::info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %message, "unschedulable");
-        events.failed(pod, message, changed);
-        last.insert(uid, (signature, now));
-    }
-    if last.len() > 100_000 {
-        last.clear();
-    }
 }

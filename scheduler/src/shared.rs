@@ -11,9 +11,10 @@ use crate::queue::SchedulingQueue;
 use crate::state::ClusterState;
 use crate::telemetry::Telemetry;
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use tokio::sync::Notify;
 
@@ -59,7 +60,10 @@ impl Synced {
     }
 }
 
-/// Shared scheduler state. Locks are held briefly and never across an `.await`.
+/// Shared scheduler state. Locks are held briefly and never across an `.await`. They are
+/// `parking_lot` locks, which do not poison: a panic while one is held leaves the state
+/// as the panicking code left it, and every later update still applies (a poisoned std
+/// lock would make each `if let Ok(..)` site skip its update silently).
 pub struct Shared {
     /// Validated settings.
     pub settings: Settings,
@@ -129,11 +133,7 @@ impl Shared {
 
     /// Something changed that could help unschedulable pods.
     pub fn cluster_event(&self) {
-        let moved = self
-            .queue
-            .lock()
-            .map(|mut q| q.on_cluster_event(std::time::Instant::now()))
-            .unwrap_or(0);
+        let moved = self.queue.lock().on_cluster_event(Instant::now());
         if moved > 0 {
             self.wake.notify_one();
         }
@@ -144,24 +144,15 @@ impl Shared {
     /// taints, selector and affinity, ports, resources against allocatable), which no
     /// topology change can alter. Returns how many were woken.
     pub fn topology_event(&self, node: &str) -> usize {
-        let Ok(state) = self.state.read() else {
-            self.cluster_event();
-            return 0;
-        };
+        let state = self.state.read();
         // A topology without its Node helps nobody until the Node arrives (an event of
         // its own).
         let Some(info) = state.node(node) else {
             return 0;
         };
-        let moved = self
-            .queue
-            .lock()
-            .map(|mut q| {
-                q.on_node_event(Instant::now(), |pod| {
-                    crate::filter::filter_node(pod, info).is_ok()
-                })
-            })
-            .unwrap_or(0);
+        let moved = self.queue.lock().on_node_event(Instant::now(), |pod| {
+            crate::filter::filter_node(pod, info).is_ok()
+        });
         drop(state);
         self.metrics.topology_wakeups.inc_by(moved as u64);
         if moved > 0 {
@@ -172,17 +163,14 @@ impl Shared {
 
     /// The cache has just taken `node`'s view from its latest NRT object.
     pub fn topology_accepted(&self, node: &str) {
-        if let Ok(mut t) = self.nrt_updated.lock() {
-            t.insert(node.to_owned(), Instant::now());
-        }
+        self.nrt_updated
+            .lock()
+            .insert(node.to_owned(), Instant::now());
     }
 
     /// Whether a pod is assumed and binding.
     pub fn is_in_flight(&self, uid: &str) -> bool {
-        self.in_flight
-            .lock()
-            .map(|s| s.contains(uid))
-            .unwrap_or(false)
+        self.in_flight.lock().contains(uid)
     }
 }
 
@@ -206,7 +194,7 @@ mod tests {
             "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
         }))
         .expect("node");
-        shared.state.write().expect("state").upsert_node(&node);
+        shared.state.write().upsert_node(&node);
         let pods = [
             pod("fits", &[], json!({})),
             pod(
@@ -220,7 +208,7 @@ mod tests {
         // Backed off long enough for an event to move them.
         let failed = Instant::now() - Duration::from_secs(60);
         {
-            let mut q = shared.queue.lock().expect("queue");
+            let mut q = shared.queue.lock();
             for (i, p) in pods.iter().enumerate() {
                 let uid = format!("uid-{}", p.metadata.name.as_deref().unwrap_or_default());
                 q.add(QueuedPod {
@@ -237,7 +225,7 @@ mod tests {
         assert_eq!(shared.topology_event("n1"), 1);
         assert_eq!(shared.topology_event("unknown-node"), 0);
         assert_eq!(shared.metrics.topology_wakeups.get(), 1);
-        let woken = shared.queue.lock().expect("queue").pop(Instant::now());
+        let woken = shared.queue.lock().pop(Instant::now());
         assert_eq!(woken.map(|p| p.uid).as_deref(), Some("uid-fits"));
     }
 }

@@ -6,7 +6,6 @@
 //! are read in place.
 
 use std::collections::HashMap;
-use std::sync::{PoisonError, RwLockReadGuard};
 
 use crate::cycle::{ClusterView, PodInput, TopologyView};
 use crate::filter::{NodeInfo, PodUsage};
@@ -22,21 +21,18 @@ pub fn with_snapshot<T>(
     let held: HashMap<String, Vec<(String, PodUsage)>> = shared
         .nominations
         .lock()
-        .map(|n| {
-            n.holding(&pod.uid, pod.filter.meta().priority)
+        .holding(&pod.uid, pod.filter.meta().priority)
+        .into_iter()
+        .map(|(node, pods)| {
+            let pods = pods
                 .into_iter()
-                .map(|(node, pods)| {
-                    let pods = pods
-                        .into_iter()
-                        .map(|(uid, usage)| (uid.to_owned(), usage.clone()))
-                        .collect();
-                    (node.to_owned(), pods)
-                })
-                .collect()
+                .map(|(uid, usage)| (uid.to_owned(), usage.clone()))
+                .collect();
+            (node.to_owned(), pods)
         })
-        .unwrap_or_default();
-    let state = read(&shared.state);
-    let namespaces = read(&shared.namespaces);
+        .collect();
+    let state = shared.state.read();
+    let namespaces = shared.namespaces.read();
     let adjusted: HashMap<&str, NodeInfo> = held
         .iter()
         .filter_map(|(name, pods)| {
@@ -81,8 +77,4 @@ pub fn with_snapshot<T>(
         namespaces: &namespaces,
     };
     f(&cluster, &lookup)
-}
-
-fn read<T>(lock: &std::sync::RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
 }

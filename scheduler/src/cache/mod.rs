@@ -58,7 +58,8 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -454,10 +455,10 @@ impl TopologyCache {
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
+        self.state.read()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(PoisonError::into_inner)
+        self.state.write()
     }
 }

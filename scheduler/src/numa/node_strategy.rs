@@ -8,9 +8,10 @@
 //! ignored: the node keeps the cluster-wide strategy and a warning is logged once per
 //! node and value.
 
+use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::score::{ScoreConfig, ScoringStrategy};
 
@@ -71,10 +72,7 @@ pub fn node_config<'a>(
 fn warn_once(node: &str, e: &UnknownStrategy) {
     static SEEN: OnceLock<Mutex<HashSet<(String, String)>>> = OnceLock::new();
     let seen = SEEN.get_or_init(Mutex::default);
-    // A poisoned set only means a warning may repeat.
-    let mut seen = seen
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut seen = seen.lock();
     if seen.insert((node.to_owned(), e.0.clone())) {
         tracing::warn!(
             node,

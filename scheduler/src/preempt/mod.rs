@@ -83,7 +83,7 @@ pub fn attempt(shared: &Shared, pod: &PodInput, settings: &CycleSettings) -> Out
         return Outcome::NotHelpful;
     }
     shared.metrics.preemption_searches.inc();
-    let budgets = shared.budgets.read().map(|b| b.clone()).unwrap_or_default();
+    let budgets = shared.budgets.read().clone();
     let plans = with_snapshot(shared, pod, |cluster, lookup| {
         let reserved = |node: &str, uid: &str| shared.cache.reserved_amounts(node, uid);
         victims::plans(
@@ -103,9 +103,7 @@ pub fn attempt(shared: &Shared, pod: &PodInput, settings: &CycleSettings) -> Out
 /// taints, selector and affinity); ports and resources are what eviction frees.
 fn lower_priority_exists(shared: &Shared, pod: &PodInput) -> bool {
     use crate::filter::Plugin;
-    let Ok(state) = shared.state.read() else {
-        return true;
-    };
+    let state = shared.state.read();
     let priority = pod.filter.meta().priority;
     state.nodes().any(|node| {
         node.pods().any(|p| p.meta.priority < priority)
@@ -122,24 +120,13 @@ fn lower_priority_exists(shared: &Shared, pod: &PodInput) -> bool {
 
 /// The pod's own nomination decides whether it may preempt now.
 fn gate(shared: &Shared, uid: &str) -> Gate {
-    let Ok(mut nominations) = shared.nominations.lock() else {
-        return Gate::Open;
-    };
+    let mut nominations = shared.nominations.lock();
     let Some(nomination) = nominations.get_mut(uid) else {
         return Gate::Open;
     };
-    let updated = shared
-        .nrt_updated
-        .lock()
-        .ok()
-        .and_then(|m| m.get(&nomination.node).copied());
+    let updated = shared.nrt_updated.lock().get(&nomination.node).copied();
     let node = nomination.node.clone();
-    let present = |victim: &str| {
-        shared
-            .state
-            .read()
-            .is_ok_and(|s| s.node_of(victim) == Some(node.as_str()))
-    };
+    let present = |victim: &str| shared.state.read().node_of(victim) == Some(node.as_str());
     nomination.gate(
         present,
         updated,

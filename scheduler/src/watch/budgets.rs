@@ -24,21 +24,21 @@ impl Index for BudgetWatch {
     }
 
     fn apply(&mut self, (ns, name): (String, String), pdb: PodDisruptionBudget) {
-        if let Ok(mut b) = self.0.budgets.write() {
-            b.upsert(&ns, &name, Budget::from_pdb(&pdb));
-        }
+        self.0
+            .budgets
+            .write()
+            .upsert(&ns, &name, Budget::from_pdb(&pdb));
     }
 
     fn delete(&mut self, (ns, name): (String, String), _: PodDisruptionBudget) {
-        if let Ok(mut b) = self.0.budgets.write() {
-            b.remove(&ns, &name);
-        }
+        self.0.budgets.write().remove(&ns, &name);
     }
 
     fn retain(&mut self, seen: HashSet<(String, String)>) {
-        if let Ok(mut b) = self.0.budgets.write() {
-            b.retain(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
-        }
+        self.0
+            .budgets
+            .write()
+            .retain(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
     }
 
     fn synced(&mut self) {

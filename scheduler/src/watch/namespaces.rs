@@ -25,25 +25,19 @@ impl Index for NamespaceWatch {
 
     fn apply(&mut self, name: String, ns: PartialObjectMeta<Namespace>) {
         let labels = ns.metadata.labels.unwrap_or_default();
-        let changed = self.0.namespaces.write().is_ok_and(|mut m| {
-            let old = m.insert(name, labels.clone());
-            old.as_ref() != Some(&labels)
-        });
+        let old = self.0.namespaces.write().insert(name, labels.clone());
+        let changed = old.as_ref() != Some(&labels);
         if changed {
             self.0.cluster_event();
         }
     }
 
     fn delete(&mut self, name: String, _: PartialObjectMeta<Namespace>) {
-        if let Ok(mut m) = self.0.namespaces.write() {
-            m.remove(&name);
-        }
+        self.0.namespaces.write().remove(&name);
     }
 
     fn retain(&mut self, seen: HashSet<String>) {
-        if let Ok(mut m) = self.0.namespaces.write() {
-            m.retain(|n, _| seen.contains(n));
-        }
+        self.0.namespaces.write().retain(|n, _| seen.contains(n));
     }
 
     fn synced(&mut self) {

@@ -39,25 +39,19 @@ impl Index for NodeWatch {
     fn apply(&mut self, name: String, node: Node) {
         let d = node_digest(&node);
         if self.digests.insert(name, d) != Some(d) {
-            if let Ok(mut s) = self.shared.state.write() {
-                s.upsert_node(&node);
-            }
+            self.shared.state.write().upsert_node(&node);
             self.shared.cluster_event();
         }
     }
 
     fn delete(&mut self, name: String, _: Node) {
         self.digests.remove(&name);
-        if let Ok(mut s) = self.shared.state.write() {
-            s.remove_node(&name);
-        }
+        self.shared.state.write().remove_node(&name);
     }
 
     fn retain(&mut self, seen: HashSet<String>) {
         self.digests.retain(|n, _| seen.contains(n));
-        if let Ok(mut s) = self.shared.state.write() {
-            s.retain_nodes(&seen);
-        }
+        self.shared.state.write().retain_nodes(&seen);
     }
 
     fn synced(&mut self) {

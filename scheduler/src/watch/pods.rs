@@ -27,23 +27,15 @@ impl Index for BoundPodWatch {
 
     fn apply(&mut self, uid: String, pod: Pod) {
         let shared = &self.0;
-        if let Ok(mut q) = shared.queue.lock() {
-            q.remove(&uid);
-        }
-        if let Ok(mut n) = shared.nominations.lock() {
-            n.remove(&uid);
-        }
+        shared.queue.lock().remove(&uid);
+        shared.nominations.lock().remove(&uid);
         if is_terminal(&pod) {
             forget_pod(shared, &pod, &uid);
             return;
         }
-        if let Ok(mut s) = shared.state.write() {
-            s.upsert_bound_pod(&pod);
-        }
+        shared.state.write().upsert_bound_pod(&pod);
         shared.cache.pod_bound(&pod, std::time::Instant::now());
-        if let Ok(mut f) = shared.in_flight.lock() {
-            f.remove(&uid);
-        }
+        shared.in_flight.lock().remove(&uid);
     }
 
     fn delete(&mut self, uid: String, pod: Pod) {
@@ -51,15 +43,8 @@ impl Index for BoundPodWatch {
     }
 
     fn retain(&mut self, seen: HashSet<String>) {
-        let in_flight = self
-            .0
-            .in_flight
-            .lock()
-            .map(|f| f.clone())
-            .unwrap_or_default();
-        if let Ok(mut s) = self.0.state.write() {
-            s.retain_pods(&seen, &in_flight);
-        }
+        let in_flight = self.0.in_flight.lock().clone();
+        self.0.state.write().retain_pods(&seen, &in_flight);
         // The reserve cache forgets them too, or their nodes' fingerprints never match
         // again (and their reservations are never released) until a forced resync.
         let forgotten = self.0.cache.retain_pods(
@@ -106,12 +91,9 @@ impl Index for PendingPodWatch {
                 .map_or(0, |t| t.0.as_second()),
         };
         restore_nomination(shared, &pod, &uid);
-        if let Ok(mut p) = shared.pending.write() {
-            p.insert(uid.clone(), Arc::new(pod));
-        }
-        if !shared.is_in_flight(&uid)
-            && let Ok(mut q) = shared.queue.lock()
-        {
+        shared.pending.write().insert(uid.clone(), Arc::new(pod));
+        if !shared.is_in_flight(&uid) {
+            let mut q = shared.queue.lock();
             q.add(queued);
             shared.metrics.queue_depth.set(q.len() as i64);
         }
@@ -127,8 +109,10 @@ impl Index for PendingPodWatch {
             .0
             .pending
             .read()
-            .map(|p| p.keys().filter(|u| !seen.contains(*u)).cloned().collect())
-            .unwrap_or_default();
+            .keys()
+            .filter(|u| !seen.contains(*u))
+            .cloned()
+            .collect();
         for uid in gone {
             remove_pending(&self.0, &uid);
         }
@@ -149,9 +133,7 @@ fn is_terminal(pod: &Pod) -> bool {
 
 /// A bound pod is gone or finished: its resources are free again.
 fn forget_pod(shared: &Shared, pod: &Pod, uid: &str) {
-    if let Ok(mut s) = shared.state.write() {
-        s.remove_pod(uid);
-    }
+    shared.state.write().remove_pod(uid);
     shared.cache.pod_deleted(pod, std::time::Instant::now());
     shared.cluster_event();
 }
@@ -168,9 +150,7 @@ fn restore_nomination(shared: &Shared, pod: &Pod, uid: &str) {
     else {
         return;
     };
-    let Ok(mut n) = shared.nominations.lock() else {
-        return;
-    };
+    let mut n = shared.nominations.lock();
     if n.contains(uid) {
         return;
     }
@@ -190,13 +170,10 @@ fn restore_nomination(shared: &Shared, pod: &Pod, uid: &str) {
 }
 
 fn remove_pending(shared: &Shared, uid: &str) {
-    if let Ok(mut p) = shared.pending.write() {
-        p.remove(uid);
-    }
-    if let Ok(mut n) = shared.nominations.lock() {
-        n.remove(uid);
-    }
-    if let Ok(mut q) = shared.queue.lock() {
+    shared.pending.write().remove(uid);
+    shared.nominations.lock().remove(uid);
+    {
+        let mut q = shared.queue.lock();
         q.remove(uid);
         shared.metrics.queue_depth.set(q.len() as i64);
     }
@@ -241,7 +218,7 @@ mod tests {
         watch.retain(HashSet::from(["uid-kept".to_owned()]));
 
         assert_eq!(shared.cache.status("worker-1").map(|s| s.pods), Some(1));
-        let state = shared.state.read().expect("state");
+        let state = shared.state.read();
         assert_eq!(state.node_of("uid-kept"), Some("worker-1"));
         assert_eq!(state.node_of("uid-vanished"), None);
     }

@@ -73,9 +73,7 @@ impl Index for TopologyWatch {
         self.known.remove(&name);
         self.refused.remove(&name);
         self.count_refused();
-        if let Ok(mut t) = self.shared.nrt_updated.lock() {
-            t.remove(&name);
-        }
+        self.shared.nrt_updated.lock().remove(&name);
         if self.shared.cache.delete_nrt(&name) {
             self.shared.topology_event(&name);
         }

@@ -30,26 +30,21 @@ impl Index for ClaimWatch {
 
     fn apply(&mut self, (ns, name): (String, String), pvc: PersistentVolumeClaim) {
         let info = ClaimInfo::new(&pvc);
-        let changed = self
-            .0
-            .volumes
-            .write()
-            .is_ok_and(|mut v| v.upsert_claim(&ns, &name, info));
+        let changed = self.0.volumes.write().upsert_claim(&ns, &name, info);
         if changed {
             self.0.cluster_event();
         }
     }
 
     fn delete(&mut self, (ns, name): (String, String), _: PersistentVolumeClaim) {
-        if let Ok(mut v) = self.0.volumes.write() {
-            v.remove_claim(&ns, &name);
-        }
+        self.0.volumes.write().remove_claim(&ns, &name);
     }
 
     fn retain(&mut self, seen: HashSet<(String, String)>) {
-        if let Ok(mut v) = self.0.volumes.write() {
-            v.retain_claims(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
-        }
+        self.0
+            .volumes
+            .write()
+            .retain_claims(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
     }
 
     fn synced(&mut self) {
@@ -73,26 +68,21 @@ impl Index for VolumeWatch {
 
     fn apply(&mut self, name: String, pv: PersistentVolume) {
         let info = VolumeInfo::new(&pv);
-        let changed = self
-            .0
-            .volumes
-            .write()
-            .is_ok_and(|mut v| v.upsert_volume(&name, info));
+        let changed = self.0.volumes.write().upsert_volume(&name, info);
         if changed {
             self.0.cluster_event();
         }
     }
 
     fn delete(&mut self, name: String, _: PersistentVolume) {
-        if let Ok(mut v) = self.0.volumes.write() {
-            v.remove_volume(&name);
-        }
+        self.0.volumes.write().remove_volume(&name);
     }
 
     fn retain(&mut self, seen: HashSet<String>) {
-        if let Ok(mut v) = self.0.volumes.write() {
-            v.retain_volumes(|name| seen.contains(name));
-        }
+        self.0
+            .volumes
+            .write()
+            .retain_volumes(|name| seen.contains(name));
     }
 
     fn synced(&mut self) {
@@ -116,26 +106,21 @@ impl Index for StorageClassWatch {
 
     fn apply(&mut self, name: String, class: StorageClass) {
         let mode = BindingMode::new(&class);
-        let changed = self
-            .0
-            .volumes
-            .write()
-            .is_ok_and(|mut v| v.upsert_class(&name, mode));
+        let changed = self.0.volumes.write().upsert_class(&name, mode);
         if changed {
             self.0.cluster_event();
         }
     }
 
     fn delete(&mut self, name: String, _: StorageClass) {
-        if let Ok(mut v) = self.0.volumes.write() {
-            v.remove_class(&name);
-        }
+        self.0.volumes.write().remove_class(&name);
     }
 
     fn retain(&mut self, seen: HashSet<String>) {
-        if let Ok(mut v) = self.0.volumes.write() {
-            v.retain_classes(|name| seen.contains(name));
-        }
+        self.0
+            .volumes
+            .write()
+            .retain_classes(|name| seen.contains(name));
     }
 
     fn synced(&mut self) {
@@ -184,7 +169,7 @@ mod tests {
         .expect("class");
         classes.apply("local".into(), sc);
         {
-            let catalog = shared.volumes.read().expect("catalog");
+            let catalog = shared.volumes.read();
             assert!(catalog.claim("ns", "kept").is_some());
             assert!(catalog.claim("ns", "vanished").is_none());
             assert!(catalog.volume("pv").is_none());
@@ -194,7 +179,7 @@ mod tests {
             );
         }
         classes.delete("local".into(), StorageClass::default());
-        assert_eq!(shared.volumes.read().expect("catalog").class("local"), None);
+        assert_eq!(shared.volumes.read().class("local"), None);
     }
 
     #[tokio::test]

@@ -99,7 +99,7 @@ fn no_victim_search_runs_when_no_lower_priority_pod_exists_where_the_pod_may_go(
         p
     };
     {
-        let mut state = shared.state.write().expect("state");
+        let mut state = shared.state.write();
         state.upsert_node(&node("main-1", "main"));
         state.upsert_node(&node("other-1", "other"));
         // Only equal priority where the preemptor may go; lower priority elsewhere.
@@ -117,7 +117,6 @@ fn no_victim_search_runs_when_no_lower_priority_pod_exists_where_the_pod_may_go(
     shared
         .state
         .write()
-        .expect("state")
         .upsert_bound_pod(&on(gpod("low", 4, 0), "main-1"));
     attempt(&shared, &input(&preemptor), &settings());
     assert_eq!(shared.metrics.preemption_searches.get(), 1);

@@ -1,0 +1,90 @@
+//! The filter phase on one node: every filter in kube-scheduler's order (the first
+//! failure is the node's reason, kept as a code), then the NUMA fit of the node's
+//! Topology Manager policy and scope, and the node-local score of a node that passes.
+
+use tas_api::hash::fnv1a64_pair;
+use tas_api::tas::NodesWithoutTopology;
+
+use super::score::{Scored, node_resource_score};
+use super::{
+    CycleSettings, INVALID_TOPOLOGY, NO_TOPOLOGY, PodInput, PreFilter, TopologyView,
+    UNPUBLISHED_TOPOLOGY,
+};
+use crate::filter::{self, NodeInfo};
+use crate::numa::{self, NodeTopology, PodRequest};
+
+/// Every filter on one node and its node-local score, without rendering anything:
+/// the hot path of a decision.
+pub(super) fn check_node(
+    pod: &PodInput,
+    node: &NodeInfo,
+    pre: Option<&PreFilter<'_>>,
+    view: TopologyView,
+    s: &CycleSettings,
+) -> Result<Scored, Reject> {
+    filter::filter_node(&pod.filter, node).map_err(Reject::Filter)?;
+    if let Some(pre) = pre {
+        pre.check(node).map_err(Reject::Text)?;
+    }
+    let config = numa::node_strategy::node_config(node.name(), node.labels(), &s.score);
+    let numa_score = match view {
+        TopologyView::Known(topo) => {
+            numa_fit(&topo, &pod.request, node).map_err(Reject::Numa)?;
+            numa::score(&topo, &pod.request, &config)
+        }
+        TopologyView::Invalid(_) => return Err(Reject::Text(INVALID_TOPOLOGY)),
+        TopologyView::Unpublished if numa_sensitive(&pod.request) => {
+            return Err(Reject::Text(UNPUBLISHED_TOPOLOGY));
+        }
+        TopologyView::Missing | TopologyView::Unpublished => match s.nodes_without_topology {
+            NodesWithoutTopology::Schedule => 0,
+            NodesWithoutTopology::Skip => return Err(Reject::Text(NO_TOPOLOGY)),
+        },
+    };
+    let node_score = node_resource_score(pod, node, &config);
+    Ok(Scored {
+        // NUMA alignment matters most; node-level balance breaks near-ties.
+        score: u32::from(numa_score) * 2 + node_score,
+        tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
+    })
+}
+
+/// Why a node was rejected, kept as it came from the filter; rendered to text only when
+/// the pod fits nowhere.
+#[derive(Debug)]
+pub(super) enum Reject {
+    Filter(filter::FilterReason),
+    Numa(numa::Unfit),
+    Text(&'static str),
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Filter(r) => r.fmt(f),
+            Self::Numa(u) => u.fmt(f),
+            Self::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// Whether the kubelet may pin part of this pod to NUMA zones (exclusive CPUs,
+/// hugepages, devices): such a pod never goes to a TAS node without its topology.
+pub fn numa_sensitive(request: &PodRequest) -> bool {
+    crate::cache::holds_exclusive_resources(request)
+}
+
+/// The NUMA fit of `request` on `topology`, the node-level resources judged from
+/// `node`'s allocatable.
+pub fn numa_fit(
+    topology: &NodeTopology,
+    request: &PodRequest,
+    node: &NodeInfo,
+) -> Result<numa::Placement, numa::Unfit> {
+    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
+    numa::fit(topology, request, &node_level)
+}
+
+fn is_core(r: &str) -> bool {
+    matches!(r, "cpu" | "memory" | "ephemeral-storage")
+}

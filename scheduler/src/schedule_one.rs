@@ -1,0 +1,267 @@
+//! One scheduling attempt for one pod, kube-scheduler's `scheduleOne`: parse the pod,
+//! resolve its volumes, decide over a snapshot ([`crate::cycle`]: filter, then score),
+//! then reserve and bind the pod on the chosen node ([`crate::bind`]); a pod that fits
+//! nowhere is reported, requeued with back-off and may preempt (the victim search runs
+//! here, the evictions in the background through the [`crate::writer`]).
+
+use crate::bind::{self, BindTarget};
+use crate::cache;
+use crate::cycle::{CycleSettings, Decision, PodInput};
+use crate::decision_trace::decide_traced;
+use crate::events::EventSender;
+use crate::explain;
+use crate::filter::{PodFilterInput, VolumeProblem, volumes};
+use crate::numa::PodRequest;
+use crate::preempt::{self, Outcome};
+use crate::queue::QueuedPod;
+use crate::shared::Shared;
+use crate::telemetry::{AttemptOutcome, AttemptRecord};
+use crate::writer::Writer;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long a pod that keeps failing for the same reasons waits for its next
+/// `FailedScheduling` Event (which then extends the open series).
+const REPEAT_EVENT_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// The last `FailedScheduling` sent per pod: the message's signature and when.
+type LastFailures = std::collections::HashMap<String, (String, Instant)>;
+
+/// What every attempt of the scheduling loop shares.
+pub(crate) struct Attempts {
+    shared: Arc<Shared>,
+    events: EventSender,
+    writer: Writer,
+    settings: CycleSettings,
+    last_message: LastFailures,
+}
+
+impl Attempts {
+    pub(crate) fn new(shared: Arc<Shared>, events: EventSender, writer: Writer) -> Self {
+        let settings = CycleSettings {
+            score: shared.settings.score.clone(),
+            nodes_without_topology: shared.settings.nodes_without_topology,
+            parallelism: shared.settings.parallelism,
+            sampling: crate::cycle::Sampling::new(shared.settings.percentage_of_nodes_to_score),
+        };
+        Self {
+            shared,
+            events,
+            writer,
+            settings,
+            last_message: LastFailures::default(),
+        }
+    }
+
+    /// Whether fenced writes may go now: the loop decides only then.
+    pub(crate) fn leads(&self) -> bool {
+        self.writer.leads()
+    }
+
+    /// Schedules `pod` once; see the module documentation.
+    pub(crate) async fn schedule_one(&mut self, queued: &QueuedPod, pod: Arc<Pod>) {
+        let Self {
+            shared,
+            events,
+            writer,
+            settings,
+            last_message,
+        } = self;
+        let mut input = match parse(&pod) {
+            Ok(i) => i,
+            Err(message) => {
+                shared.metrics.attempt("error");
+                shared.telemetry.attempt(&AttemptRecord {
+                    pod: &pod,
+                    started: SystemTime::now(),
+                    phases: &[],
+                    decision: None,
+                    nodes: 0,
+                    feasible: 0,
+                    outcome: AttemptOutcome::Error { message: &message },
+                });
+                unschedulable(shared, events, &pod, message, None, last_message);
+                return;
+            }
+        };
+        if let Err(problem) = resolve_volumes(shared, &pod, &mut input.filter) {
+            shared.metrics.attempt("unschedulable");
+            let total = shared.state.read().node_count();
+            let message = format!("0/{total} nodes are available: {problem}.");
+            shared.telemetry.attempt(&AttemptRecord {
+                pod: &pod,
+                started: SystemTime::now(),
+                phases: &[],
+                decision: None,
+                nodes: total,
+                feasible: 0,
+                outcome: AttemptOutcome::Unschedulable { reason: &message },
+            });
+            unschedulable(shared, events, &pod, message, None, last_message);
+            return;
+        }
+        let started = Instant::now();
+        let started_at = SystemTime::now();
+        let zones = shared.telemetry.is_on();
+        // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
+        let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
+        let (decision, trace) = if multi_thread {
+            tokio::task::block_in_place(|| decide_traced(shared, &input, settings, zones))
+        } else {
+            decide_traced(shared, &input, settings, zones)
+        };
+        let decided = started.elapsed();
+        shared
+            .metrics
+            .decision_latency
+            .observe(decided.as_secs_f64());
+        let mut phases = trace.phases();
+        let record = |phases, outcome| AttemptRecord {
+            pod: &pod,
+            started: started_at,
+            phases,
+            decision: Some(decided),
+            nodes: trace.nodes,
+            feasible: trace.cycle.feasible,
+            outcome,
+        };
+        match decision {
+            Decision::Schedule(c) => {
+                let attempt = shared.telemetry.attempt(&record(
+                    &phases,
+                    AttemptOutcome::Scheduled {
+                        node: &c.node,
+                        zones: trace.zones.clone(),
+                        score: c.score,
+                    },
+                ));
+                last_message.remove(&queued.uid);
+                shared.nominations.lock().remove(&queued.uid);
+                crate::reserve::reserve(shared, &pod, &input, &c.node);
+                let target = BindTarget {
+                    node: c.node,
+                    attempt,
+                };
+                bind::start(shared, events, writer, pod, input.uid, target).await;
+            }
+            Decision::Unschedulable(reasons) => {
+                shared.metrics.attempt("unschedulable");
+                let total = shared.state.read().node_count();
+                let searching = Instant::now();
+                let outcome = if multi_thread {
+                    tokio::task::block_in_place(|| preempt::attempt(shared, &input, settings))
+                } else {
+                    preempt::attempt(shared, &input, settings)
+                };
+                let mut message = explain::with_unsupported_note(
+                    reasons.message(total),
+                    &explain::unsupported_features(&pod),
+                );
+                if let Some(note) = outcome.note() {
+                    message = format!("{message} {note}");
+                }
+                let stopped = shared
+                    .cache
+                    .stopped_writers(Instant::now(), SystemTime::now());
+                if let Some(note) = cache::stopped_writers_note(&stopped, explain::NODES_NAMED) {
+                    message = format!("{message} {note}");
+                }
+                phases.push(("preempt", searching.elapsed()));
+                shared.telemetry.attempt(&record(
+                    &phases,
+                    AttemptOutcome::Unschedulable { reason: &message },
+                ));
+                let parsed = Some(Arc::new(input.filter.clone()));
+                unschedulable(shared, events, &pod, message, parsed, last_message);
+                if let Outcome::Plans(plans) = outcome {
+                    start_preemption(shared, events, writer, &pod, input, plans);
+                }
+            }
+        }
+    }
+}
+
+/// Holds the room on the best plan's node at once, then evicts in the background.
+fn start_preemption(
+    shared: &Arc<Shared>,
+    events: &EventSender,
+    writer: &Writer,
+    pod: &Arc<Pod>,
+    input: PodInput,
+    plans: Vec<preempt::Plan>,
+) {
+    let usage = input.filter.usage().clone();
+    if let Some(best) = plans.first() {
+        preempt::execute::nominate_locally(shared, &usage, best);
+    }
+    tokio::spawn(preempt::execute::run(
+        writer.clone(),
+        shared.clone(),
+        events.clone(),
+        pod.clone(),
+        usage,
+        plans,
+    ));
+}
+
+fn parse(pod: &Pod) -> Result<PodInput, String> {
+    let err = |e: &dyn std::fmt::Display| format!("pod cannot be scheduled: {e}");
+    Ok(PodInput {
+        uid: pod.uid().unwrap_or_default(),
+        filter: PodFilterInput::new(pod).map_err(|e| err(&e))?,
+        request: PodRequest::from_pod(pod).map_err(|e| err(&e))?,
+    })
+}
+
+/// Resolves the pod's claims into the volume filters' input, or says why no node can
+/// take the pod yet (see [`crate::filter::volumes`]). `ReadWriteOncePod` claims are
+/// checked against every pod on a node, assumed ones included.
+fn resolve_volumes(
+    shared: &Shared,
+    pod: &Pod,
+    filter: &mut PodFilterInput,
+) -> Result<(), VolumeProblem> {
+    if !volumes::has_claims(pod) {
+        return Ok(());
+    }
+    let catalog = shared.volumes.read();
+    let state = shared.state.read();
+    filter.set_volumes(volumes::prepare(&catalog, pod, state.nodes())?);
+    Ok(())
+}
+
+/// Requeues the pod with back-off and reports the failure: a `FailedScheduling` Event
+/// (and the `PodScheduled=False` condition) only when the reasons changed (numbers
+/// aside, see [`crate::event_series::signature`]), or again after
+/// [`REPEAT_EVENT_AFTER`] of identical failures.
+fn unschedulable(
+    shared: &Shared,
+    events: &EventSender,
+    pod: &Pod,
+    message: String,
+    parsed: Option<Arc<PodFilterInput>>,
+    last: &mut LastFailures,
+) {
+    let uid = pod.uid().unwrap_or_default();
+    let now = Instant::now();
+    shared.queue.lock().unschedulable_with(&uid, now, parsed);
+    let signature = crate::event_series::signature(&message);
+    let (changed, due) = match last.get(&uid) {
+        Some((sent, at)) => (
+            *sent != signature,
+            now.saturating_duration_since(*at) >= REPEAT_EVENT_AFTER,
+        ),
+        None => (true, true),
+    };
+    if changed || due {
+        tracing::info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), %message, "unschedulable");
+        events.failed(pod, message, changed);
+        last.insert(uid, (signature, now));
+    }
+    if last.len() > 100_000 {
+        last.clear();
+    }
+}
