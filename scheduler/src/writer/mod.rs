@@ -19,6 +19,7 @@
 //! scheduling loop waits when both are full. Events and conditions run one after
 //! another, in the order they were queued (a series patch follows its create).
 
+mod bind_order;
 mod requests;
 mod task;
 

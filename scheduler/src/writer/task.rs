@@ -8,7 +8,8 @@ use futures::stream::FuturesUnordered;
 use kube::Client;
 use tokio::sync::mpsc;
 
-use super::requests::{Envelope, LaneWrite, set_unschedulable};
+use super::bind_order::BindOrder;
+use super::requests::{Envelope, LaneWrite, Request, set_unschedulable};
 use super::{Fence, MAX_IN_FLIGHT};
 use crate::events::EventPublisher;
 
@@ -60,18 +61,32 @@ impl WriterTask {
 }
 
 /// Fenced writes, at most [`MAX_IN_FLIGHT`] at once.
+/// Binds to one node go in the order they were queued ([`BindOrder`]).
 async fn dispatch(client: &Client, fence: &Fence, mut writes: mpsc::Receiver<Envelope>) {
     let mut running = FuturesUnordered::new();
     let mut open = true;
+    let order = BindOrder::default();
     loop {
         tokio::select! {
             Some(()) = running.next(), if !running.is_empty() => {}
             next = writes.recv(), if open && running.len() < MAX_IN_FLIGHT => match next {
-                Some(Envelope { request, reply }) => running.push(async move {
-                    let outcome = fence.send(true, request.send(client)).await;
-                    // The caller may have stopped waiting: nothing to tell then.
-                    let _ = reply.send(outcome);
-                }),
+                Some(Envelope { request, reply }) => {
+                    let turn = match &request {
+                        Request::Bind { node, .. } => Some(order.take(node)),
+                        _ => None,
+                    };
+                    running.push(async move {
+                        let mut turn = turn;
+                        if let Some(turn) = turn.as_mut() {
+                            turn.wait().await;
+                        }
+                        let outcome = fence.send(true, request.send(client)).await;
+                        // The next bind to the node may go now.
+                        drop(turn);
+                        // The caller may have stopped waiting: nothing to tell then.
+                        let _ = reply.send(outcome);
+                    });
+                }
                 None => open = false,
             },
             else => break,

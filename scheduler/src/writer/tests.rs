@@ -11,11 +11,15 @@ use tokio::net::TcpListener;
 use super::{MAX_IN_FLIGHT, Request, WriteError, Writer};
 
 fn bind_request(i: usize) -> Request {
+    bind_to(i, "n1")
+}
+
+fn bind_to(i: usize, node: &str) -> Request {
     Request::Bind {
         namespace: "default".into(),
         name: format!("p{i}"),
         uid: format!("uid-{i}"),
-        node: "n1".into(),
+        node: node.into(),
     }
 }
 
@@ -112,7 +116,8 @@ async fn fenced_writes_run_concurrently_up_to_the_bound() {
     // Two full waves: the first MAX_IN_FLIGHT writes time out together, then the rest.
     let mut replies = Vec::new();
     for i in 0..2 * MAX_IN_FLIGHT {
-        replies.push(writer.submit(bind_request(i)).await);
+        // Each to its own node: binds to one node go one after another.
+        replies.push(writer.submit(bind_to(i, &format!("n{i}"))).await);
     }
     for reply in replies {
         assert!(matches!(
@@ -130,4 +135,48 @@ async fn fenced_writes_run_concurrently_up_to_the_bound() {
         "concurrent: not one after another, took {elapsed:?}"
     );
     assert_eq!(accepted.load(Ordering::SeqCst), 2 * MAX_IN_FLIGHT);
+}
+
+#[tokio::test]
+async fn binds_to_one_node_are_sent_one_after_another_in_queue_order() {
+    let (addr, accepted) = silent_server().await;
+    let timeout = Duration::from_millis(500);
+    let writer = writer_for(addr, timeout);
+    writer.fence_with(Arc::new(|| true));
+    let first = writer.submit(bind_to(0, "n1")).await;
+    let second = writer.submit(bind_to(1, "n1")).await;
+    let elsewhere = writer.submit(bind_to(2, "n2")).await;
+    // The first bind and the other node's are sent at once; the second waits for the
+    // first to end (here: its timeout), so the kubelet sees them in decision order.
+    let deadline = Instant::now() + timeout / 2;
+    while accepted.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "n1's first and n2's bind"
+    );
+    tokio::time::sleep(timeout / 4).await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "n1's second still waits"
+    );
+    let started = Instant::now();
+    for reply in [first, elsewhere] {
+        assert!(matches!(
+            reply.outcome().await,
+            Err(WriteError::TimedOut(_))
+        ));
+    }
+    assert!(matches!(
+        second.outcome().await,
+        Err(WriteError::TimedOut(_))
+    ));
+    assert!(
+        started.elapsed() >= timeout / 2,
+        "the second bind had its own timeout after the first's"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }
