@@ -147,6 +147,15 @@ impl TopologyCache {
 
     /// Records an NRT object (from the initial list or the watch).
     pub fn update_nrt(&self, nrt: impl Into<Arc<NodeResourceTopology>>) -> NrtUpdate {
+        self.update_nrt_at(nrt, Instant::now())
+    }
+
+    /// [`Self::update_nrt`], received at `now`.
+    pub fn update_nrt_at(
+        &self,
+        nrt: impl Into<Arc<NodeResourceTopology>>,
+        now: Instant,
+    ) -> NrtUpdate {
         let nrt = nrt.into();
         let Some(node) = nrt.metadata.name.clone().filter(|n| !n.is_empty()) else {
             tracing::warn!("NodeResourceTopology without a name ignored");
@@ -154,7 +163,7 @@ impl TopologyCache {
         };
         let mut state = self.write();
         let (update, dropped) = state.edit(&node, &self.metrics, |entry| {
-            let update = entry.set_nrt(nrt);
+            let update = entry.set_nrt(nrt, now);
             if update != NrtUpdate::Held {
                 return (update, Vec::new());
             }

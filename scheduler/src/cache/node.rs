@@ -58,6 +58,8 @@ pub enum NrtUpdate {
 pub(crate) struct NodeEntry {
     /// The latest NRT object observed, accepted into the view or not.
     latest: Option<Arc<NodeResourceTopology>>,
+    /// When this process received `latest`: a pod bound after it cannot be in it.
+    latest_at: Option<Instant>,
     /// `None` exactly when there is no NRT object.
     view: Option<NodeView>,
     /// By pod UID.
@@ -73,6 +75,9 @@ pub(crate) struct NodeEntry {
     /// The last write of a stopped NRT writer already reported for this node, so a
     /// resync warns once per stopped object, not every period (see `resync`).
     pub(crate) stopped_writer_reported: Option<std::time::SystemTime>,
+    /// When the latest object forced clean (and already reported) was received, so a
+    /// node kept dirty by pods its agent has not reported warns once per object.
+    pub(crate) forced_reported: Option<Instant>,
 }
 
 /// A pod deleted from a node whose absence no accepted NRT has confirmed yet.
@@ -95,6 +100,11 @@ impl NodeEntry {
 
     pub(crate) fn latest(&self) -> Option<&Arc<NodeResourceTopology>> {
         self.latest.as_ref()
+    }
+
+    /// When this process received the latest NRT object.
+    pub(crate) fn latest_at(&self) -> Option<Instant> {
+        self.latest_at
     }
 
     pub(crate) fn reservations(&self) -> impl Iterator<Item = (&String, &Reservation)> {
@@ -180,10 +190,11 @@ impl NodeEntry {
 
     /// Records `nrt` as the latest object and updates the view unless the node is
     /// dirty with a usable view.
-    pub(crate) fn set_nrt(&mut self, nrt: Arc<NodeResourceTopology>) -> NrtUpdate {
+    pub(crate) fn set_nrt(&mut self, nrt: Arc<NodeResourceTopology>, now: Instant) -> NrtUpdate {
         let had_view = self.view.is_some();
         let hold = self.is_dirty() && matches!(self.view, Some(Ok(_)));
         self.latest = Some(nrt);
+        self.latest_at = Some(now);
         if hold {
             return NrtUpdate::Held;
         }
@@ -201,6 +212,7 @@ impl NodeEntry {
     /// node's next NRT.
     pub(crate) fn remove_nrt(&mut self) {
         self.latest = None;
+        self.latest_at = None;
         self.view = None;
     }
 

@@ -25,9 +25,13 @@
 //! Trusting an NRT without a match (3 and 4) keeps the reservations of pods the node
 //! agent cannot have reported yet: assumed pods not bound (unless the reservation
 //! itself is older than `max_staleness`: binding never takes that long, so it was
-//! leaked) and pods bound less than one resync period ago. Finished pods and pods bound
-//! longer ago are assumed to be in the NRT. Every carried reservation keeps its age, so
-//! the node cannot stay dirty past `max_staleness` on old reservations.
+//! leaked), pods bound less than one resync period ago, and pods holding exclusive
+//! resources bound after this process received the NRT (the agent publishes a new
+//! object whenever such a pod is admitted, so none has come since: the agent is slow,
+//! frozen or gone, and the object cannot count them). Finished pods and other pods
+//! bound longer ago are assumed to be in the NRT. Every carried reservation keeps its
+//! age; only the last kind can keep a node dirty past `max_staleness`, until the agent
+//! publishes again or the pods end.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -154,10 +158,11 @@ pub(crate) fn resync_node(
             .is_some_and(|since| now.saturating_duration_since(since) >= config.max_staleness)
     };
     let stopped = stopped_writer_since(entry, now, wall, config);
+    let received = entry.latest_at();
     // Trusting the NRT without a match: for a stopped writer, only what it saw.
     let trusting = |r: &Reservation, pod: Option<&ObservedPod>| match stopped {
         Some(writer) => kept_when_stopped(r, pod, now, writer.last_write, config),
-        None => kept_when_trusting(r, pod, now, config),
+        None => kept_when_trusting(r, pod, now, received, config),
     };
     let trusted = if stopped.is_some() {
         ResyncOutcome::WriterStopped
@@ -197,7 +202,10 @@ pub(crate) fn resync_node(
             carried_over,
             "node topology writer stopped: its NodeResourceTopology is kept with every pod bound since its last write reserved, until a fresh one arrives",
         );
-    } else if outcome == ResyncOutcome::Forced {
+    } else if outcome == ResyncOutcome::Forced && entry.forced_reported != received {
+        // Once per object: a node kept dirty by pods its agent has not reported is
+        // forced again every period until a new object arrives.
+        entry.forced_reported = received;
         tracing::warn!(
             node,
             dirty_for_seconds = dirty_for.as_secs_f64(),
@@ -226,12 +234,16 @@ fn kept_when_trusting(
     reservation: &Reservation,
     pod: Option<&ObservedPod>,
     now: Instant,
+    received: Option<Instant>,
     config: &CacheConfig,
 ) -> bool {
     match pod {
         None => now.saturating_duration_since(reservation.reserved_at) < config.max_staleness,
         Some(p) if p.phase.is_terminal() => false,
-        Some(p) => now.saturating_duration_since(p.bound_at) < config.resync_period,
+        Some(p) => {
+            now.saturating_duration_since(p.bound_at) < config.resync_period
+                || (p.exclusive && received.is_some_and(|at| p.bound_at > at))
+        }
     }
 }
 

@@ -7,6 +7,7 @@ mod props;
 mod reserve_cases;
 mod resync_cases;
 mod stopped_writer_cases;
+mod unreported_cases;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -157,7 +157,10 @@ fn match_carries_unbound_and_pending_pods() {
     reserve(&cache, NODE, &q, t0 + secs(1));
     reserve(&cache, NODE, &r, t0 + secs(2));
     cache.pod_bound(&r.on(NODE).build(), t0 + secs(3));
-    cache.update_nrt(with_fingerprint(placed_on_zone_0(), &[("ns", "p")], None));
+    cache.update_nrt_at(
+        with_fingerprint(placed_on_zone_0(), &[("ns", "p")], None),
+        t0 + secs(3),
+    );
 
     let report = cache.resync(t0 + secs(4));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Match));
@@ -184,7 +187,7 @@ fn without_fingerprint_the_nrt_is_trusted_after_one_resync_period() {
     let p = big("p");
     reserve(&cache, NODE, &p, t0);
     cache.pod_bound(&p.on(NODE).running().build(), t0 + secs(1));
-    cache.update_nrt(placed_on_zone_0());
+    cache.update_nrt_at(placed_on_zone_0(), t0 + secs(2));
 
     let report = cache.resync(t0 + secs(4));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Deferred));
