@@ -185,6 +185,13 @@ impl TestCluster {
         })
     }
 
+    /// kube-apiserver's serving certificate (with its CA) and key, as it wrote them at
+    /// startup: what a proxy that stands in for it serves.
+    pub fn serving_cert_files(&self) -> (PathBuf, PathBuf) {
+        let cert = self.layout.apiserver_cert();
+        (cert.clone(), cert.with_extension("key"))
+    }
+
     /// kube-apiserver's audit log, when started with
     /// [`ClusterOptions::audit_bindings`].
     pub fn audit_log_path(&self) -> Option<PathBuf> {
