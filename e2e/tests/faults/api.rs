@@ -5,8 +5,12 @@
 //! every binding it accepted came from a scheduler pod whose last accepted Lease write
 //! (acquiring or renewing) was less than the renew deadline minus the write margin
 //! before it (plus a little slack), i.e. no bind while the sender could not renew.
+//!
+//! Their bursts are of large pods only, as many as the zones hold (one per zone): a
+//! zone counted twice is a kubelet rejection, and with nothing left Pending the
+//! outcome is final as soon as every pod runs (no wait for retries to settle).
 
-use super::harness::{BURST, NAMESPACE, Run, Stack, TIMEOUT, Verdict};
+use super::harness::{LARGE, NAMESPACE, Run, Stack, TIMEOUT, Verdict};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::DeleteParams;
@@ -31,8 +35,9 @@ const SLACK: Duration = Duration::from_millis(1000);
 pub async fn terminate_leader(stack: &Stack) -> Verdict {
     let schedulers = stack.schedulers(2).await;
     let leader = stack.leader(&schedulers).await;
+    let full = zones(stack);
     let mut run = Run::start(stack, "leader's pod deleted mid-burst (SIGTERM)").await;
-    run.create(BURST / 2, None).await;
+    run.create_sized(full / 2, None, LARGE).await;
     let pods: Api<Pod> = Api::namespaced(stack.client.clone(), NAMESPACE);
     let deleted = Instant::now();
     pods.delete(&leader, &DeleteParams::default())
@@ -40,7 +45,7 @@ pub async fn terminate_leader(stack: &Stack) -> Verdict {
         .expect("leader's pod deleted");
     let successor = holder_other_than(stack, &leader).await;
     let handover = deleted.elapsed();
-    run.create(BURST / 2, None).await;
+    run.create_sized(full - full / 2, None, LARGE).await;
     let verdict = run.finish(stack).await;
     println!(
         "  SIGTERM: {successor} held the Lease {handover:.1?} after {leader}'s pod was deleted"
@@ -63,32 +68,33 @@ pub async fn errors_then_stall(stack: &Stack) -> Verdict {
     let schedulers = stack.schedulers(2).await;
     stack.leader(&schedulers).await;
     let proxy = &stack.proxy;
+    let full = zones(stack);
     let mut run = Run::start(stack, "API server 429, 503, then stalled, for schedulers").await;
-    run.create(BURST / 2, None).await;
-    let phase = Duration::from_secs(3);
+    run.create_sized(full - 4, None, LARGE).await;
+    let phase = Duration::from_secs(2);
 
     let before = proxy.answered();
     proxy.set(Fault::Answer {
         code: 429,
         retry_after: Some(1),
     });
-    run.create(2, None).await;
+    run.create_sized(1, None, LARGE).await;
     tokio::time::sleep(phase).await;
     let too_many = proxy.answered() - before;
     proxy.set(Fault::Answer {
         code: 503,
         retry_after: None,
     });
-    run.create(1, None).await;
+    run.create_sized(1, None, LARGE).await;
     tokio::time::sleep(phase).await;
     let unavailable = proxy.answered() - before - too_many;
     let stalled_before = proxy.stalled();
     proxy.set(Fault::Stall);
-    run.create(1, None).await;
-    tokio::time::sleep(RENEW_DEADLINE + Duration::from_secs(1)).await;
+    run.create_sized(1, None, LARGE).await;
+    tokio::time::sleep(RENEW_DEADLINE + Duration::from_millis(500)).await;
     let stalled = proxy.stalled() - stalled_before;
     proxy.set(Fault::Pass);
-    run.create(BURST.saturating_sub(run.created()), None).await;
+    run.create_sized(1, None, LARGE).await;
     let verdict = run.finish(stack).await;
     println!(
         "  API faults: {too_many} requests answered 429, {unavailable} answered 503, {stalled} stalled"
@@ -111,7 +117,7 @@ pub async fn renewals_stalled(stack: &Stack) -> Verdict {
     let leader = stack.leader(&schedulers).await;
     let proxy = &stack.proxy;
     let mut run = Run::start(stack, "Lease renewals stalled, binds pass").await;
-    run.create(2, None).await;
+    run.create_sized(2, None, LARGE).await;
     run.wait_bound(2).await;
     proxy.set_for("/leases/", Fault::Stall);
     // A renewal already past the proxy is in the log once answered.
@@ -120,11 +126,11 @@ pub async fn renewals_stalled(stack: &Stack) -> Verdict {
         .unwrap_or_else(|| panic!("{leader} renewed the Lease before the stall"));
     // Inside the margin: the leader leads until about renewed + RENEW_DEADLINE, but
     // not for longer than the margin.
-    let inside = renewed + RENEW_DEADLINE - MARGIN + SLACK + Duration::from_millis(100);
+    let inside = renewed + RENEW_DEADLINE - MARGIN + SLACK + Duration::from_millis(500);
     sleep_until_wall(inside).await;
     let created = SystemTime::now();
-    run.create(2, None).await;
-    sleep_until_wall(renewed + RENEW_DEADLINE + Duration::from_secs(1)).await;
+    run.create_sized(2, None, LARGE).await;
+    sleep_until_wall(renewed + RENEW_DEADLINE + Duration::from_millis(300)).await;
     proxy.set(Fault::Pass);
     let verdict = run.finish(stack).await;
     let gap = created.duration_since(renewed).unwrap_or_default();
@@ -133,6 +139,11 @@ pub async fn renewals_stalled(stack: &Stack) -> Verdict {
     // may, under the same pod name), never inside the old leader's margin.
     check_fenced(stack, &verdict);
     verdict
+}
+
+/// How many large pods the scenario's zones hold: one per zone.
+fn zones(stack: &Stack) -> usize {
+    stack.nodes().len() * 2
 }
 
 /// The first scheduler pod other than `old` to hold the scheduler Lease, polled every

@@ -179,11 +179,6 @@ impl Run {
         }
     }
 
-    /// Pods created so far.
-    pub fn created(&self) -> usize {
-        self.created
-    }
-
     /// Waits until `n` pods of the run are bound.
     pub async fn wait_bound(&self, n: usize) {
         wait_for(
