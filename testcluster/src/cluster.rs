@@ -42,8 +42,9 @@ pub struct ClusterOptions {
     pub scheduler_burst: u32,
     /// Deadline for the whole startup.
     pub startup_timeout: Duration,
-    /// Write kube-apiserver's audit log of `pods/binding` creates (see [`crate::audit`]),
-    /// read with [`TestCluster::audit_log_path`] and [`crate::audit::bindings`].
+    /// Write kube-apiserver's audit log of `pods/binding` creates and Lease writes (see
+    /// [`crate::audit`]), read with [`TestCluster::audit_log_path`],
+    /// [`crate::audit::bindings`] and [`crate::audit::lease_writes`].
     pub audit_bindings: bool,
 }
 

@@ -534,3 +534,29 @@ fn upsert(ctx: &Arc<Ctx>, pods: &Pods, pod: Pod) {
         },
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_route_takes_the_pods_carrying_all_its_labels() {
+        let route = ApiRoute {
+            labels: BTreeMap::from([
+                ("app".to_owned(), "s".to_owned()),
+                ("tier".to_owned(), "x".to_owned()),
+            ]),
+            target: "127.0.0.1:1".parse().unwrap(),
+        };
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert!(route.matches(Some(&labels(&[("app", "s"), ("tier", "x"), ("o", "1")]))));
+        assert!(!route.matches(Some(&labels(&[("app", "s")]))));
+        assert!(!route.matches(Some(&labels(&[("app", "s"), ("tier", "y")]))));
+        assert!(!route.matches(None));
+    }
+}
