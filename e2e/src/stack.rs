@@ -16,8 +16,8 @@ mod workload;
 
 pub use inspect::{create_oversized_pod, kubectl_tas, wait_failed_scheduling};
 pub use processes::{
-    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, start_runner_with_services,
-    wait_ready_pods,
+    NAME_LABEL, cmdline, is_ready, process_identity, start_runner, start_runner_with,
+    start_runner_with_services, wait_ready_pods,
 };
 pub use report::{Placement, Report, WorkloadOutcome};
 pub use startup::{start_nodes, wait_scheduler_pods};

@@ -8,6 +8,8 @@
 //! other kubelet rejection, and no pod whose binding the API server accepted twice
 //! (counted from the audit log); it prints one line with those figures.
 
+#[path = "faults/api.rs"]
+mod api;
 #[path = "faults/control_plane.rs"]
 mod control_plane;
 #[path = "faults/harness.rs"]
@@ -20,12 +22,18 @@ mod scheduler;
 mod updater;
 
 use harness::{NAMESPACE, NODES_YAML, Stack, TIMEOUT};
-use tas_e2e::stack::{self, apply_cr, start_runner, start_simulator, wait_ready_pods};
+use std::collections::BTreeMap;
+use tas_e2e::stack::{
+    self, NAME_LABEL, apply_cr, start_runner_with, start_simulator, wait_ready_pods,
+};
 use tas_nodesim::Scenario;
+use tas_nodesim::runner::ApiRoute;
+use tas_testcluster::fault_proxy::FaultProxy;
 use tas_testcluster::{ClusterOptions, Component, TestCluster};
 
-/// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze, updater,
-/// etcd, apiserver, relist, rollout, stale-updater), in that order; unset, all of them.
+/// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze,
+/// terminate, apifaults, fence, updater, etcd, apiserver, relist, rollout,
+/// stale-updater), in that order; unset, all of them.
 const ONLY_ENV: &str = "TAS_FAULTS";
 
 fn wanted(key: &str) -> bool {
@@ -53,7 +61,14 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     let sim = start_simulator(&client, &scenario, work.path())
         .await
         .expect("simulated nodes");
-    let runner = start_runner(&cluster, &client, &sim)
+    // The scheduler pods reach kube-apiserver through the fault proxy (passing
+    // everything unless a scenario says otherwise).
+    let proxy = FaultProxy::start(&cluster).await.expect("fault proxy");
+    let schedulers = ApiRoute {
+        labels: BTreeMap::from([(NAME_LABEL.to_owned(), "tas-scheduler".to_owned())]),
+        target: proxy.addr(),
+    };
+    let runner = start_runner_with(&cluster, &client, &sim, Vec::new(), vec![schedulers])
         .await
         .expect("pod runner");
     let stack = Stack {
@@ -62,6 +77,7 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
         scenario,
         sim,
         runner,
+        proxy,
     };
     let _logs = stack.runner.log_guard();
     wait_ready_pods(
@@ -83,7 +99,15 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     if wanted("replicas") {
         verdicts.push(scheduler::scale_replicas(&stack).await);
     }
-    if wanted("kill") || wanted("freeze") || wanted("relist") || wanted("stale-updater") {
+    let two = [
+        "kill",
+        "freeze",
+        "terminate",
+        "apifaults",
+        "fence",
+        "relist",
+    ];
+    if two.into_iter().any(wanted) || wanted("stale-updater") {
         stack.set_replicas(2).await;
     }
     if wanted("kill") {
@@ -91,6 +115,15 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     }
     if wanted("freeze") {
         verdicts.push(scheduler::freeze_leader(&stack).await);
+    }
+    if wanted("terminate") {
+        verdicts.push(api::terminate_leader(&stack).await);
+    }
+    if wanted("apifaults") {
+        verdicts.push(api::errors_then_stall(&stack).await);
+    }
+    if wanted("fence") {
+        verdicts.push(api::renewals_stalled(&stack).await);
     }
     if wanted("updater") {
         let fault = "updater down, pinned pods arrive";

@@ -63,6 +63,7 @@ async fn bad_pod_specs_become_waiting_reasons() {
             pids_file: Some(cluster.watchdog_pids_file()),
             nodes: vec![(node.clone(), sim.node_dir(&node))],
             services: Vec::new(),
+            api_routes: Vec::new(),
         },
     )
     .await

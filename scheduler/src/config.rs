@@ -95,7 +95,7 @@ impl LeaderElectionSettings {
     /// take over. A sixth leaves writes open between renewals even with the longest
     /// renew period allowed (half the lease duration).
     pub fn write_timeout(&self) -> Duration {
-        self.lease_duration / 6
+        tas_runtime::lease::write_margin(self.lease_duration)
     }
 }
 

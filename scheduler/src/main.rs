@@ -47,21 +47,20 @@ async fn run() -> anyhow::Result<()> {
     let client = args.common.client().await?;
     let identity = args.common.identity();
     tracing::info!(scheduler = %settings.scheduler_name, %identity, "tas-scheduler starting");
-    // `run` returns only on an error (a supervised task ended, the lease was lost):
-    // `main` then exits non-zero, naming it.
+    // `run_until` returns `Ok` on SIGTERM or SIGINT, an error otherwise (a supervised
+    // task ended, the lease was lost): `main` then exits non-zero, naming it. Either
+    // way it has released the Lease, once no write of its own can still be in flight.
     let http = args.common.endpoint(&client);
-    let running = tas_scheduler::run::run_with_otlp(
+    let outcome = tas_scheduler::run::run_until(
         client,
         settings,
         http,
         identity,
         args.namespace,
         otlp.clone(),
-    );
-    let outcome = tokio::select! {
-        r = running => r,
-        () = tas_runtime::signals::shutdown() => Ok(()),
-    };
+        tas_runtime::signals::shutdown(),
+    )
+    .await;
     // What was recorded but not yet exported goes out before the process ends.
     if let Some(otlp) = otlp {
         otlp.shutdown().await;

@@ -14,11 +14,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tas_runtime::http::{self, Endpoint, Readiness};
 use tas_runtime::lease::{LeaderElector, LeaderStatus, LeaseConfig};
+use tas_runtime::shutdown::step;
 use tas_runtime::supervise::Supervisor;
 use tas_runtime::telemetry::Otlp;
 
 /// Field manager and Event reporter name.
 pub const COMPONENT: &str = "tas-scheduler";
+
+/// How long giving the Lease up on the way out may take; cut short, the Lease expires
+/// on its own, which only delays a successor.
+const STEP_DOWN_LIMIT: Duration = Duration::from_secs(5);
 
 /// Run until an unrecoverable error: invalid lease settings, or the first supervised
 /// task to end (a watch, a loop, the HTTP server) or the lease lost. Never returns
@@ -30,17 +35,34 @@ pub async fn run(
     identity: String,
     default_namespace: String,
 ) -> anyhow::Result<()> {
-    run_with_otlp(client, settings, http, identity, default_namespace, None).await
+    let never = std::future::pending();
+    run_until(
+        client,
+        settings,
+        http,
+        identity,
+        default_namespace,
+        None,
+        never,
+    )
+    .await
 }
 
-/// [`run`], exporting spans and metrics through `otlp` when given.
-pub async fn run_with_otlp(
+/// [`run`], exporting spans and metrics through `otlp` when given, until `shutdown`
+/// resolves (SIGTERM), which returns `Ok`.
+///
+/// Either way out, the Lease is handed over rather than left to expire: the write
+/// fence closes (no bind or eviction is sent from then on), the margin passes (every
+/// write sent before has ended), and the Lease is released, so a standby takes over
+/// at its next check instead of after the lease duration.
+pub async fn run_until(
     client: Client,
     settings: Settings,
     http: Endpoint,
     identity: String,
     default_namespace: String,
     otlp: Option<Otlp>,
+    shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut metrics = Metrics::new();
     let cache = TopologyCache::new(
@@ -99,16 +121,31 @@ pub async fn run_with_otlp(
             Err::<(), _>("lost the lease")
         }
     });
-    let is_leader: LeaderCheck = Arc::new(move || status.leads_for(write_timeout));
+    // Binds and evictions are sent only through the fence; their timeout is its margin.
+    let fence = election.fence();
+    debug_assert_eq!(fence.margin(), write_timeout);
+    let is_leader: LeaderCheck = Arc::new({
+        let fence = fence.clone();
+        move || fence.is_open()
+    });
     writer.fence_with(is_leader);
     tasks.spawn("writer", writer_task.run());
     tasks.spawn("scheduling loop", scheduler::run(shared, events, writer));
 
-    let ended = tasks.wait().await;
-    // Not released: a bind already sent may still be in flight, so a successor waits
-    // for the lease to expire rather than starting at once.
-    election.abort();
-    Err(ended.into())
+    let outcome = tokio::select! {
+        ended = tasks.wait() => Err(ended.into()),
+        () = shutdown => Ok(()),
+    };
+    // No write from now on; those already sent end within the margin.
+    step("write fence", write_timeout * 2, fence.close()).await;
+    drop(tasks);
+    if step("lease step-down", STEP_DOWN_LIMIT, election.step_down())
+        .await
+        .is_none()
+    {
+        tracing::warn!("the lease was not released in time; it will expire");
+    }
+    outcome
 }
 
 /// Keeps the `leader` gauge in step with leadership.

@@ -4,8 +4,11 @@
 //! [`POLICY`] logs every create of `pods/binding` (and of the legacy `bindings`
 //! resource) at `Metadata` level once the response is sent, so each event carries the
 //! pod, the answer's status code, when the request arrived and who sent it (for a
-//! bound ServiceAccount token, the pod the token was issued to). Nothing else is
-//! logged. [`bindings`] parses the log; [`accepted_per_pod`] counts the accepted ones.
+//! bound ServiceAccount token, the pod the token was issued to). It also logs the
+//! writes of Leases outside `kube-system` and `kube-node-lease` (leader elections, not
+//! node heartbeats), so a test can tell when each candidate last acquired or renewed.
+//! Nothing else is logged. [`bindings`] parses the bindings; [`accepted_per_pod`]
+//! counts the accepted ones; [`lease_writes`] parses the Lease writes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +18,8 @@ use serde::Deserialize;
 
 use crate::Error;
 
-/// The audit policy: binding creates at `Metadata` level, at `ResponseComplete` only.
+/// The audit policy: binding creates and Lease writes (but node heartbeats and the
+/// control plane's own) at `Metadata` level, at `ResponseComplete` only.
 pub const POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -26,6 +30,13 @@ rules:
   resources:
   - group: \"\"
     resources: [pods/binding, bindings]
+- level: None
+  namespaces: [kube-system, kube-node-lease]
+- level: Metadata
+  verbs: [create, update, patch]
+  resources:
+  - group: coordination.k8s.io
+    resources: [leases]
 - level: None
 ";
 
@@ -103,6 +114,82 @@ struct User {
 /// a completed binding create (or not JSON, like a line cut short by a crash) are
 /// skipped.
 pub fn bindings(path: &Path) -> Result<Vec<Binding>, Error> {
+    Ok(records(path)?
+        .into_iter()
+        .filter(|r| {
+            r.verb == "create"
+                && ((r.resource == "pods" && r.subresource == "binding")
+                    || r.resource == "bindings")
+        })
+        .map(|r| Binding {
+            namespace: r.namespace,
+            pod: r.name,
+            code: r.code,
+            received: r.received,
+            user: r.user,
+            sender_pod: r.sender_pod,
+        })
+        .collect())
+}
+
+/// One write of a Lease (create, update or patch) the API server answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseWrite {
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// `create`, `update` or `patch`.
+    pub verb: String,
+    /// The answer's HTTP status (200 or 201 accepted, 409 conflict, ...).
+    pub code: u16,
+    /// When the request reached the API server.
+    pub received: SystemTime,
+    /// Who sent it.
+    pub user: String,
+    /// The pod whose ServiceAccount token sent it, for a bound token.
+    pub sender_pod: Option<String>,
+}
+
+impl LeaseWrite {
+    /// Whether the API server accepted the write (a 2xx answer).
+    pub fn accepted(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+}
+
+/// Every write of Lease `namespace/name` in the audit log at `path`, in log order.
+pub fn lease_writes(path: &Path, namespace: &str, name: &str) -> Result<Vec<LeaseWrite>, Error> {
+    Ok(records(path)?
+        .into_iter()
+        .filter(|r| r.resource == "leases" && r.namespace == namespace && r.name == name)
+        .map(|r| LeaseWrite {
+            namespace: r.namespace,
+            name: r.name,
+            verb: r.verb,
+            code: r.code,
+            received: r.received,
+            user: r.user,
+            sender_pod: r.sender_pod,
+        })
+        .collect())
+}
+
+/// One completed request of the log.
+struct Record {
+    verb: String,
+    resource: String,
+    subresource: String,
+    namespace: String,
+    name: String,
+    code: u16,
+    received: SystemTime,
+    user: String,
+    sender_pod: Option<String>,
+}
+
+/// Every completed request in the log at `path`; lines that are not JSON (like one cut
+/// short by a crash) are skipped.
+fn records(path: &Path) -> Result<Vec<Record>, Error> {
     let text = std::fs::read_to_string(path).map_err(Error::io(format!(
         "reading the audit log {}",
         path.display()
@@ -110,21 +197,22 @@ pub fn bindings(path: &Path) -> Result<Vec<Binding>, Error> {
     Ok(text.lines().filter_map(parse_line).collect())
 }
 
-fn parse_line(line: &str) -> Option<Binding> {
+fn parse_line(line: &str) -> Option<Record> {
     let event: Event = serde_json::from_str(line).ok()?;
     let object = event.object_ref?;
-    let is_binding = (object.resource == "pods" && object.subresource == "binding")
-        || object.resource == "bindings";
-    if event.stage != "ResponseComplete" || event.verb != "create" || !is_binding {
+    if event.stage != "ResponseComplete" {
         return None;
     }
     let received = event
         .request_received_timestamp
         .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
         .map_or(SystemTime::UNIX_EPOCH, SystemTime::from);
-    Some(Binding {
+    Some(Record {
+        verb: event.verb,
+        resource: object.resource,
+        subresource: object.subresource,
         namespace: object.namespace,
-        pod: object.name,
+        name: object.name,
         code: event.response_status.map_or(0, |s| s.code),
         received,
         sender_pod: event
@@ -179,6 +267,28 @@ mod tests {
             accepted_per_pod(&all, "w"),
             BTreeMap::from([("p-0".to_owned(), 1)])
         );
+    }
+
+    #[test]
+    fn parses_lease_writes_of_one_lease() {
+        let renewal = ACCEPTED
+            .replace("\"verb\":\"create\"", "\"verb\":\"update\"")
+            .replace(
+                "\"resource\":\"pods\",\"namespace\":\"w\",\"name\":\"p-0\",\"apiVersion\":\"v1\",\"subresource\":\"binding\"",
+                "\"resource\":\"leases\",\"namespace\":\"w\",\"name\":\"tas-scheduler\",\"apiGroup\":\"coordination.k8s.io\",\"apiVersion\":\"v1\"",
+            )
+            .replace("\"code\":201", "\"code\":200");
+        let other = renewal.replace("tas-scheduler\",\"apiGroup", "tas-operator\",\"apiGroup");
+        let text = [ACCEPTED, &renewal, &other].join("\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, text).unwrap();
+        let writes = lease_writes(&path, "w", "tas-scheduler").unwrap();
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].verb, "update");
+        assert!(writes[0].accepted());
+        assert_eq!(writes[0].sender_pod.as_deref(), Some("tas-scheduler-abc"));
+        assert_eq!(bindings(&path).unwrap().len(), 1);
     }
 
     #[test]

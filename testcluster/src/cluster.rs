@@ -42,8 +42,9 @@ pub struct ClusterOptions {
     pub scheduler_burst: u32,
     /// Deadline for the whole startup.
     pub startup_timeout: Duration,
-    /// Write kube-apiserver's audit log of `pods/binding` creates (see [`crate::audit`]),
-    /// read with [`TestCluster::audit_log_path`] and [`crate::audit::bindings`].
+    /// Write kube-apiserver's audit log of `pods/binding` creates and Lease writes (see
+    /// [`crate::audit`]), read with [`TestCluster::audit_log_path`],
+    /// [`crate::audit::bindings`] and [`crate::audit::lease_writes`].
     pub audit_bindings: bool,
 }
 
@@ -183,6 +184,13 @@ impl TestCluster {
             reason: format!("its URL {} has no IP:port", self.server),
             log_tail: String::new(),
         })
+    }
+
+    /// kube-apiserver's serving certificate (with its CA) and key, as it wrote them at
+    /// startup: what a proxy that stands in for it serves.
+    pub fn serving_cert_files(&self) -> (PathBuf, PathBuf) {
+        let cert = self.layout.apiserver_cert();
+        (cert.clone(), cert.with_extension("key"))
     }
 
     /// kube-apiserver's audit log, when started with

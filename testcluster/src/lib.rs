@@ -11,6 +11,8 @@
 //!   project's CRDs from [`apply_crds_from_dir`].
 //! - [`audit::bindings`] reads which pod bindings the API server accepted, from the
 //!   audit log a cluster started with [`ClusterOptions::audit_bindings`] writes.
+//! - [`fault_proxy::FaultProxy`] stands in front of kube-apiserver for chosen clients
+//!   and answers 429 or 503, or stalls, on request.
 //! - Every wait polls a condition with a deadline: [`wait_for`].
 //! - The TAS binaries' HTTPS endpoints are read with [`https_get`] and the admin's
 //!   bearer token ([`TestCluster::admin_token`]).
@@ -27,6 +29,7 @@ mod crds;
 mod credentials;
 mod error;
 mod events;
+pub mod fault_proxy;
 mod https;
 mod kubeconfig;
 mod namespace;

@@ -12,7 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
 use tas_nodesim::Simulator;
 use tas_nodesim::runner::images::TAS_IMAGES;
-use tas_nodesim::runner::{HostService, Images, Runner, RunnerConfig};
+use tas_nodesim::runner::{ApiRoute, HostService, Images, Runner, RunnerConfig};
 use tas_testcluster::TestCluster;
 
 /// The pod label of each TAS component.
@@ -37,6 +37,18 @@ pub async fn start_runner_with_services(
     sim: &Simulator,
     services: Vec<HostService>,
 ) -> Result<Runner, StackError> {
+    start_runner_with(cluster, client, sim, services, Vec::new()).await
+}
+
+/// [`start_runner_with_services`], with the pods `api_routes` match reaching the API
+/// server elsewhere (a fault proxy in front of it, for the scheduler's pods, say).
+pub async fn start_runner_with(
+    cluster: &TestCluster,
+    client: &Client,
+    sim: &Simulator,
+    services: Vec<HostService>,
+    api_routes: Vec<ApiRoute>,
+) -> Result<Runner, StackError> {
     let images = Images::from_target_dir();
     let missing: Vec<&str> = TAS_IMAGES
         .into_iter()
@@ -59,6 +71,7 @@ pub async fn start_runner_with_services(
             .map(|n| (n.clone(), sim.node_dir(n)))
             .collect(),
         services,
+        api_routes,
     };
     Runner::start(client.clone(), config)
         .await

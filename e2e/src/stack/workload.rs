@@ -61,6 +61,10 @@ pub async fn wait_settled(
         }
         .await;
         match observed {
+            // Every pod ran or was rejected: nothing left that could still change.
+            Ok(outcome) if outcome.undecided == 0 && outcome.pending.is_empty() => {
+                return Ok(outcome);
+            }
             // Settled and unchanged for longer than a pending pod's longest retry delay
             // plus a cache resync: pending pods had their chance to land.
             Ok(outcome) if outcome.undecided == 0 && previous.as_ref() == Some(&outcome) => {

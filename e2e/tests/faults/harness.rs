@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 use tas_e2e::stack::{self, WorkloadOutcome, wait_ready_pods, wait_settled};
 use tas_nodesim::runner::Runner;
 use tas_nodesim::{Scenario, Simulator};
+use tas_testcluster::fault_proxy::FaultProxy;
 use tas_testcluster::{audit, unique_namespace, wait_for};
 
 pub const NAMESPACE: &str = "tas-system";
@@ -48,6 +49,8 @@ pub struct Stack {
     pub scenario: Scenario,
     pub sim: Simulator,
     pub runner: Runner,
+    /// The scheduler pods' way to kube-apiserver (every other client goes direct).
+    pub proxy: FaultProxy,
 }
 
 impl Stack {

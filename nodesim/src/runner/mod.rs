@@ -118,6 +118,30 @@ pub struct RunnerConfig {
     pub nodes: Vec<(String, PathBuf)>,
     /// Services on the test host that every pod reaches by name.
     pub services: Vec<HostService>,
+    /// Pods that reach the API server somewhere else than `api_server` (the first
+    /// route matching a pod's labels wins).
+    pub api_routes: Vec<ApiRoute>,
+}
+
+/// Pods whose labels include every one of `labels` reach the API server at `target`
+/// instead of the runner's `api_server` — a fault proxy in front of it, say. Their
+/// forwarder connects there; nothing else changes for them (the same host name,
+/// certificate and token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiRoute {
+    /// Labels a pod must carry, all of them.
+    pub labels: BTreeMap<String, String>,
+    /// Where those pods' API connections go.
+    pub target: SocketAddr,
+}
+
+impl ApiRoute {
+    /// Whether a pod with `labels` takes this route.
+    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        self.labels
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+    }
 }
 
 /// A server on the test host that pods reach by name, as they would reach a cluster
@@ -154,10 +178,24 @@ pub struct Ctx {
     pub api_server: SocketAddr,
     /// Host services, for the pods' forwarders and `/etc/hosts`.
     pub services: Vec<HostService>,
+    /// Pods that reach the API server elsewhere.
+    pub api_routes: Vec<ApiRoute>,
     /// The runner's `10.<subnet>.0.0/16`.
     pub subnet: u8,
     /// Pod networks handed out so far.
     pub next_network: std::sync::atomic::AtomicUsize,
+}
+
+impl Ctx {
+    /// Where `pod` reaches the API server: the first matching route's target, or the
+    /// API server itself.
+    pub fn api_server_for(&self, pod: &Pod) -> SocketAddr {
+        let labels = pod.metadata.labels.as_ref();
+        self.api_routes
+            .iter()
+            .find(|r| r.matches(labels))
+            .map_or(self.api_server, |r| r.target)
+    }
 }
 
 struct PodHandle {
@@ -219,6 +257,7 @@ impl Runner {
             nodes,
             api_server: config.api_server,
             services: config.services,
+            api_routes: config.api_routes,
             subnet,
             next_network: Default::default(),
         });
@@ -501,4 +540,30 @@ fn upsert(ctx: &Arc<Ctx>, pods: &Pods, pod: Pod) {
             task,
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_route_takes_the_pods_carrying_all_its_labels() {
+        let route = ApiRoute {
+            labels: BTreeMap::from([
+                ("app".to_owned(), "s".to_owned()),
+                ("tier".to_owned(), "x".to_owned()),
+            ]),
+            target: "127.0.0.1:1".parse().unwrap(),
+        };
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert!(route.matches(Some(&labels(&[("app", "s"), ("tier", "x"), ("o", "1")]))));
+        assert!(!route.matches(Some(&labels(&[("app", "s")]))));
+        assert!(!route.matches(Some(&labels(&[("app", "s"), ("tier", "y")]))));
+        assert!(!route.matches(None));
+    }
 }

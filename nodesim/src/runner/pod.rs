@@ -88,7 +88,7 @@ pub async fn run(
     let network = PodNetwork::create(
         index,
         ctx.subnet,
-        ctx.api_server,
+        ctx.api_server_for(&pod),
         &ctx.services,
         ctx.pids_file.as_deref(),
     )

@@ -65,6 +65,12 @@ impl LeaseConfig {
         self.lease_duration * 2 / 3
     }
 
+    /// The write fence's margin ([`WriteFence`](super::WriteFence)): see
+    /// [`write_margin`](super::write_margin).
+    pub fn write_margin(&self) -> Duration {
+        super::write_margin(self.lease_duration)
+    }
+
     /// `lease_duration` as the Lease's `leaseDurationSeconds`.
     pub(crate) fn lease_duration_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
@@ -121,6 +127,7 @@ mod tests {
         assert_eq!(c.lease_duration, Duration::from_secs(15));
         assert_eq!(c.renew_deadline(), Duration::from_secs(10));
         assert_eq!(c.lease_duration_seconds(), 15);
+        assert_eq!(c.write_margin(), Duration::from_millis(2500));
     }
 
     #[test]

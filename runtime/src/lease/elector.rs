@@ -10,7 +10,7 @@ use tracing::{Instrument as _, info_span};
 
 use super::campaign::Campaign;
 use super::status::{LeaderStatus, Shared};
-use super::{LeaseConfig, LeaseError};
+use super::{LeaseConfig, LeaseError, WriteFence};
 
 /// Contends for one Lease as one identity. See the [module docs](super).
 pub struct LeaderElector {
@@ -37,9 +37,11 @@ impl LeaderElector {
             lease = %format_args!("{}/{}", self.config.namespace, self.config.name),
             identity = %self.config.identity,
         );
+        let margin = self.config.write_margin();
         let campaign = Campaign::new(self.api, self.config, shared.clone(), stop_rx);
         LeaderElection {
             status: LeaderStatus::new(shared),
+            margin,
             stop,
             task: tokio::spawn(campaign.run().instrument(span)),
         }
@@ -50,6 +52,8 @@ impl LeaderElector {
 /// lease if held); [`step_down`](Self::step_down) does so and waits for the release.
 pub struct LeaderElection {
     status: LeaderStatus,
+    /// The config's write margin, for [`fence`](Self::fence).
+    margin: std::time::Duration,
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), LeaseError>>,
 }
@@ -58,6 +62,12 @@ impl LeaderElection {
     /// A cloneable view of this elector's leadership.
     pub fn status(&self) -> LeaderStatus {
         self.status.clone()
+    }
+
+    /// The fence for writes only the leader may make, with the config's
+    /// [write margin](LeaseConfig::write_margin).
+    pub fn fence(&self) -> WriteFence {
+        WriteFence::new(self.status(), self.margin)
     }
 
     /// Shorthand for [`LeaderStatus::is_leader`].

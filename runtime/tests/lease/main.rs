@@ -5,21 +5,19 @@
 //! Every handover test samples both electors' `is_leader()` throughout and fails if
 //! they ever overlap.
 
-mod proxy;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
 use kube::{Api, Client};
-use tas_runtime::lease::{LeaderElection, LeaderElector, LeaderStatus, LeaseConfig};
+use tas_runtime::lease::{FenceError, LeaderElection, LeaderElector, LeaderStatus, LeaseConfig};
+use tas_testcluster::fault_proxy::{Fault, FaultProxy};
 use tas_testcluster::{TestCluster, unique_namespace};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-use proxy::SilenceableProxy;
 
 const LEASE: &str = "tas-test-leader";
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,6 +55,18 @@ async fn poll_until(what: &str, check: impl Fn() -> bool) -> Duration {
 async fn wait_leader(what: &str, election: &LeaderElection) -> Duration {
     let status = election.status();
     poll_until(what, || status.is_leader()).await
+}
+
+/// A fault proxy in front of the cluster's kube-apiserver, and an admin client
+/// through it.
+async fn through_proxy(cluster: &TestCluster) -> (FaultProxy, Client) {
+    let proxy = FaultProxy::start(cluster).await.expect("fault proxy");
+    let mut proxied = tas_runtime::client::load_config(Some(&cluster.kubeconfig_path()))
+        .await
+        .expect("kubeconfig loads");
+    proxied.cluster_url = format!("https://{}", proxy.addr()).parse().unwrap();
+    let client = Client::try_from(proxied).expect("client through the proxy");
+    (proxy, client)
 }
 
 async fn lease_spec(client: &Client, namespace: &str) -> LeaseSpec {
@@ -208,19 +218,8 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() 
     let client = cluster.client().await.unwrap();
     let ns = unique_namespace(&client, "lease-partition").await.unwrap();
 
-    // a talks to kube-apiserver through a proxy that can go silent.
-    let upstream = cluster
-        .server_url()
-        .trim_start_matches("https://")
-        .parse()
-        .expect("server URL is https://<ip>:<port>");
-    let proxy = SilenceableProxy::start(upstream).await;
-    let mut proxied = tas_runtime::client::load_config(Some(&cluster.kubeconfig_path()))
-        .await
-        .expect("kubeconfig loads");
-    proxied.cluster_url = format!("https://{}", proxy.addr()).parse().unwrap();
-    let partitioned = Client::try_from(proxied).expect("client through the proxy");
-
+    // a talks to kube-apiserver through a proxy that can stall.
+    let (proxy, partitioned) = through_proxy(cluster).await;
     let a = start(&partitioned, config(&ns, "a"));
     wait_leader("a to lead", &a).await;
     let b = start(&client, config(&ns, "b"));
@@ -228,7 +227,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() 
     let watch = OverlapWatch::start(a.status(), b.status());
 
     let cut = Instant::now();
-    proxy.go_silent();
+    proxy.set(Fault::Stall);
     poll_until("a to stop leading", || !a_status.is_leader()).await;
     let a_stopped = cut.elapsed();
     wait_leader("b to take over", &b).await;
@@ -335,4 +334,62 @@ async fn a_restarted_process_waits_out_the_lease_its_predecessor_held() {
     );
     let spec = lease_spec(&client, &ns).await;
     assert_eq!(spec.holder_identity.as_deref(), Some("pod-a"));
+}
+
+#[tokio::test]
+async fn writes_stop_a_margin_before_a_leader_that_cannot_renew_stops_leading() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let client = cluster.client().await.unwrap();
+    let ns = unique_namespace(&client, "lease-fence").await.unwrap();
+
+    // a's Lease requests go through a proxy that will stall them; its other writes
+    // (ConfigMaps here, binds in the scheduler) still reach the API server.
+    let (proxy, proxied) = through_proxy(cluster).await;
+    let lease_config = config(&ns, "a");
+    let margin = lease_config.write_margin();
+    assert!(margin > Duration::from_millis(300), "margin {margin:?}");
+    let a = start(&proxied, lease_config);
+    wait_leader("a to lead", &a).await;
+    let (status, fence) = (a.status(), a.fence());
+    assert_eq!(fence.margin(), margin);
+    let configmaps: Api<ConfigMap> = Api::namespaced(proxied.clone(), &ns);
+    let named = |name: &str| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap()
+    };
+    fence
+        .write(configmaps.create(&PostParams::default(), &named("while-leading")))
+        .await
+        .expect("a leader's write goes through");
+
+    proxy.set_for("/leases/", Fault::Stall);
+    poll_until("the fence to close", || !fence.is_open()).await;
+    let closed = Instant::now();
+    // Still leader, but not for long enough to start a write bounded by the margin.
+    assert!(
+        status.is_leader(),
+        "the fence closed only when leadership ended: no margin"
+    );
+    let inside = fence
+        .write(configmaps.create(&PostParams::default(), &named("inside-the-margin")))
+        .await;
+    assert!(
+        matches!(inside, Err(FenceError::Closed(_))),
+        "a write inside the margin was sent: {inside:?}"
+    );
+    poll_until("a to stop leading", || !status.is_leader()).await;
+    let gap = closed.elapsed();
+    assert!(
+        gap >= margin * 3 / 4 && gap < margin * 2,
+        "leadership ended {gap:?} after the fence closed (margin {margin:?})"
+    );
+    assert!(proxy.stalled() > 0, "no Lease request was stalled");
+    let direct: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert!(direct.get_opt("while-leading").await.unwrap().is_some());
+    assert!(
+        direct.get_opt("inside-the-margin").await.unwrap().is_none(),
+        "the write inside the margin reached the API server"
+    );
+    proxy.set(Fault::Pass);
+    a.abort();
 }

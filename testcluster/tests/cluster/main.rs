@@ -3,6 +3,7 @@
 //! All tests but the lifecycle ones share one cluster (`TestCluster::shared()`, every
 //! component running) and keep to their own namespace and nodes; see the crate README.
 
+mod fault_proxy;
 mod lifecycle;
 
 use std::collections::BTreeSet;
