@@ -47,13 +47,22 @@ pub(super) fn fit(
     pod: &PodRequest,
     node_level: &dyn Fn(&str) -> bool,
     goal: Option<Goal>,
-    memory: Option<&MemoryManager<'_>>,
+    memory: Option<MemoryManager<'_>>,
 ) -> Result<Placement, Unfit> {
+    let reuses_cpus = node.static_cpus()
+        && pod
+            .containers()
+            .iter()
+            .any(|c| c.kind == ContainerKind::Init && c.exclusive_cpu);
+    if !reuses_cpus {
+        // No branch point: one run, on the memory manager's state itself.
+        return run(node, pod, node_level, goal, memory, 0).map(|(placement, _)| placement);
+    }
     let mut first = None;
     let mut runs = 1u32;
     let mut choices = 0u32;
     while choices < runs {
-        let (placement, points) = run(node, pod, node_level, goal, memory.cloned(), choices)?;
+        let (placement, points) = run(node, pod, node_level, goal, memory.clone(), choices)?;
         // A run whose choices reach beyond its branch points repeats an earlier one.
         if choices >> points == 0 {
             runs = runs.max(1 << points.min(MAX_BRANCHES));

@@ -160,7 +160,7 @@ pub fn fit(
         });
     }
 
-    super::containers::fit(node, pod, node_level, goal, memory.as_ref())
+    super::containers::fit(node, pod, node_level, goal, memory)
 }
 
 /// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
