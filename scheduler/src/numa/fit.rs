@@ -14,16 +14,8 @@
 //! - `single-numa-node`: the same with width one.
 //!
 //! Per scope:
-//! - `container`: containers in admission order (init containers, sidecars included, in
-//!   spec order, then app containers). Each is aligned against what is still free.
-//!   Regular init containers are not subtracted (their CPUs, devices and memory are
-//!   reused by later containers); sidecars and app containers are. While reusable
-//!   init-container CPUs or devices remain, the CPU and device managers only hint
-//!   masks containing their zones, so later containers asking for them must include
-//!   those zones. Each goes to the zone set the kubelet itself would pick: the
-//!   numerically lowest preferred mask, i.e. the lowest NUMA id for single zones.
-//!   Picking by a scoring strategy instead would predict an allocation the kubelet
-//!   does not make and so mis-judge the containers after it.
+//! - `container`: containers in admission order, each aligned against what is still
+//!   free, reusing what regular init containers leave (see the `containers` module).
 //! - `pod`: one alignment of [`PodRequest::numa_request`] (its memory types only those
 //!   app containers ask for, like the memory manager's pod hints); every container's
 //!   memory is then placed against that one hint.
@@ -35,15 +27,13 @@
 //! reports is skipped when `node_level` says the node reports it as a whole (e.g. an
 //! extended resource without NUMA affinity); otherwise the pod does not fit.
 
-use std::borrow::Cow;
-
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
 use super::align::{
     CPU_GROUP, Cause, FIRST_DEVICE_GROUP, Goal, MEMORY_GROUP, Req, Reqs, align, all_zones,
-    allocate, best_effort,
+    best_effort,
 };
-use super::managers::{Reuse, check_cpu_count};
+use super::managers::check_cpu_count;
 use super::mask::NumaSet;
 use super::memory::MemoryManager;
 use super::request::{ContainerKind, ContainerRequest, PodRequest};
@@ -113,7 +103,6 @@ pub fn fit(
         TopologyManagerPolicy::SingleNumaNode => Some(Goal::SingleZone),
     };
     let guaranteed = pod.is_guaranteed();
-    let nres = node.resource_count();
     let all = all_zones(node.zone_count() as u32);
     let mut reqs = Reqs::default();
 
@@ -171,84 +160,13 @@ pub fn fit(
         });
     }
 
-    // Copied only once a container's allocation matters for a later one.
-    let mut free = Cow::Borrowed(node.free());
-    let containers = pod.containers();
-    let mut placed = Vec::with_capacity(containers.len());
-    let mut union: Option<u64> = None;
-    let mut all_aligned = true;
-    // CPUs and devices of regular init containers that later containers reuse first,
-    // and the zones holding them: while any are left, the CPU and device managers only
-    // hint masks containing those zones (generateCPUTopologyHints,
-    // generateDeviceTopologyHints). Init containers are never subtracted from `free`,
-    // so `free` already counts the reusable ones as free on their zones.
-    let mut reuse = Reuse::default();
-    for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| container_unfit(policy, c, reason);
-        reqs.clear();
-        collect(
-            node,
-            &c.resources,
-            guaranteed,
-            c.exclusive_cpu,
-            node_level,
-            goal.is_some(),
-            &mut reqs,
-        )
-        .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
-        // The memory of this container, whatever the merge makes of it.
-        let mem = reqs.only(MEMORY_GROUP);
-        if goal.is_some() {
-            reqs = without_indifferent_memory(reqs, memory.as_ref());
-        }
-        let must = reuse.must(reqs.as_slice());
-        let (mask, aligned) = match goal {
-            Some(goal) => {
-                let mask = align(node, &free, reqs.as_slice(), goal, must, memory.as_ref())
-                    .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
-                (mask, true)
-            }
-            None => lenient(
-                node,
-                &free,
-                reqs.as_slice(),
-                must,
-                &|res| reuse.zones_of(res),
-                memory.as_ref(),
-            ),
-        };
-        if let Some(mask) = mask {
-            reuse.record(c.kind, reqs.as_slice(), mask);
-        }
-        if let Some(mm) = memory.as_mut() {
-            mm.allocate(
-                c.kind,
-                mem.as_slice(),
-                handed_over(policy, mask, all),
-                aligned,
-            )
-            .map_err(|r| fail(memory_refusal(r)))?;
-        }
-        all_aligned &= aligned;
-        if let Some(mask) = mask {
-            union = Some(union.unwrap_or(0) | mask);
-            if c.kind != ContainerKind::Init && i + 1 < containers.len() {
-                allocate(free.to_mut(), nres, mask, reqs.as_slice());
-            }
-        }
-        placed.push(mask.map(|m| node.numa_set(m)));
-    }
-    Ok(Placement {
-        zones: union.map(|m| node.numa_set(m)),
-        containers: placed,
-        aligned: all_aligned,
-    })
+    super::containers::fit(node, pod, node_level, goal, memory)
 }
 
 /// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
 /// the kubelet's merge picks (see the `providers` module), or an approximation of it
 /// when that is too costly to compute. The flag says whether the hint is preferred.
-fn lenient(
+pub(super) fn lenient(
     node: &NodeTopology,
     free: &[i64],
     reqs: &[Req],
@@ -270,14 +188,18 @@ fn lenient(
 
 /// The zones of the merged hint the memory manager gets: every zone when nothing was
 /// aligned, none (no NUMA affinity) when `single-numa-node` would hand over every zone.
-fn handed_over(policy: TopologyManagerPolicy, mask: Option<u64>, all: u64) -> Option<u64> {
+pub(super) fn handed_over(
+    policy: TopologyManagerPolicy,
+    mask: Option<u64>,
+    all: u64,
+) -> Option<u64> {
     let mask = mask.unwrap_or(all);
     (policy != TopologyManagerPolicy::SingleNumaNode || mask != all).then_some(mask)
 }
 
 /// `reqs` without its memory when the memory manager has no hint at all for it: the
 /// Topology Manager then merges as if it had no preference (its Allocate still runs).
-fn without_indifferent_memory(reqs: Reqs, memory: Option<&MemoryManager<'_>>) -> Reqs {
+pub(super) fn without_indifferent_memory(reqs: Reqs, memory: Option<&MemoryManager<'_>>) -> Reqs {
     match memory {
         Some(mm) if mm.indifferent(reqs.only(MEMORY_GROUP).as_slice()) => {
             let mut out = Reqs::default();
@@ -315,7 +237,7 @@ fn without_init_only_memory(pod: &PodRequest, request: &Resources, reqs: &Reqs) 
     out
 }
 
-fn memory_refusal(refusal: MemoryRefusal) -> UnfitReason {
+pub(super) fn memory_refusal(refusal: MemoryRefusal) -> UnfitReason {
     UnfitReason::MemoryPlacement { refusal }
 }
 
@@ -389,7 +311,7 @@ pub(super) fn not_reported(request: &Resources, pos: u32) -> UnfitReason {
 }
 
 /// Turns an alignment failure into its public form, naming resources and amounts.
-fn reason(node: &NodeTopology, request: &Resources, cause: Cause) -> UnfitReason {
+pub(super) fn reason(node: &NodeTopology, request: &Resources, cause: Cause) -> UnfitReason {
     let entry = |pos: u32| &request.entries()[pos as usize];
     let amount = |pos: u32, value: i64| Amount {
         kind: entry(pos).kind,

@@ -2,8 +2,9 @@
 //! and devices of regular init containers, and the CPU manager's own count of free
 //! CPUs (which refuses a pod under any Topology Manager policy).
 
-use super::align::{MEMORY_GROUP, Req};
+use super::align::{CPU_GROUP, MEMORY_GROUP, Req};
 use super::fit::container_unfit;
+use super::mask::bits;
 use super::request::{ContainerKind, PodRequest};
 use super::topology::NodeTopology;
 use super::unfit::{Unfit, UnfitReason};
@@ -53,6 +54,50 @@ impl Reuse {
                 }
                 (_, None) => {}
             }
+        }
+    }
+
+    /// What is left to reuse of the CPUs in `reqs` (resource, amount, zones) when a
+    /// container of `kind` aligned on `mask` may leave it untouched: a sidecar or app
+    /// container taking fewer CPUs than `mask` has free (`free`, zone-major with `nres`
+    /// resources). The CPU manager takes CPUs by topology, not reusable ones first; only
+    /// a container taking every free CPU of its zones surely takes those on them.
+    pub(super) fn cpus_it_may_leave(
+        &self,
+        kind: ContainerKind,
+        reqs: &[Req],
+        mask: u64,
+        free: &[i64],
+        nres: usize,
+    ) -> Option<(u32, i64, u64)> {
+        if kind == ContainerKind::Init {
+            return None;
+        }
+        let cpu = reqs.iter().find(|r| r.group == CPU_GROUP)?;
+        let held = *self
+            .held
+            .iter()
+            .find(|&&(res, left, _)| res == cpu.res && left > 0)?;
+        let on_mask: i64 = bits(mask)
+            .map(|z| free[z as usize * nres + cpu.res as usize])
+            .sum();
+        (cpu.need < on_mask).then_some(held)
+    }
+
+    /// Puts back what [`Self::cpus_it_may_leave`] returned, after the container took its
+    /// CPUs (`free`): the reusable CPUs stay on those of their zones that still have free
+    /// CPUs, no more than are free there.
+    pub(super) fn leave_cpus(&mut self, held: (u32, i64, u64), free: &[i64], nres: usize) {
+        let (res, left, zones) = held;
+        let free_on = |z: u32| free[z as usize * nres + res as usize].max(0);
+        let zones = bits(zones)
+            .filter(|&z| free_on(z) > 0)
+            .fold(0u64, |acc, z| acc | 1 << z);
+        let left = left.min(bits(zones).map(free_on).sum());
+        let kept = (res, left, if left > 0 { zones } else { 0 });
+        match self.held.iter_mut().find(|h| h.0 == res) {
+            Some(h) => *h = kept,
+            None => self.held.push(kept),
         }
     }
 }

@@ -38,6 +38,7 @@ const MAX_ZONES: usize = 12;
 pub(crate) type MemoryHint = (u64, bool);
 
 /// The memory manager's state for one pod's admission.
+#[derive(Clone)]
 pub(crate) struct MemoryManager<'n> {
     node: &'n NodeTopology,
     /// Zone-major free amounts, like [`NodeTopology::free`].

@@ -17,6 +17,7 @@
 //! `available <= allocatable <= capacity`); a node whose object fails is skipped.
 
 mod align;
+mod containers;
 pub mod fit;
 pub mod hint;
 mod managers;

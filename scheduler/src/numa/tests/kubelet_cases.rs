@@ -176,3 +176,40 @@ fn memory_manager_without_hints_has_no_preference() {
         Err("container app0: the zones would mix"),
     );
 }
+
+/// Container scope, from node 693 of the large seed: init0's one CPU is a lone thread
+/// (its sibling reserved) that app0's four CPUs, taken as two whole cores, leave where
+/// it is. It stays reusable, so the CPU manager hints app1 only zone sets with zone 0,
+/// where its memory no longer fits: no preferred hint, TopologyAffinityError. When
+/// app0 takes every free CPU of zone 0 it takes init0's too, and app1 fits on zone 1.
+#[test]
+fn init_container_cpus_an_app_container_leaves_bind_later_hints() {
+    let zones = [
+        (
+            0,
+            vec![
+                ("cpu", "7", "7", "8"),
+                ("memory", "6044Mi", "6044Mi", "6656Mi"),
+            ],
+        ),
+        (
+            1,
+            vec![("cpu", "3", "3", "4"), ("memory", "12Gi", "12Gi", "12Gi")],
+        ),
+    ];
+    let with_app0 = |cpus: &str| {
+        pod_with(
+            vec![g("init0", &[("cpu", "1"), ("memory", "4Gi")])],
+            vec![
+                g("app0", &[("cpu", cpus), ("memory", "5632Mi")]),
+                g("app1", &[("cpu", "2"), ("memory", "5888Mi")]),
+            ],
+            &[],
+        )
+    };
+    for policy in ["restricted", "single-numa-node"] {
+        let node = node(policy, "container", &zones);
+        assert_fit(policy, &node, &with_app0("4"), Err("container app1"));
+        assert_fit(policy, &node, &with_app0("7"), Ok(&[0, 1]));
+    }
+}
