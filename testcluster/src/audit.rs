@@ -65,6 +65,13 @@ impl Binding {
     pub fn accepted(&self) -> bool {
         (200..300).contains(&self.code)
     }
+
+    /// Whether the answer leaves open if the binding was written: a 5xx, typically
+    /// 504 when the sender went away mid-request (a killed scheduler) and the API
+    /// server still finished the write after giving up on the answer.
+    pub fn undecided(&self) -> bool {
+        self.code >= 500
+    }
 }
 
 #[derive(Deserialize)]
@@ -154,6 +161,13 @@ impl LeaseWrite {
     /// Whether the API server accepted the write (a 2xx answer).
     pub fn accepted(&self) -> bool {
         (200..300).contains(&self.code)
+    }
+
+    /// Whether the answer leaves open if the binding was written: a 5xx, typically
+    /// 504 when the sender went away mid-request (a killed scheduler) and the API
+    /// server still finished the write after giving up on the answer.
+    pub fn undecided(&self) -> bool {
+        self.code >= 500
     }
 }
 

@@ -311,11 +311,15 @@ impl Verdict {
             "{}: every pod has an outcome",
             self.fault
         );
+        // A binding answered 5xx may still have been written (seen: a killed leader's
+        // bind answered 504 "context canceled" after the write): such a pod runs with
+        // no accepted binding, and no other binding of it can be accepted (409).
         let accepted = self.bindings.iter().filter(|b| b.accepted()).count();
-        assert_eq!(
-            accepted,
-            o.placements.len(),
-            "{}: one accepted binding per running pod: {:?}",
+        let undecided = self.bindings.iter().filter(|b| b.undecided()).count();
+        let running = o.placements.len();
+        assert!(
+            accepted <= running && running <= accepted + undecided,
+            "{}: one accepted (or 5xx-answered) binding per running pod, {running} running: {:?}",
             self.fault,
             self.bindings
         );
