@@ -239,9 +239,11 @@ impl Runner {
         Ok(Self { ctx, pods, watch })
     }
 
-    /// Runs the pods bound to node `name` (files under `dir`) from now on: call it
-    /// before the Node exists, so that no pod bound to it is missed.
-    pub fn add_node(&self, name: &str, dir: &Path) {
+    /// Runs the pods bound to node `name` (files under `dir`) from now on, starting
+    /// with those bound to it already (a node registering again under its name runs
+    /// the pods the API server still binds to it, as a kubelet does). Call it before
+    /// the Node is created, so that no pod bound to it in between is missed.
+    pub async fn add_node(&self, name: &str, dir: &Path) -> Result<(), kube::Error> {
         self.ctx
             .nodes
             .write()
@@ -252,6 +254,12 @@ impl Runner {
                     dir: dir.to_owned(),
                 },
             );
+        let api: Api<Pod> = Api::all(self.ctx.client.clone());
+        let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={name}"));
+        for pod in api.list(&params).await?.items {
+            upsert(&self.ctx, &self.pods, pod);
+        }
+        Ok(())
     }
 
     /// Forgets node `name` as a machine that is gone: every process of the pods bound

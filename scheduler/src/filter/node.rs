@@ -196,6 +196,11 @@ impl NodeInfo {
         self.pods.get(uid)
     }
 
+    /// The node's pods by uid, the node itself dropped.
+    pub fn into_pods(self) -> HashMap<String, PodUsage> {
+        self.pods
+    }
+
     /// The pods on the node (bound and assumed), in no particular order.
     pub fn pods(&self) -> impl Iterator<Item = &PodUsage> {
         self.pods.values()
