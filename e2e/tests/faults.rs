@@ -12,6 +12,8 @@
 mod control_plane;
 #[path = "faults/harness.rs"]
 mod harness;
+#[path = "faults/nodes.rs"]
+mod nodes;
 #[path = "faults/operator.rs"]
 mod operator;
 #[path = "faults/scheduler.rs"]
@@ -25,8 +27,8 @@ use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, Component, TestCluster};
 
 /// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze, updater,
-/// etcd, apiserver, relist, rollout, stale-updater), in that order; unset, all of them but
-/// stale-updater.
+/// etcd, apiserver, relist, rollout, node-recreate, node-add, stale-updater), in that
+/// order; unset, all of them but stale-updater.
 const ONLY_ENV: &str = "TAS_FAULTS";
 
 fn wanted(key: &str) -> bool {
@@ -111,6 +113,12 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     }
     if wanted("rollout") {
         verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
+    }
+    if wanted("node-recreate") {
+        verdicts.push(nodes::recreate(&stack).await);
+    }
+    if wanted("node-add") {
+        verdicts.push(nodes::add_while_pending(&stack).await);
     }
     // Not in the default set: fails today (issue 18 item 4, an NRT whose writer
     // stopped is trusted after maxStaleness and the reservations of the pods bound
