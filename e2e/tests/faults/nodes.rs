@@ -9,7 +9,7 @@
 //! simulator creates the Node with a fresh kubelet, and only then does the runner start
 //! its pods (the updater DaemonSet's pod among them), as a slow image pull would.
 
-use super::harness::{LARGE, Run, SMALL, Stack, TIMEOUT, Verdict, workload_pod};
+use super::harness::{Run, SMALL, Stack, TIMEOUT, Verdict, workload_pod};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -117,10 +117,15 @@ async fn wait_note(stack: &Stack, run: &Run, text: &str) {
         format!("a FailedScheduling Event in {} saying {text:?}", run.ns),
         TIMEOUT,
         || async {
-            let said = events.list(&ListParams::default()).await?.items.iter().any(|e| {
-                e.reason.as_deref() == Some("FailedScheduling")
-                    && e.note.as_deref().is_some_and(|n| n.contains(text))
-            });
+            let said = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("FailedScheduling")
+                        && e.note.as_deref().is_some_and(|n| n.contains(text))
+                });
             Ok::<_, kube::Error>(said.then_some(()))
         },
     )
@@ -175,16 +180,16 @@ fn assert_bound_after(verdict: &Verdict, before: &BTreeSet<String>, since: Syste
     }
 }
 
-/// Node 3 of the scenario holds a large pod on each zone; its machine goes (Node
-/// deleted, the NRT garbage-collected with it) and comes back at once under the same
-/// name with zones of 5 CPUs instead of 6. The two pods are still bound to its name
-/// (the pod garbage collector deletes a deleted node's pods only after 40 s) and its
-/// new kubelet runs them again, as Kubernetes does; they hold 8 of its 10 CPUs.
-/// Pinned to it meanwhile: a Burstable pod of 3 CPUs (fits the node only if those
-/// pods are forgotten: an OutOfcpu rejection), a Guaranteed pod of 2 CPUs (fits a
-/// zone only by the old machine's NRT), one of 3 and two of 1 CPU (one per zone).
-/// Nothing is bound to it before its first NRT; then the pods of 1 CPU are, the others
-/// stay Pending with the reason. Afterwards the node is given its machine back.
+/// Node 3 of the scenario holds two pods of 3 CPUs; its machine goes (Node deleted,
+/// the NRT garbage-collected with it) and comes back at once under the same name with
+/// zones of 5 CPUs instead of 6 (10 allocatable). The two pods are still bound to its
+/// name (the pod garbage collector deletes a deleted node's pods only after 40 s) and
+/// its new kubelet runs them again, a zone each, as Kubernetes does. Pinned to it
+/// meanwhile: a Burstable pod of 5 CPUs (fits the node only if those pods are
+/// forgotten: the kubelet refuses it, OutOfcpu), a Guaranteed pod of 3 CPUs (fits a
+/// zone only by the old machine's NRT) and two of 1 CPU. Nothing is bound to the node
+/// before its first NRT; then the pods of 1 CPU are, the other two stay Pending with
+/// the reason. Afterwards the node gets its machine back.
 pub async fn recreate(stack: &Stack) -> Verdict {
     let name = stack.nodes()[2].clone();
     let original = stack
@@ -195,15 +200,18 @@ pub async fn recreate(stack: &Stack) -> Verdict {
         .cloned()
         .expect("the node's spec");
     let mut run = Run::start(stack, "node deleted and recreated, smaller").await;
-    run.create_sized(2, Some(&name), LARGE).await;
+    run.create_sized(2, Some(&name), SMALL).await;
     run.wait_bound(2).await;
     let before = bound(&run).await;
     remove(stack, &name).await;
     wait_nrt_gone(stack, &name).await;
 
-    let uid = register(stack, &node_spec(&name, "{ count: 2, cpus: 5, memory: 10Gi }")).await;
-    run.create_pod(burstable_pod(&name, SMALL)).await;
-    run.create_sized(1, Some(&name), 2).await;
+    let uid = register(
+        stack,
+        &node_spec(&name, "{ count: 2, cpus: 5, memory: 10Gi }"),
+    )
+    .await;
+    run.create_pod(burstable_pod(&name, 5)).await;
     run.create_sized(1, Some(&name), SMALL).await;
     run.create_sized(2, Some(&name), 1).await;
     wait_note(stack, &run, UNPUBLISHED_TOPOLOGY).await;
@@ -260,7 +268,11 @@ pub async fn add_while_pending(stack: &Stack) -> Verdict {
     .expect("Pending pods explained");
     assert!(bound(&run).await.is_empty(), "7 CPUs fit no zone");
 
-    let uid = register(stack, &node_spec(&name, "{ count: 2, cpus: 8, memory: 12Gi }")).await;
+    let uid = register(
+        stack,
+        &node_spec(&name, "{ count: 2, cpus: 8, memory: 12Gi }"),
+    )
+    .await;
     wait_note(stack, &run, UNPUBLISHED_TOPOLOGY).await;
     assert!(
         bound(&run).await.is_empty(),
