@@ -132,13 +132,19 @@ async fn wait_nrt_for(stack: &Stack, name: &str, uid: &str) -> SystemTime {
     .expect("the new node's updater publishes")
 }
 
-/// Waits until a FailedScheduling Event of the run says `text`.
-async fn wait_note(stack: &Stack, run: &Run, text: &str) {
+/// Waits until the scheduler says, in a FailedScheduling Event of the run, that a node
+/// had not published its NRT yet — or binds a pod of the run not in `exempt`
+/// meanwhile; asserts it did not.
+async fn assert_unpublished_holds(stack: &Stack, run: &Run, exempt: &BTreeSet<String>) {
     let events: Api<Event> = Api::namespaced(stack.client.clone(), &run.ns);
-    wait_for(
-        format!("a FailedScheduling Event in {} saying {text:?}", run.ns),
+    let early = wait_for(
+        format!(
+            "the scheduler to say in {} that a node had no NRT yet",
+            run.ns
+        ),
         TIMEOUT,
         || async {
+            let early: Vec<String> = bound(run).await.difference(exempt).cloned().collect();
             let said = events
                 .list(&ListParams::default())
                 .await?
@@ -146,13 +152,20 @@ async fn wait_note(stack: &Stack, run: &Run, text: &str) {
                 .iter()
                 .any(|e| {
                     e.reason.as_deref() == Some("FailedScheduling")
-                        && e.note.as_deref().is_some_and(|n| n.contains(text))
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains(UNPUBLISHED_TOPOLOGY))
                 });
-            Ok::<_, kube::Error>(said.then_some(()))
+            Ok::<_, kube::Error>((said || !early.is_empty()).then_some(early))
         },
     )
     .await
     .expect("the scheduler explains");
+    assert!(
+        early.is_empty(),
+        "{}: NUMA-sensitive pods bound before the node's first NRT: {early:?}",
+        run.fault
+    );
 }
 
 /// The run's pods bound so far, by name.
@@ -238,14 +251,9 @@ pub async fn recreate(stack: &Stack) -> Verdict {
     run.create_pod(burstable_pod(&name, 5)).await;
     run.create_sized(1, Some(&name), SMALL).await;
     run.create_sized(2, Some(&name), 1).await;
-    wait_note(stack, &run, UNPUBLISHED_TOPOLOGY).await;
     let mut exempt = before.clone();
     exempt.insert(burstable);
-    let early: Vec<String> = bound(&run).await.difference(&exempt).cloned().collect();
-    assert!(
-        early.is_empty(),
-        "nothing NUMA-sensitive bound to {name} before its first NRT: {early:?}"
-    );
+    assert_unpublished_holds(stack, &run, &exempt).await;
     start_pods(stack, &name).await;
     let published = wait_nrt_for(stack, &name, &uid).await;
     let verdict = run.finish(stack).await;
@@ -299,11 +307,7 @@ pub async fn add_while_pending(stack: &Stack) -> Verdict {
         &node_spec(&name, "{ count: 2, cpus: 8, memory: 12Gi }"),
     )
     .await;
-    wait_note(stack, &run, UNPUBLISHED_TOPOLOGY).await;
-    assert!(
-        bound(&run).await.is_empty(),
-        "nothing bound to {name} before its first NRT"
-    );
+    assert_unpublished_holds(stack, &run, &BTreeSet::new()).await;
     start_pods(stack, &name).await;
     let published = wait_nrt_for(stack, &name, &uid).await;
     let verdict = run.finish(stack).await;
