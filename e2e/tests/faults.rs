@@ -14,6 +14,8 @@ mod api;
 mod control_plane;
 #[path = "faults/harness.rs"]
 mod harness;
+#[path = "faults/nodes.rs"]
+mod nodes;
 #[path = "faults/operator.rs"]
 mod operator;
 #[path = "faults/scheduler.rs"]
@@ -33,7 +35,7 @@ use tas_testcluster::{ClusterOptions, Component, TestCluster};
 
 /// `TAS_FAULTS=kill,freeze` runs only those scenarios (replicas, kill, freeze,
 /// terminate, apifaults, fence, updater, etcd, apiserver, relist, rollout,
-/// stale-updater), in that order; unset, all of them.
+/// node-recreate, node-add, stale-updater), in that order; unset, all of them.
 const ONLY_ENV: &str = "TAS_FAULTS";
 
 fn wanted(key: &str) -> bool {
@@ -143,6 +145,12 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     }
     if wanted("rollout") {
         verdicts.push(operator::edit_and_kill_mid_rollout(&stack).await);
+    }
+    if wanted("node-recreate") {
+        verdicts.push(nodes::recreate(&stack).await);
+    }
+    if wanted("node-add") {
+        verdicts.push(nodes::add_while_pending(&stack).await);
     }
     // Frozen past maxStaleness, before its heartbeat says it stopped: the pods bound
     // after its last object keep their reservations when the node is forced clean.

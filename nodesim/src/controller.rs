@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -27,7 +27,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::admit::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
@@ -42,10 +42,16 @@ pub const CONTROLLER_NAME: &str = "tas-nodesim";
 const PATCH_ATTEMPTS: u32 = 3;
 const PATCH_RETRY: Duration = Duration::from_millis(200);
 
+/// The simulated nodes by name, shared by the simulator (which adds and removes nodes
+/// at run time) and its controller.
+pub type Nodes = Arc<RwLock<BTreeMap<String, Arc<SimNode>>>>;
+
 /// Plays the kubelet for a set of simulated nodes.
 pub struct Controller {
     client: Client,
-    nodes: BTreeMap<String, Arc<SimNode>>,
+    nodes: Nodes,
+    /// Names of nodes added at run time, whose existing pods are to be handled.
+    added: Option<mpsc::UnboundedReceiver<String>>,
     recorder: Recorder,
     /// Rejections of pods that still exist, by UID.
     rejected: HashMap<String, Rejection>,
@@ -56,6 +62,22 @@ pub struct Controller {
 impl Controller {
     /// A controller for `nodes`.
     pub fn new(client: Client, nodes: impl IntoIterator<Item = Arc<SimNode>>) -> Self {
+        let nodes = nodes
+            .into_iter()
+            .map(|n| (n.name().to_string(), n))
+            .collect();
+        Self::shared(client, Arc::new(RwLock::new(nodes)), None)
+    }
+
+    /// A controller for the nodes in `nodes`, which may change while it runs: a pod
+    /// bound to a node that is no longer there is left alone (its kubelet is gone), and
+    /// for every name received on `added` the pods already bound to that node are
+    /// handled in creation order, as a kubelet registering does.
+    pub fn shared(
+        client: Client,
+        nodes: Nodes,
+        added: Option<mpsc::UnboundedReceiver<String>>,
+    ) -> Self {
         let reporter = Reporter {
             controller: CONTROLLER_NAME.into(),
             instance: None,
@@ -63,10 +85,8 @@ impl Controller {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
-            nodes: nodes
-                .into_iter()
-                .map(|n| (n.name().to_string(), n))
-                .collect(),
+            nodes,
+            added,
             rejected: HashMap::new(),
             started: HashMap::new(),
         }
@@ -82,9 +102,14 @@ impl Controller {
         tokio::pin!(shutdown);
         let mut synced = Some(synced);
         let mut listing: Vec<Pod> = Vec::new();
+        let mut added = self.added.take();
         loop {
             let event = tokio::select! {
                 () = &mut shutdown => break,
+                Some(node) = recv(&mut added) => {
+                    self.registered(&node).await;
+                    continue;
+                }
                 event = events.next() => event,
             };
             match event {
@@ -94,15 +119,7 @@ impl Controller {
                 Some(Ok(Event::InitApply(pod))) => listing.push(pod),
                 Some(Ok(Event::InitDone)) => {
                     let mut pods = std::mem::take(&mut listing);
-                    pods.sort_by(|a, b| {
-                        let key = |p: &Pod| {
-                            (
-                                p.metadata.creation_timestamp.clone().map(|t| t.0),
-                                p.name_any(),
-                            )
-                        };
-                        key(a).cmp(&key(b))
-                    });
+                    sort_by_creation(&mut pods);
                     self.forget_missing(&pods).await;
                     for pod in &pods {
                         self.apply(pod).await;
@@ -119,13 +136,43 @@ impl Controller {
 
     fn node_of(&self, pod: &Pod) -> Option<Arc<SimNode>> {
         let name = pod.spec.as_ref()?.node_name.as_ref()?;
-        self.nodes.get(name).cloned()
+        self.nodes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Node `name` was added: its pods that exist already (bound before it was
+    /// there, or to an earlier node of that name) are handled now, in creation order.
+    async fn registered(&mut self, name: &str) {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let params = kube::api::ListParams::default()
+            .labels(&format!("{NODE_SIM_LABEL}=true"))
+            .fields(&format!("spec.nodeName={name}"));
+        match pods.list(&params).await {
+            Ok(list) => {
+                let mut pods = list.items;
+                sort_by_creation(&mut pods);
+                for pod in &pods {
+                    self.apply(pod).await;
+                }
+            }
+            Err(error) => warn!(node = name, %error, "listing the pods of an added node"),
+        }
     }
 
     /// Releases pods admitted on our nodes that a relist no longer shows.
     async fn forget_missing(&mut self, present: &[Pod]) {
         let keys: BTreeSet<PodKey> = present.iter().map(PodKey::of).collect();
-        for node in self.nodes.values() {
+        let nodes: Vec<Arc<SimNode>> = self
+            .nodes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for node in &nodes {
             for key in node.admitted() {
                 if !keys.contains(&key) && node.release(&key).await {
                     info!(node = node.name(), pod = %key.name, namespace = %key.namespace, "released a pod that is gone");
@@ -249,4 +296,31 @@ impl Controller {
             warn!(pod = %pod.name_any(), %error, "cannot publish the rejection Event");
         }
     }
+}
+
+/// The next name on `added`, or never when there is no such channel (or it closed).
+async fn recv(added: &mut Option<mpsc::UnboundedReceiver<String>>) -> Option<String> {
+    match added {
+        Some(rx) => match rx.recv().await {
+            Some(name) => Some(name),
+            None => {
+                *added = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Pods in the order the kubelet is handed them: by creation time, then name.
+fn sort_by_creation(pods: &mut [Pod]) {
+    pods.sort_by(|a, b| {
+        let key = |p: &Pod| {
+            (
+                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                p.name_any(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
 }

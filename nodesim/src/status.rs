@@ -29,6 +29,19 @@ pub fn now() -> String {
         .to_string()
 }
 
+/// What the kubelet agreed to allocate for container `c` (its requests), as it writes
+/// it in the container status: the resource managers read it back, instead of the
+/// spec, when they admit a pod that is running already (a kubelet restart, a node
+/// registering again).
+fn allocated(c: &k8s_openapi::api::core::v1::Container) -> Value {
+    json!(
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.clone())
+            .unwrap_or_default()
+    )
+}
+
 /// The patch that makes `pod` Running, started at `started` (an RFC 3339 time).
 pub fn running(pod: &Pod, started: &str) -> Value {
     let spec = pod.spec.clone().unwrap_or_default();
@@ -52,7 +65,7 @@ pub fn running(pod: &Pod, started: &str) -> Value {
             };
             json!({
                 "name": c.name, "image": c.image, "imageID": "", "ready": sidecar, "started": sidecar,
-                "restartCount": 0, "state": state,
+                "restartCount": 0, "state": state, "allocatedResources": allocated(c),
             })
         })
         .collect();
@@ -62,7 +75,7 @@ pub fn running(pod: &Pod, started: &str) -> Value {
         .map(|c| {
             json!({
                 "name": c.name, "image": c.image, "imageID": "", "ready": true, "started": true,
-                "restartCount": 0, "state": running,
+                "restartCount": 0, "state": running, "allocatedResources": allocated(c),
             })
         })
         .collect();

@@ -34,6 +34,24 @@ pub fn socket_path(node_dir: &Path) -> PathBuf {
     node_dir.join("pod-resources").join("kubelet.sock")
 }
 
+/// Removes the `node<N>` directories of zones `machine` does not have (left by an
+/// earlier machine of the same node name).
+fn remove_other_zones(nodes: &Path, machine: &Machine) -> io::Result<()> {
+    let ids: BTreeSet<u32> = machine.zones.iter().map(|z| z.id).collect();
+    for entry in std::fs::read_dir(nodes)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let zone = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("node"))
+            .and_then(|id| id.parse::<u32>().ok());
+        if zone.is_some_and(|id| !ids.contains(&id)) {
+            std::fs::remove_dir_all(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes the sysfs tree and kubelet config of a node into `node_dir`, and creates its
 /// `pod-resources` directory.
 pub fn write_node_files(
@@ -46,6 +64,7 @@ pub fn write_node_files(
     let ids = format_cpulist(machine.zones.iter().map(|z| z.id));
     std::fs::write(nodes.join("online"), format!("{ids}\n"))?;
     std::fs::write(nodes.join("possible"), format!("{ids}\n"))?;
+    remove_other_zones(&nodes, machine)?;
     for zone in &machine.zones {
         let dir = nodes.join(format!("node{}", zone.id));
         std::fs::create_dir_all(&dir)?;
@@ -150,5 +169,33 @@ mod tests {
         assert!(parse_cpulist("").unwrap().is_empty());
         assert!(parse_cpulist("3-1").is_err());
         assert!(parse_cpulist("a").is_err());
+    }
+
+    #[test]
+    fn a_smaller_machine_under_the_same_directory_leaves_no_zone_of_the_old_one() {
+        use crate::tests::{machine, settings, zone};
+        use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+        let dir = tempfile::tempdir().unwrap();
+        let settings = settings(
+            TopologyManagerPolicy::SingleNumaNode,
+            TopologyManagerScope::Pod,
+        );
+        let nodes = sysfs_root(dir.path()).join("devices/system/node");
+        write_node_files(
+            dir.path(),
+            &machine(vec![zone(4, 8), zone(4, 8)]),
+            &settings,
+        )
+        .unwrap();
+        assert!(nodes.join("node1/cpulist").is_file());
+        write_node_files(dir.path(), &machine(vec![zone(6, 8)]), &settings).unwrap();
+        assert!(
+            !nodes.join("node1").exists(),
+            "zone 1 of the old machine is gone"
+        );
+        let online = std::fs::read_to_string(nodes.join("online")).unwrap();
+        assert_eq!(online.trim(), "0");
+        let cpus = std::fs::read_to_string(nodes.join("node0/cpulist")).unwrap();
+        assert_eq!(cpus.trim(), "0-5");
     }
 }

@@ -294,3 +294,90 @@ async fn tas_nodesim_binary_runs_a_scenario_until_sigterm() {
         .unwrap();
     assert!(exit.success(), "tas-nodesim exited with {exit}");
 }
+
+/// A node removed at run time and added back under the same name on a smaller machine:
+/// its Node goes and comes back with the new machine's allocatable, the referee starts
+/// its managers afresh (nothing of the old node's allocations is left), a pod still
+/// bound to the name is handled again as a registering kubelet does, and the
+/// podresources socket answers from the new managers.
+#[tokio::test]
+async fn a_node_removed_and_added_back_starts_with_fresh_managers() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let client = cluster.client().await.unwrap();
+    let ns = unique_namespace(&client, "nodesim-readd").await.unwrap();
+    let name = unique_name("sim-readd");
+    let other = unique_name("sim-stay");
+    let (simulator, _work_dir) = start(&client, &name, &other).await;
+    wait_node_ready(&client, &name, TIMEOUT).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    pods.create(&PostParams::default(), &bound_pod("old", &name, 4, "2Gi"))
+        .await
+        .unwrap();
+    wait_phase(&pods, "old", "Running").await;
+    let old_uid = nodes.get(&name).await.unwrap().metadata.uid;
+
+    simulator.remove_node(&name).await.expect("node removed");
+    assert!(simulator.node(&name).is_none());
+    assert_eq!(
+        simulator.referee().ping().await.unwrap(),
+        1,
+        "only {other} is left"
+    );
+    wait_for(format!("Node {name} deleted"), TIMEOUT, || async {
+        Ok::<_, kube::Error>(nodes.get_opt(&name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(
+        tas_podresources::connect_unix(&simulator.socket_path(&name))
+            .await
+            .is_err(),
+        "the removed node's podresources socket is closed"
+    );
+
+    // Back with one zone of 6 CPUs instead of two of 4.
+    let smaller = Scenario::from_yaml(&format!(
+        "nodes:\n- name: {name}\n  topologyManagerPolicy: single-numa-node\n  zones:\n  - {{ cpus: 6, memory: 8Gi }}\n"
+    ))
+    .unwrap();
+    simulator
+        .add_node(&smaller.nodes()[0])
+        .await
+        .expect("node added back");
+    assert!(
+        simulator.add_node(&smaller.nodes()[0]).await.is_err(),
+        "added once only"
+    );
+    let node = nodes.get(&name).await.unwrap();
+    assert_ne!(node.metadata.uid, old_uid, "a new Node object");
+    let allocatable = node.status.unwrap().allocatable.unwrap();
+    assert_eq!(allocatable["cpu"].0, "6");
+    wait_node_ready(&client, &name, TIMEOUT).await.unwrap();
+
+    // The pod still bound to the name is admitted by the new managers, on the only zone.
+    let podresources = PodResourcesClient::new(simulator.socket_path(&name));
+    let old = wait_for("the bound pod handled by the new node", TIMEOUT, || async {
+        Ok::<_, std::convert::Infallible>(listed(&podresources, "old").await)
+    })
+    .await
+    .unwrap();
+    assert_eq!(old.cpu_ids.len(), 4);
+    let state = simulator.referee().state(&name).await.unwrap();
+    assert_eq!(
+        state.zones.len(),
+        1,
+        "the new machine's managers: {state:?}"
+    );
+    // 2 CPUs are left on the zone: a pod of 4 no longer fits it.
+    pods.create(&PostParams::default(), &bound_pod("new", &name, 4, "1Gi"))
+        .await
+        .unwrap();
+    let failed = wait_phase(&pods, "new", "Failed").await;
+    assert_eq!(
+        failed.status.unwrap().reason.as_deref(),
+        Some(TOPOLOGY_AFFINITY_ERROR)
+    );
+    simulator.shutdown().await;
+}

@@ -120,3 +120,75 @@ async fn bad_pod_specs_become_waiting_reasons() {
     assert!(runner.processes().is_empty(), "nothing started");
     runner.shutdown().await;
 }
+
+/// A node whose machine goes: the runner kills its pods' processes at once and starts
+/// nothing bound to it; the node back, the runner runs the pods still bound to it.
+#[tokio::test]
+async fn a_removed_node_runs_nothing_until_it_is_added_back() {
+    let cluster = TestCluster::shared().expect("test cluster");
+    let _logs = cluster.log_guard();
+    let client = cluster.client().await.unwrap();
+    let ns = unique_namespace(&client, "runner-nodes").await.unwrap();
+    let node = unique_name("runner-gone");
+    let scenario = Scenario::from_yaml(&format!(
+        "nodes:\n- name: {node}\n  topologyManagerPolicy: none\n  zones:\n  - {{ cpus: 2, memory: 1Gi }}\n"
+    ))
+    .expect("scenario");
+    let work = tempfile::tempdir().unwrap();
+    let sim = Simulator::start(client.clone(), &scenario, work.path())
+        .await
+        .expect("simulator");
+    let runner = Runner::start(
+        client.clone(),
+        RunnerConfig {
+            api_server: cluster.api_server_addr().unwrap(),
+            images: Images::new(BTreeMap::from([(
+                "tas-updater".to_owned(),
+                PathBuf::from("/bin/sleep"),
+            )])),
+            pids_file: Some(cluster.watchdog_pids_file()),
+            nodes: vec![(node.clone(), sim.node_dir(&node))],
+            services: Vec::new(),
+            api_routes: Vec::new(),
+        },
+    )
+    .await
+    .expect("runner");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let sleeper: Pod = serde_json::from_value(json!({"metadata": {"name": "sleeper"},
+        "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                 "containers": [{"name": "c", "image": "r.invalid/tas-updater:1", "args": ["600"]}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &sleeper).await.unwrap();
+    let pid = wait_for("the sleeper runs", Duration::from_secs(60), || async {
+        Ok::<_, std::convert::Infallible>(runner.pid(&ns, "sleeper"))
+    })
+    .await
+    .unwrap();
+
+    runner.remove_node(&node).await;
+    sim.remove_node(&node).await.expect("node removed");
+    assert_eq!(runner.pid(&ns, "sleeper"), None);
+    wait_for("the process gone", Duration::from_secs(10), || async {
+        Ok::<_, std::convert::Infallible>(
+            (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(()),
+        )
+    })
+    .await
+    .expect("the node's process is killed");
+
+    sim.add_node(&scenario.nodes()[0]).await.expect("node back");
+    runner
+        .add_node(&node, &sim.node_dir(&node))
+        .await
+        .expect("runner takes the node");
+    let again = wait_for(
+        "the sleeper runs again",
+        Duration::from_secs(60),
+        || async { Ok::<_, std::convert::Infallible>(runner.pid(&ns, "sleeper")) },
+    )
+    .await
+    .unwrap();
+    assert_ne!(again, pid, "a new process");
+    runner.shutdown().await;
+}

@@ -50,11 +50,11 @@ pub fn with_snapshot<T>(
         .map(|n| adjusted.get(n.name()).unwrap_or(n))
         .collect();
     let lookup = |name: &str| -> TopologyView {
-        let view = match shared.cache.snapshot(name) {
-            None if state
-                .node(name)
-                .is_some_and(|n| shared.settings.in_node_group(n.labels())) =>
-            {
+        let node = state.node(name);
+        // An NRT of an earlier Node object of this name counts as none.
+        let uid = node.map_or("", NodeInfo::uid);
+        let view = match shared.cache.snapshot_for(name, uid) {
+            None if node.is_some_and(|n| shared.settings.in_node_group(n.labels())) => {
                 TopologyView::Unpublished
             }
             None => TopologyView::Missing,

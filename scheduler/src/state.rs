@@ -18,6 +18,10 @@ pub struct ClusterState {
     pod_node: HashMap<String, String>,
     /// Bound pods whose node is not known yet: node → (uid → pod).
     orphans: HashMap<String, HashMap<String, Pod>>,
+    /// Pods counted on a node when it was deleted, until they are deleted too: the API
+    /// server keeps them bound to its name (the pod garbage collector deletes them only
+    /// after a quarantine), and a node registering again under that name runs them.
+    ghosts: HashMap<String, HashMap<String, PodUsage>>,
 }
 
 impl ClusterState {
@@ -34,6 +38,9 @@ impl ClusterState {
             }
             None => match NodeInfo::new(node) {
                 Ok(mut info) => {
+                    for (uid, usage) in self.ghosts.remove(&name).unwrap_or_default() {
+                        info.add_usage(&uid, usage);
+                    }
                     for (_, pod) in self.orphans.remove(&name).unwrap_or_default() {
                         let _ = info.add_pod(&pod);
                     }
@@ -44,9 +51,15 @@ impl ClusterState {
         }
     }
 
-    /// Remove a node.
+    /// Remove a node. Its pods stay counted under its name (see `ghosts`): a node of
+    /// that name added before they are deleted starts with them.
     pub fn remove_node(&mut self, name: &str) {
-        self.nodes.remove(name);
+        if let Some(info) = self.nodes.remove(name) {
+            let pods = info.into_pods();
+            if !pods.is_empty() {
+                self.ghosts.entry(name.to_owned()).or_default().extend(pods);
+            }
+        }
     }
 
     /// A bound pod was observed (added, updated, or finished).
@@ -88,6 +101,12 @@ impl ClusterState {
             if let Some(o) = self.orphans.get_mut(&node) {
                 o.remove(uid);
             }
+            if let Some(g) = self.ghosts.get_mut(&node) {
+                g.remove(uid);
+                if g.is_empty() {
+                    self.ghosts.remove(&node);
+                }
+            }
         }
     }
 
@@ -126,7 +145,15 @@ impl ClusterState {
 
     /// Drop nodes not in `keep` (after a relist).
     pub fn retain_nodes(&mut self, keep: &std::collections::HashSet<String>) {
-        self.nodes.retain(|n, _| keep.contains(n));
+        let gone: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|n| !keep.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.remove_node(&name);
+        }
     }
 
     /// Drop pods not in `keep` (after a relist), except assumed ones still in flight.
@@ -144,5 +171,72 @@ impl ClusterState {
         for uid in gone {
             self.remove_pod(&uid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{guaranteed_container, pod};
+    use serde_json::json;
+
+    fn node_object(name: &str, cpu: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"}}
+        }))
+        .expect("node")
+    }
+
+    fn bound(name: &str, node: &str, cpu: u32) -> Pod {
+        pod(
+            name,
+            &[],
+            json!({"nodeName": node, "containers": guaranteed_container(cpu)}),
+        )
+    }
+
+    fn requested_cpu(state: &ClusterState, node: &str) -> i64 {
+        state.node(node).expect("node known").requested().milli_cpu
+    }
+
+    /// A node deleted and created again under its name before its pods are deleted
+    /// (the pod garbage collector waits 40 s): the API server still binds them to it
+    /// and the new node's kubelet runs them, so they count on the new node.
+    #[test]
+    fn a_recreated_node_still_counts_the_pods_bound_to_its_name() {
+        let mut state = ClusterState::default();
+        state.upsert_node(&node_object("n", "16"));
+        state.upsert_bound_pod(&bound("a", "n", 4));
+        state.upsert_bound_pod(&bound("b", "n", 6));
+        assert_eq!(requested_cpu(&state, "n"), 10_000);
+
+        state.remove_node("n");
+        assert!(state.node("n").is_none());
+        // One of them is deleted while the node is gone.
+        state.remove_pod("uid-b");
+        state.upsert_node(&node_object("n", "12"));
+        assert_eq!(requested_cpu(&state, "n"), 4_000, "a is still bound to n");
+        assert_eq!(state.node_of("uid-a"), Some("n"));
+
+        // Deleted later: no longer counted anywhere, nothing left to come back.
+        state.remove_pod("uid-a");
+        assert_eq!(requested_cpu(&state, "n"), 0);
+        state.remove_node("n");
+        state.upsert_node(&node_object("n", "12"));
+        assert_eq!(requested_cpu(&state, "n"), 0);
+    }
+
+    /// The same when a relist finds the node gone.
+    #[test]
+    fn a_node_dropped_by_a_relist_keeps_its_pods_for_its_return() {
+        let mut state = ClusterState::default();
+        state.upsert_node(&node_object("n", "16"));
+        state.upsert_node(&node_object("m", "16"));
+        state.upsert_bound_pod(&bound("a", "n", 4));
+        state.retain_nodes(&["m".to_owned()].into_iter().collect());
+        assert!(state.node("n").is_none());
+        state.upsert_node(&node_object("n", "16"));
+        assert_eq!(requested_cpu(&state, "n"), 4_000);
     }
 }

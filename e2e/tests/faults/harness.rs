@@ -179,6 +179,21 @@ impl Run {
         }
     }
 
+    /// Creates `pod` (named `p-<n>` like the others), counted in the verdict like them.
+    pub async fn create_pod(&mut self, mut pod: Pod) {
+        pod.metadata.name = Some(format!("p-{}", self.created));
+        wait_for("creating a workload pod", TIMEOUT, || async {
+            match self.pods.create(&PostParams::default(), &pod).await {
+                Ok(_) => Ok(Some(())),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(())),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .expect("pod created");
+        self.created += 1;
+    }
+
     /// Waits until `n` pods of the run are bound.
     pub async fn wait_bound(&self, n: usize) {
         wait_for(

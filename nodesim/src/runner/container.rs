@@ -230,7 +230,7 @@ async fn prepare(
     };
     let netns =
         netns.ok_or_else(|| PodConfigError::new("RunContainerError", "the pod has no network"))?;
-    let node_ctx = ctx.nodes.get(&node).ok_or_else(|| {
+    let node_ctx = ctx.node(&node).ok_or_else(|| {
         PodConfigError::new(
             "RunContainerError",
             format!("node {node} is not the runner's"),

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -159,6 +159,7 @@ pub struct HostService {
 }
 
 /// A simulated node as the runner sees it.
+#[derive(Debug, Clone)]
 pub struct NodeCtx {
     /// Its files.
     pub dir: PathBuf,
@@ -172,8 +173,8 @@ pub struct Ctx {
     pub images: Images,
     /// Watchdog file.
     pub pids_file: Option<PathBuf>,
-    /// Nodes by name.
-    pub nodes: BTreeMap<String, NodeCtx>,
+    /// Nodes by name; [`Runner::add_node`] and [`Runner::remove_node`] change them.
+    pub nodes: RwLock<BTreeMap<String, NodeCtx>>,
     /// The API server, for the pods' forwarders.
     pub api_server: SocketAddr,
     /// Host services, for the pods' forwarders and `/etc/hosts`.
@@ -195,6 +196,15 @@ impl Ctx {
             .iter()
             .find(|r| r.matches(labels))
             .map_or(self.api_server, |r| r.target)
+    }
+
+    /// The node `name`, while it is the runner's.
+    pub fn node(&self, name: &str) -> Option<NodeCtx> {
+        self.nodes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
     }
 }
 
@@ -254,7 +264,7 @@ impl Runner {
             client,
             images: config.images,
             pids_file: config.pids_file,
-            nodes,
+            nodes: RwLock::new(nodes),
             api_server: config.api_server,
             services: config.services,
             api_routes: config.api_routes,
@@ -264,6 +274,54 @@ impl Runner {
         let pods: Pods = Arc::default();
         let watch = tokio::spawn(watch_pods(ctx.clone(), pods.clone()));
         Ok(Self { ctx, pods, watch })
+    }
+
+    /// Runs the pods bound to node `name` (files under `dir`) from now on, starting
+    /// with those bound to it already (a node registering again under its name runs
+    /// the pods the API server still binds to it, as a kubelet does). Call it before
+    /// the Node is created, so that no pod bound to it in between is missed.
+    pub async fn add_node(&self, name: &str, dir: &Path) -> Result<(), kube::Error> {
+        self.ctx
+            .nodes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                name.to_owned(),
+                NodeCtx {
+                    dir: dir.to_owned(),
+                },
+            );
+        let api: Api<Pod> = Api::all(self.ctx.client.clone());
+        let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={name}"));
+        for pod in api.list(&params).await?.items {
+            upsert(&self.ctx, &self.pods, pod);
+        }
+        Ok(())
+    }
+
+    /// Forgets node `name` as a machine that is gone: every process of the pods bound
+    /// to it dies at once (SIGKILL, no graceful stop, no status written), and later
+    /// pods bound to that name are ignored until [`Runner::add_node`].
+    pub async fn remove_node(&self, name: &str) {
+        self.ctx
+            .nodes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
+        let gone: Vec<PodHandle> = {
+            let mut pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
+            let uids: Vec<String> = pods
+                .iter()
+                .filter(|(_, h)| h.view.lock().unwrap_or_else(PoisonError::into_inner).node == name)
+                .map(|(uid, _)| uid.clone())
+                .collect();
+            uids.iter().filter_map(|uid| pods.remove(uid)).collect()
+        };
+        for h in gone {
+            // Aborting a worker drops its supervisors' children, which kills them.
+            h.task.abort();
+            let _ = h.task.await;
+        }
     }
 
     fn find(&self, namespace: &str, pod: &str) -> Option<Arc<Mutex<PodView>>> {
@@ -483,9 +541,12 @@ fn upsert(ctx: &Arc<Ctx>, pods: &Pods, pod: Pod) {
     let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
         return;
     };
-    if !ctx.nodes.contains_key(&node) || !is_runner_pod(&pod) {
+    if !is_runner_pod(&pod) {
         return;
     }
+    let Some(node_ctx) = ctx.node(&node) else {
+        return;
+    };
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let mut map = pods.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(h) = map.get(&uid) {
@@ -496,9 +557,6 @@ fn upsert(ctx: &Arc<Ctx>, pods: &Pods, pod: Pod) {
     if matches!(phase, Some("Succeeded" | "Failed")) {
         return;
     }
-    let Some(node_ctx) = ctx.nodes.get(&node) else {
-        return;
-    };
     let dir = pod::sandbox_dir(&node_ctx.dir, &pod);
     let containers = pod
         .spec

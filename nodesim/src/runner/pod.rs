@@ -67,7 +67,7 @@ pub async fn run(
     view: Arc<Mutex<PodView>>,
 ) {
     let pod = pod_rx.borrow().clone();
-    let Some(node_ctx) = ctx.nodes.get(&node) else {
+    let Some(node_ctx) = ctx.node(&node) else {
         return;
     };
     let dir = sandbox_dir(&node_ctx.dir, &pod);

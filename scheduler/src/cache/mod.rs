@@ -207,6 +207,20 @@ impl TopologyCache {
         self.read().nodes.get(node)?.view()
     }
 
+    /// The node's view as [`Self::snapshot`] gives it, unless the latest NRT object
+    /// is owned by a Node object other than `node_uid` (the node was deleted and
+    /// created again under its name, and the garbage collector has not deleted the
+    /// earlier node's NRT yet): then `None`, as for a node that has not published.
+    pub fn snapshot_for(&self, node: &str, node_uid: &str) -> Option<NodeView> {
+        let state = self.read();
+        let entry = state.nodes.get(node)?;
+        let owner = entry.latest().and_then(|nrt| node::node_owner(nrt));
+        if !node_uid.is_empty() && owner.is_some_and(|o| o != node_uid) {
+            return None;
+        }
+        entry.view()
+    }
+
     /// The node's cache state; `None` when the cache knows nothing about it.
     pub fn status(&self, node: &str) -> Option<NodeStatus> {
         let state = self.read();

@@ -192,7 +192,14 @@ impl NodeEntry {
     /// dirty with a usable view.
     pub(crate) fn set_nrt(&mut self, nrt: Arc<NodeResourceTopology>, now: Instant) -> NrtUpdate {
         let had_view = self.view.is_some();
-        let hold = self.is_dirty() && matches!(self.view, Some(Ok(_)));
+        // An object written for another Node object of this name (the node was
+        // deleted and created again) is never held back behind a view built from the
+        // earlier node's: that view describes a machine that is gone.
+        let same_node = self
+            .latest
+            .as_ref()
+            .is_none_or(|old| node_owner(old) == node_owner(&nrt));
+        let hold = same_node && self.is_dirty() && matches!(self.view, Some(Ok(_)));
         self.latest = Some(nrt);
         self.latest_at = Some(now);
         if hold {
@@ -338,4 +345,15 @@ impl NodeEntry {
 enum Shift {
     Hold,
     Release,
+}
+
+/// The uid of the Node object that owns `nrt` (its updater sets the owner reference),
+/// if it names one.
+pub(crate) fn node_owner(nrt: &NodeResourceTopology) -> Option<&str> {
+    nrt.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "Node" && o.api_version == "v1")
+        .map(|o| o.uid.as_str())
 }

@@ -35,6 +35,8 @@ pub enum AddPodError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeInfo {
     name: String,
+    /// The Node object's uid (empty when it has none).
+    uid: String,
     labels: BTreeMap<String, String>,
     unschedulable: bool,
     taints: Vec<NodeTaint>,
@@ -67,6 +69,7 @@ impl NodeInfo {
         let spec = node.spec.as_ref();
         self.allocatable = allocatable;
         self.name = node.metadata.name.clone().unwrap_or_default();
+        self.uid = node.metadata.uid.clone().unwrap_or_default();
         self.labels = node.metadata.labels.clone().unwrap_or_default();
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.taints = spec
@@ -194,6 +197,16 @@ impl NodeInfo {
     /// What pod `uid` takes from the node, if it is there.
     pub fn pod(&self, uid: &str) -> Option<&PodUsage> {
         self.pods.get(uid)
+    }
+
+    /// The Node object's uid (empty when it has none).
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    /// The node's pods by uid, the node itself dropped.
+    pub fn into_pods(self) -> HashMap<String, PodUsage> {
+        self.pods
     }
 
     /// The pods on the node (bound and assumed), in no particular order.

@@ -63,6 +63,8 @@ impl Index for NodeWatch {
 /// The parts of a Node that matter for scheduling (heartbeats do not).
 fn node_digest(node: &Node) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    // A Node deleted and created again under its name is another node.
+    node.metadata.uid.hash(&mut h);
     node.metadata.labels.hash(&mut h);
     if let Some(spec) = &node.spec {
         spec.unschedulable.hash(&mut h);

@@ -2,6 +2,7 @@
 //! reserves, binds, deletions, NRT updates and resyncs. Builders keep each case short.
 
 mod evidence_cases;
+mod node_identity_cases;
 mod pod_cases;
 mod props;
 mod reserve_cases;
