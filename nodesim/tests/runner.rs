@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::Api;
 use kube::api::PostParams;
+use kube::{Api, Client};
 use serde_json::json;
 use tas_nodesim::runner::{Images, Runner, RunnerConfig};
 use tas_nodesim::{Scenario, Simulator};
@@ -36,13 +36,16 @@ async fn waiting(pods: &Api<Pod>, name: &str) -> (String, String) {
     .expect("a waiting reason")
 }
 
-#[tokio::test]
-async fn bad_pod_specs_become_waiting_reasons() {
-    let cluster = TestCluster::shared().expect("test cluster");
-    let _logs = cluster.log_guard();
-    let client = cluster.client().await.unwrap();
-    let ns = unique_namespace(&client, "runner").await.unwrap();
-    let node = unique_name("runner");
+/// A simulated node of one 2-CPU zone and a runner for it whose `tas-updater` image runs
+/// `binary`: the node's name, its scenario, the work directory, the simulator and the
+/// runner.
+async fn one_node(
+    cluster: &TestCluster,
+    client: &Client,
+    prefix: &str,
+    binary: &str,
+) -> (String, Scenario, tempfile::TempDir, Simulator, Runner) {
+    let node = unique_name(prefix);
     let scenario = Scenario::from_yaml(&format!(
         "nodes:\n- name: {node}\n  topologyManagerPolicy: none\n  zones:\n  - {{ cpus: 2, memory: 1Gi }}\n"
     ))
@@ -55,10 +58,9 @@ async fn bad_pod_specs_become_waiting_reasons() {
         client.clone(),
         RunnerConfig {
             api_server: cluster.api_server_addr().unwrap(),
-            // Never started: every pod here fails before its process would.
             images: Images::new(BTreeMap::from([(
                 "tas-updater".to_owned(),
-                PathBuf::from("/bin/true"),
+                PathBuf::from(binary),
             )])),
             pids_file: Some(cluster.watchdog_pids_file()),
             nodes: vec![(node.clone(), sim.node_dir(&node))],
@@ -68,6 +70,18 @@ async fn bad_pod_specs_become_waiting_reasons() {
     )
     .await
     .expect("runner");
+    (node, scenario, work, sim, runner)
+}
+
+#[tokio::test]
+async fn bad_pod_specs_become_waiting_reasons() {
+    let cluster = TestCluster::shared().expect("test cluster");
+    let _logs = cluster.log_guard();
+    let client = cluster.client().await.unwrap();
+    let ns = unique_namespace(&client, "runner").await.unwrap();
+    // Never started: every pod here fails before its process would.
+    let (node, _scenario, _work, _sim, runner) =
+        one_node(cluster, &client, "runner", "/bin/true").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     cms.create(
         &PostParams::default(),
@@ -129,31 +143,8 @@ async fn a_removed_node_runs_nothing_until_it_is_added_back() {
     let _logs = cluster.log_guard();
     let client = cluster.client().await.unwrap();
     let ns = unique_namespace(&client, "runner-nodes").await.unwrap();
-    let node = unique_name("runner-gone");
-    let scenario = Scenario::from_yaml(&format!(
-        "nodes:\n- name: {node}\n  topologyManagerPolicy: none\n  zones:\n  - {{ cpus: 2, memory: 1Gi }}\n"
-    ))
-    .expect("scenario");
-    let work = tempfile::tempdir().unwrap();
-    let sim = Simulator::start(client.clone(), &scenario, work.path())
-        .await
-        .expect("simulator");
-    let runner = Runner::start(
-        client.clone(),
-        RunnerConfig {
-            api_server: cluster.api_server_addr().unwrap(),
-            images: Images::new(BTreeMap::from([(
-                "tas-updater".to_owned(),
-                PathBuf::from("/bin/sleep"),
-            )])),
-            pids_file: Some(cluster.watchdog_pids_file()),
-            nodes: vec![(node.clone(), sim.node_dir(&node))],
-            services: Vec::new(),
-            api_routes: Vec::new(),
-        },
-    )
-    .await
-    .expect("runner");
+    let (node, scenario, _work, sim, runner) =
+        one_node(cluster, &client, "runner-gone", "/bin/sleep").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let sleeper: Pod = serde_json::from_value(json!({"metadata": {"name": "sleeper"},
         "spec": {"nodeName": node, "automountServiceAccountToken": false,
