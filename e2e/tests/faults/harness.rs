@@ -165,17 +165,7 @@ impl Run {
     /// each create until the API server takes it (it may be restarting).
     pub async fn create_sized(&mut self, count: usize, node: Option<&str>, cpus: u32) {
         for _ in 0..count {
-            let pod = workload_pod(&format!("p-{}", self.created), node, cpus);
-            wait_for("creating a workload pod", TIMEOUT, || async {
-                match self.pods.create(&PostParams::default(), &pod).await {
-                    Ok(_) => Ok(Some(())),
-                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(())),
-                    Err(e) => Err(e),
-                }
-            })
-            .await
-            .expect("pod created");
-            self.created += 1;
+            self.create_pod(workload_pod("", node, cpus)).await;
         }
     }
 

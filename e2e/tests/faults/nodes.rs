@@ -286,20 +286,7 @@ pub async fn add_while_pending(stack: &Stack) -> Verdict {
     let name = format!("{}-joined", stack.nodes()[0]);
     let mut run = Run::start(stack, "node added while pods wait").await;
     run.create_sized(3, None, 7).await;
-    wait_for("3 pods explained as Pending", TIMEOUT, || async {
-        let events: Api<Event> = Api::namespaced(stack.client.clone(), &run.ns);
-        let explained: BTreeSet<String> = events
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
-            .filter_map(|e| e.regarding?.name)
-            .collect();
-        Ok::<_, kube::Error>((explained.len() >= 3).then_some(()))
-    })
-    .await
-    .expect("Pending pods explained");
+    super::updater::wait_explained(stack, &run, 3).await;
     assert!(bound(&run).await.is_empty(), "7 CPUs fit no zone");
 
     let uid = register(

@@ -38,7 +38,7 @@ async fn updater_on(stack: &Stack, node: &str) -> String {
 }
 
 /// Waits until `n` pods of the run have a FailedScheduling Event.
-async fn wait_explained(stack: &Stack, run: &Run, n: usize) {
+pub async fn wait_explained(stack: &Stack, run: &Run, n: usize) {
     let events: Api<Event> = Api::namespaced(stack.client.clone(), &run.ns);
     wait_for(
         format!("{n} pods explained as Pending"),
