@@ -6,7 +6,9 @@
 //! scattered over zones — the way a busy cluster rejects them. The pod is Guaranteed:
 //! a server container wanting 8 CPUs, 16 GiB and 4 GiB of 1 GiB hugepages in one zone,
 //! plus a 1-CPU metrics agent. Topology lookups come from a prebuilt map, so the
-//! figures leave out the cache's locking and measure the cycle itself.
+//! figures leave out the cache's locking and measure the cycle itself. The
+//! `decision-shared` group measures the production entry point instead, snapshot read
+//! included, over the scheduler's shared state filled with the same nodes.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -337,9 +339,12 @@ fn shared_cluster(size: usize, zones: usize) -> Arc<Shared> {
 
 /// The production entry point end to end: [`decide_traced`] reads the snapshot from
 /// [`Shared`] (nominations, the cluster state and namespaces under their locks, each
-/// node's view from the reserve cache) and runs the cycle over it. `snapshot-read`
-/// walks the same snapshot and looks every node's view up without deciding: the part
-/// of the figure the prepared-node bench leaves out.
+/// node's view from the reserve cache) and runs the cycle over it, judging every node
+/// (`all-nodes`, and `all-nodes-serial` on one thread) or sampling adaptively as
+/// configured by default (`adaptive`). `snapshot-read` takes the same snapshot and
+/// looks every node's view up without deciding: the part of the figure the
+/// prepared-node bench leaves out. `prepared-all-nodes` decides over the same state
+/// read out beforehand, as `decision` does: the cycle alone on this state.
 fn bench_production(c: &mut Criterion) {
     let pod = pod_input();
     let mut group = c.benchmark_group("decision-shared");
@@ -360,6 +365,7 @@ fn bench_production(c: &mut Criterion) {
             Decision::Schedule(c) => c.node,
             Decision::Unschedulable(_) => "nothing".to_owned(),
         };
+        let phases = trace.phases();
         let (_, sampled) = decide_traced(&shared, &pod, &base, false);
         eprintln!(
             "shared {size} nodes x {zones} zones, parallelism {}: {} feasible, picked {picked}, \
@@ -370,6 +376,7 @@ fn bench_production(c: &mut Criterion) {
             sampled.cycle.evaluated,
             sampled.cycle.feasible,
         );
+        eprintln!("  first all-nodes decision's phases: {phases:?}");
 
         let parameter = format!("{size}nodes-{zones}zones");
         group.throughput(Throughput::Elements(size as u64));
@@ -377,6 +384,30 @@ fn bench_production(c: &mut Criterion) {
             let id = BenchmarkId::new(label, &parameter);
             group.bench_function(id, |b| {
                 b.iter(|| decide_traced(&shared, black_box(&pod), s, false));
+            });
+        }
+        let serial = CycleSettings {
+            parallelism: 1,
+            ..every_node.clone()
+        };
+        group.bench_function(BenchmarkId::new("all-nodes-serial", &parameter), |b| {
+            b.iter(|| decide_traced(&shared, black_box(&pod), &serial, false));
+        });
+        // The same nodes and views read out once, decided over the way `decision`
+        // does: what the cycle costs on this state without the snapshot read.
+        {
+            let state = shared.state.read();
+            let nodes: Vec<&NodeInfo> = state.nodes().collect();
+            let views: HashMap<String, TopologyView> = nodes
+                .iter()
+                .filter_map(|n| {
+                    let view = shared.cache.snapshot(n.name())?.ok()?;
+                    Some((n.name().to_owned(), TopologyView::Known(view)))
+                })
+                .collect();
+            let lookup = |name: &str| views.get(name).cloned().unwrap_or(TopologyView::Missing);
+            group.bench_function(BenchmarkId::new("prepared-all-nodes", &parameter), |b| {
+                b.iter(|| cycle::decide(black_box(&pod), &nodes, lookup, &every_node));
             });
         }
         group.bench_function(BenchmarkId::new("snapshot-read", &parameter), |b| {
