@@ -341,7 +341,8 @@ fn shared_cluster(size: usize, zones: usize) -> Arc<Shared> {
 /// [`Shared`] (nominations, the cluster state and namespaces under their locks, each
 /// node's view from the reserve cache) and runs the cycle over it, judging every node
 /// (`all-nodes`, and `all-nodes-serial` on one thread) or sampling adaptively as
-/// configured by default (`adaptive`). `snapshot-read` takes the same snapshot and
+/// configured by default (`adaptive`). `snapshot-take` only takes the snapshot (the
+/// locks and the list of nodes); `snapshot-read` takes the same snapshot and
 /// looks every node's view up without deciding: the part of the figure the
 /// prepared-node bench leaves out. `prepared-all-nodes` decides over the same state
 /// read out beforehand, as `decision` does: the cycle alone on this state.
@@ -410,6 +411,9 @@ fn bench_production(c: &mut Criterion) {
                 b.iter(|| cycle::decide(black_box(&pod), &nodes, lookup, &every_node));
             });
         }
+        group.bench_function(BenchmarkId::new("snapshot-take", &parameter), |b| {
+            b.iter(|| with_snapshot(&shared, black_box(&pod), |cluster, _| cluster.nodes.len()));
+        });
         group.bench_function(BenchmarkId::new("snapshot-read", &parameter), |b| {
             b.iter(|| {
                 with_snapshot(&shared, black_box(&pod), |cluster, lookup| {
