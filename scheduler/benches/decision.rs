@@ -345,7 +345,8 @@ fn shared_cluster(size: usize, zones: usize) -> Arc<Shared> {
 /// locks and the list of nodes); `snapshot-read` takes the same snapshot and
 /// looks every node's view up without deciding: the part of the figure the
 /// prepared-node bench leaves out. `prepared-all-nodes` decides over the same state
-/// read out beforehand, as `decision` does: the cycle alone on this state.
+/// read out beforehand, as `decision` does: the cycle alone on this state (and
+/// `prepared-adaptive` sampling).
 fn bench_production(c: &mut Criterion) {
     let pod = pod_input();
     let mut group = c.benchmark_group("decision-shared");
@@ -409,6 +410,9 @@ fn bench_production(c: &mut Criterion) {
             let lookup = |name: &str| views.get(name).cloned().unwrap_or(TopologyView::Missing);
             group.bench_function(BenchmarkId::new("prepared-all-nodes", &parameter), |b| {
                 b.iter(|| cycle::decide(black_box(&pod), &nodes, lookup, &every_node));
+            });
+            group.bench_function(BenchmarkId::new("prepared-adaptive", &parameter), |b| {
+                b.iter(|| cycle::decide(black_box(&pod), &nodes, lookup, &base));
             });
         }
         group.bench_function(BenchmarkId::new("snapshot-take", &parameter), |b| {
