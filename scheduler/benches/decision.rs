@@ -6,22 +6,34 @@
 //! scattered over zones — the way a busy cluster rejects them. The pod is Guaranteed:
 //! a server container wanting 8 CPUs, 16 GiB and 4 GiB of 1 GiB hugepages in one zone,
 //! plus a 1-CPU metrics agent. Topology lookups come from a prebuilt map, so the
-//! figures leave out the cache's locking and measure the cycle itself.
+//! figures leave out the cache's locking and measure the cycle itself. The
+//! `decision-shared` group measures the production entry point instead, snapshot read
+//! included, over the scheduler's shared state filled with the same nodes.
 
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Value, json};
+use tas_api::config::scheduler::SchedulerConfig;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::NodesWithoutTopology;
+use tas_scheduler::cache::{CacheConfig, CacheMetrics, PodRef, TopologyCache};
+use tas_scheduler::config::Settings;
 use tas_scheduler::cycle::{self, CycleSettings, Decision, PodInput, TopologyView};
+use tas_scheduler::decision_trace::decide_traced;
+use tas_scheduler::events::EventSender;
 use tas_scheduler::filter::{NodeInfo, PodFilterInput, PodUsage};
+use tas_scheduler::metrics::Metrics;
 use tas_scheduler::numa::{self, NodeTopology, PodRequest, ScoreConfig};
+use tas_scheduler::shared::Shared;
+use tas_scheduler::snapshot::with_snapshot;
+use tas_scheduler::telemetry::Telemetry;
 
 const GIB: u64 = 1 << 30;
 const CPUS_PER_ZONE: u32 = 32;
@@ -33,6 +45,8 @@ const RESERVED_CPUS: u32 = 2;
 const RESERVED_MEMORY_GIB: u64 = 4;
 const CLUSTER_SIZES: [usize; 2] = [1_000, 5_000];
 const ZONE_COUNTS: [usize; 3] = [2, 4, 8];
+/// Nodes and zones of the clusters the production path is measured on.
+const PRODUCTION_CLUSTERS: [(usize, usize); 1] = [(5_000, 4)];
 
 /// What exclusive allocations hold in one zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,6 +160,12 @@ fn guaranteed_pod(name: &str, containers: &[(&str, u32, u64, u64)]) -> Pod {
 
 /// The node's NRT object as the node agent publishes it, parsed as the scheduler does.
 fn topology(name: &str, uses: &[ZoneUse]) -> Arc<NodeTopology> {
+    let nrt = nrt_object(name, uses);
+    Arc::new(NodeTopology::from_nrt(&nrt).expect("valid NRT fixture"))
+}
+
+/// The node's NRT object as the node agent publishes it.
+fn nrt_object(name: &str, uses: &[ZoneUse]) -> NodeResourceTopology {
     let zones = uses.len();
     let socket = |z: usize| z * 2 / zones;
     let resource = |name: &str, capacity: u64, allocatable: u64, used: u64| {
@@ -179,7 +199,7 @@ fn topology(name: &str, uses: &[ZoneUse]) -> Arc<NodeTopology> {
             ]})
         })
         .collect();
-    let nrt: NodeResourceTopology = serde_json::from_value(json!({
+    serde_json::from_value(json!({
         "metadata": {"name": name},
         "attributes": [
             {"name": "topologyManagerPolicy", "value": "single-numa-node"},
@@ -187,8 +207,7 @@ fn topology(name: &str, uses: &[ZoneUse]) -> Arc<NodeTopology> {
         ],
         "zones": zone_objects,
     }))
-    .expect("NRT fixture");
-    Arc::new(NodeTopology::from_nrt(&nrt).expect("valid NRT fixture"))
+    .expect("NRT fixture")
 }
 
 /// Nodes and their topologies for one zone count.
@@ -245,6 +264,173 @@ impl Cluster {
                 .unwrap_or(TopologyView::Missing)
         }
     }
+}
+
+/// Every 10th node that is neither cordoned nor tainted carries one reservation: a
+/// pod this scheduler just placed, assumed in the cluster state and reserved on every
+/// zone of the node's view in the cache, its binding not yet observed.
+const RESERVED_EVERY: usize = 10;
+
+/// The scheduler's shared state for `size` nodes of `zones` zones — the same nodes as
+/// [`Cluster::new`] builds — filled the way the watches fill it: each Node object in
+/// the cluster state, its bound pods (the daemons and the pinned workloads) on it, and
+/// its NRT object in the reserve cache; plus the reservations of [`RESERVED_EVERY`].
+fn shared_cluster(size: usize, zones: usize) -> Arc<Shared> {
+    let settings = Settings::from_config(&SchedulerConfig::default()).expect("default settings");
+    let cache = TopologyCache::new(
+        CacheConfig::from_settings(&settings),
+        CacheMetrics::default(),
+    );
+    let shared = Shared::new(
+        settings,
+        cache,
+        Metrics::new(),
+        EventSender::disabled(),
+        Telemetry::off(),
+    );
+    let mut rng = StdRng::seed_from_u64(0x7a5 + zones as u64);
+    let bound = |mut pod: Pod, node: &str| {
+        pod.spec.get_or_insert_default().node_name = Some(node.to_owned());
+        pod
+    };
+    let placed = guaranteed_pod("placed", &[("app", 2, 4 * GIB, 0)]);
+    let placed_request = PodRequest::from_pod(&placed).expect("placed request");
+    let placed_usage = PodUsage::from_pod(&placed).expect("placed usage");
+    let mut state = shared.state.write();
+    for i in 0..size {
+        let name = format!("worker-{zones}z-{i:05}");
+        let shape = pick_shape(&mut rng);
+        let uses = zone_uses(&mut rng, shape, zones);
+        state.upsert_node(&node_object(&name, i, shape, zones));
+        let daemons = guaranteed_pod(&format!("daemons-{name}"), &[("agents", 2, 3 * GIB, 0)]);
+        state.upsert_bound_pod(&bound(daemons, &name));
+        for (z, used) in uses
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.cpus > 0 || u.hugepages_gib > 0)
+        {
+            let pod = guaranteed_pod(
+                &format!("pinned-{name}-{z}"),
+                &[(
+                    "app",
+                    used.cpus,
+                    used.memory_gib * GIB,
+                    used.hugepages_gib * GIB,
+                )],
+            );
+            state.upsert_bound_pod(&bound(pod, &name));
+        }
+        shared.cache.update_nrt(nrt_object(&name, &uses));
+        if i % RESERVED_EVERY == 0 && !matches!(shape, Shape::Cordoned | Shape::Tainted) {
+            let pod = PodRef::new(
+                format!("uid-placed-{name}"),
+                "ml-serving".to_owned(),
+                format!("placed-{name}"),
+            );
+            shared
+                .cache
+                .reserve(&name, &pod, &placed_request, Instant::now());
+            state.assume(&pod.uid, &name, placed_usage.clone());
+        }
+    }
+    drop(state);
+    shared
+}
+
+/// The production entry point end to end: [`decide_traced`] reads the snapshot from
+/// [`Shared`] (nominations, the cluster state and namespaces under their locks, each
+/// node's view from the reserve cache) and runs the cycle over it, judging every node
+/// (`all-nodes`, and `all-nodes-serial` on one thread) or sampling adaptively as
+/// configured by default (`adaptive`). `snapshot-take` only takes the snapshot (the
+/// locks and the list of nodes); `snapshot-read` takes the same snapshot and
+/// looks every node's view up without deciding: the part of the figure the
+/// prepared-node bench leaves out. `prepared-all-nodes` decides over the same state
+/// read out beforehand, as `decision` does: the cycle alone on this state (and
+/// `prepared-adaptive` sampling).
+fn bench_production(c: &mut Criterion) {
+    let pod = pod_input();
+    let mut group = c.benchmark_group("decision-shared");
+    for (size, zones) in PRODUCTION_CLUSTERS {
+        let shared = shared_cluster(size, zones);
+        let base = CycleSettings {
+            score: shared.settings.score.clone(),
+            nodes_without_topology: shared.settings.nodes_without_topology,
+            parallelism: shared.settings.parallelism,
+            sampling: cycle::Sampling::new(shared.settings.percentage_of_nodes_to_score),
+        };
+        let every_node = CycleSettings {
+            sampling: cycle::Sampling::new(100),
+            ..base.clone()
+        };
+        let (decision, trace) = decide_traced(&shared, &pod, &every_node, false);
+        let picked = match decision {
+            Decision::Schedule(c) => c.node,
+            Decision::Unschedulable(_) => "nothing".to_owned(),
+        };
+        let phases = trace.phases();
+        let (_, sampled) = decide_traced(&shared, &pod, &base, false);
+        eprintln!(
+            "shared {size} nodes x {zones} zones, parallelism {}: {} feasible, picked {picked}, \
+             dirty nodes {}; adaptive evaluates {} nodes, {} feasible",
+            base.parallelism,
+            trace.cycle.feasible,
+            shared.cache.dirty_nodes().len(),
+            sampled.cycle.evaluated,
+            sampled.cycle.feasible,
+        );
+        eprintln!("  first all-nodes decision's phases: {phases:?}");
+
+        let parameter = format!("{size}nodes-{zones}zones");
+        group.throughput(Throughput::Elements(size as u64));
+        for (label, s) in [("all-nodes", &every_node), ("adaptive", &base)] {
+            let id = BenchmarkId::new(label, &parameter);
+            group.bench_function(id, |b| {
+                b.iter(|| decide_traced(&shared, black_box(&pod), s, false));
+            });
+        }
+        let serial = CycleSettings {
+            parallelism: 1,
+            ..every_node.clone()
+        };
+        group.bench_function(BenchmarkId::new("all-nodes-serial", &parameter), |b| {
+            b.iter(|| decide_traced(&shared, black_box(&pod), &serial, false));
+        });
+        // The same nodes and views read out once, decided over the way `decision`
+        // does: what the cycle costs on this state without the snapshot read.
+        {
+            let state = shared.state.read();
+            let nodes: Vec<&NodeInfo> = state.nodes().collect();
+            let views: HashMap<String, TopologyView> = nodes
+                .iter()
+                .filter_map(|n| {
+                    let view = shared.cache.snapshot(n.name())?.ok()?;
+                    Some((n.name().to_owned(), TopologyView::Known(view)))
+                })
+                .collect();
+            let lookup = |name: &str| views.get(name).cloned().unwrap_or(TopologyView::Missing);
+            group.bench_function(BenchmarkId::new("prepared-all-nodes", &parameter), |b| {
+                b.iter(|| cycle::decide(black_box(&pod), &nodes, lookup, &every_node));
+            });
+            group.bench_function(BenchmarkId::new("prepared-adaptive", &parameter), |b| {
+                b.iter(|| cycle::decide(black_box(&pod), &nodes, lookup, &base));
+            });
+        }
+        group.bench_function(BenchmarkId::new("snapshot-take", &parameter), |b| {
+            b.iter(|| with_snapshot(&shared, black_box(&pod), |cluster, _| cluster.nodes.len()));
+        });
+        group.bench_function(BenchmarkId::new("snapshot-read", &parameter), |b| {
+            b.iter(|| {
+                with_snapshot(&shared, black_box(&pod), |cluster, lookup| {
+                    cluster
+                        .nodes
+                        .iter()
+                        .filter(|n| matches!(lookup(n.name()), TopologyView::Known(_)))
+                        .count()
+                })
+            });
+        });
+    }
+    group.finish();
 }
 
 fn pod_input() -> PodInput {
@@ -356,5 +542,10 @@ fn bench_fit_and_score(c: &mut Criterion) {
 }
 
 // Sample size and timings come from the command line (`make bench` sets them).
-criterion_group!(benches, bench_decision, bench_fit_and_score);
+criterion_group!(
+    benches,
+    bench_decision,
+    bench_production,
+    bench_fit_and_score
+);
 criterion_main!(benches);
