@@ -13,17 +13,30 @@
 //! The writer takes a [`Turn`] as it dequeues a bind (binds are queued by the
 //! scheduling loop, so in decision order) and waits on it before the fence check and
 //! the request; dropping it (bind done, failed or refused) lets the next pod of that
-//! node go. Binds to different nodes stay concurrent.
+//! node go. Binds to different nodes stay concurrent. Nodes whose last bind is over
+//! are forgotten now and then, so the map holds about the nodes with binds in flight,
+//! not every node that ever had one.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-/// The latest turn of every node that had a bind; see the module documentation.
+/// Entries kept before the first sweep of finished turns.
+const SWEEP_AT_LEAST: usize = 64;
+
+/// The latest turn of every node with a bind in flight; see the module documentation.
 #[derive(Debug, Default)]
 pub struct BindOrder {
-    last: Mutex<HashMap<String, oneshot::Receiver<()>>>,
+    state: Mutex<Latest>,
+}
+
+#[derive(Debug, Default)]
+struct Latest {
+    last: HashMap<String, oneshot::Receiver<()>>,
+    /// Sweep finished turns when `last` grows past this (amortised: twice what the
+    /// previous sweep left, at least [`SWEEP_AT_LEAST`]).
+    sweep_at: usize,
 }
 
 /// One pod's place in its node's bind order.
@@ -38,11 +51,15 @@ impl BindOrder {
     /// The next turn on `node`: after every turn taken on it before.
     pub fn take(&self, node: &str) -> Turn {
         let (done, next) = oneshot::channel();
-        let previous = self
-            .last
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(node.to_owned(), next);
+        let mut state = self.state.lock();
+        if state.last.len() >= state.sweep_at.max(SWEEP_AT_LEAST) {
+            // A turn whose sender is gone is over: nobody needs to wait for it.
+            state.last.retain(|_, turn| {
+                matches!(turn.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+            });
+            state.sweep_at = 2 * state.last.len();
+        }
+        let previous = state.last.insert(node.to_owned(), next);
         Turn {
             previous,
             _done: done,
@@ -80,7 +97,7 @@ mod tests {
                 turn.wait().await;
                 // A slow bind: the next one must still wait for it.
                 tokio::time::sleep(Duration::from_millis(5 * (4 - i as u64))).await;
-                passed.lock().unwrap().push(i);
+                passed.lock().push(i);
             }));
         }
         let mut other = order.take("m");
@@ -90,7 +107,27 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(*passed.lock().unwrap(), [0, 1, 2, 3]);
+        assert_eq!(*passed.lock(), [0, 1, 2, 3]);
+    }
+
+    /// Finished turns are forgotten: after binds to many nodes are over, the map holds
+    /// only the nodes whose binds are still in flight.
+    #[test]
+    fn nodes_whose_binds_are_over_are_forgotten() {
+        let order = BindOrder::default();
+        for i in 0..1000 {
+            drop(order.take(&format!("done-{i}")));
+        }
+        let held: Vec<Turn> = (0..10).map(|i| order.take(&format!("busy-{i}"))).collect();
+        for i in 0..200 {
+            drop(order.take(&format!("later-{i}")));
+        }
+        let len = order.state.lock().last.len();
+        assert!(len < 2 * SWEEP_AT_LEAST + 10, "{len} entries kept");
+        // The in-flight ones are still ordered.
+        let mut next = order.take("busy-0");
+        assert!(next.previous.as_mut().unwrap().try_recv().is_err());
+        drop(held);
     }
 
     #[tokio::test]
