@@ -75,7 +75,7 @@ pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
 pub use stopped::{StoppedWriter, stopped_writers_note};
 
-use crate::numa::{PodRequest, Resources};
+use crate::numa::{NumaSet, PodRequest, Resources};
 use node::{NodeEntry, Reservation};
 use pod::ObservedPod;
 use store::State;
@@ -245,7 +245,9 @@ impl TopologyCache {
             .collect()
     }
 
-    /// Reserves `pod`'s NUMA footprint on every zone of `node` and makes it dirty.
+    /// Reserves `pod`'s NUMA footprint on the zones of `node` the kubelet could give it
+    /// (every zone unless the node's policy narrows them; see the module documentation)
+    /// and makes it dirty.
     /// Reserving a pod again replaces its earlier reservation, wherever it was.
     pub fn reserve(&self, node: &str, pod: &PodRef, request: &PodRequest, now: Instant) {
         let mut state = self.write();
@@ -253,27 +255,38 @@ impl TopologyCache {
             let other = other.clone();
             state.detach(&other, &pod.uid, &self.metrics, None);
         }
-        let reservation = Reservation {
+        let mut reservation = Reservation {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             amounts: numa_footprint(request),
+            zones: None,
+            request: Some(Arc::new(request.clone())),
             foreign: false,
             reserved_at: now,
         };
         state.edit(node, &self.metrics, |entry| {
             self.check_identity(node, entry, &pod.namespace, &pod.name, now);
+            reservation.zones = entry.landing(request);
             entry.reserve(&pod.uid, reservation);
         });
         state.pod_nodes.insert(pod.uid.clone(), node.to_owned());
     }
 
-    /// What the view of `node` holds back on every zone for pod `uid` (reserved when
-    /// placed, or on observation), if the node's view carries such a reservation:
-    /// releasing it (the pod is deleted) adds exactly that back to every zone.
+    /// What the view of `node` holds back for pod `uid` (reserved when placed, or on
+    /// observation), if the node's view carries such a reservation: releasing it (the
+    /// pod is deleted) adds exactly that back to each zone it was held on (every zone,
+    /// or [`Self::reserved_zones`]).
     pub fn reserved_amounts(&self, node: &str, uid: &str) -> Option<Resources> {
         let state = self.read();
         let r = state.nodes.get(node)?.reservation(uid)?;
         Some(r.amounts.clone())
+    }
+
+    /// The zones the reservation of pod `uid` on `node` holds it back on, when it is
+    /// narrowed to some of them; `None` when every zone (or no such reservation).
+    pub fn reserved_zones(&self, node: &str, uid: &str) -> Option<NumaSet> {
+        let state = self.read();
+        state.nodes.get(node)?.reservation(uid)?.zones
     }
 
     /// Adds back exactly what [`Self::reserve`] subtracted for pod `uid` on `node`.
@@ -302,15 +315,18 @@ impl TopologyCache {
             return PodBound::Ignored;
         };
         let phase = PodPhase::of(pod);
+        let releasing = pod::releasing(pod);
         let mut state = self.write();
         match state.pod_nodes.get(&id.uid) {
             Some(known) if known == node => {
                 let observed = state
                     .nodes
-                    .get_mut(node)
-                    .and_then(|e| e.pods.get_mut(&id.uid));
-                if let Some(observed) = observed {
-                    observed.phase = phase;
+                    .get(node)
+                    .is_some_and(|e| e.pods.contains_key(&id.uid));
+                if observed {
+                    state.edit(node, &self.metrics, |e| {
+                        e.observe_pod(&id.uid, phase, releasing)
+                    });
                     return PodBound::Updated;
                 }
             }
@@ -344,6 +360,8 @@ impl TopologyCache {
                     exclusive,
                     phase,
                     bound_at: now,
+                    footprint: request.as_ref().ok().map(numa_footprint),
+                    releasing,
                 },
             );
             if let Some(reservation) = entry.reservation(&id.uid) {
@@ -363,6 +381,8 @@ impl TopologyCache {
                     namespace: id.namespace.clone(),
                     name: id.name.clone(),
                     amounts,
+                    zones: None,
+                    request: None,
                     foreign: true,
                     reserved_at: now,
                 },
