@@ -298,6 +298,17 @@ impl NodeEntry {
     /// The zones a reservation of a pod asking for `request` must hold it back on
     /// ([`landing_zones`] against [`Self::upper_bound`]); `None`: every zone.
     pub(crate) fn landing(&self, request: &PodRequest) -> Option<NumaSet> {
+        #[cfg(test)]
+        match test_rule::get() {
+            test_rule::Rule::Narrow => {}
+            test_rule::Rule::EveryZone => return None,
+            test_rule::Rule::FromView => {
+                let Some(Ok(view)) = &self.view else {
+                    return None;
+                };
+                return landing_zones(view, request);
+            }
+        }
         landing_zones(&self.upper_bound()?, request)
     }
 
@@ -305,6 +316,10 @@ impl NodeEntry {
     /// departed or may have finished): each grows to the zones the pod could now be
     /// given, never shrinks. A pod decided after this sees the grown reservations.
     pub(crate) fn widen(&mut self) {
+        #[cfg(test)]
+        if test_rule::get() != test_rule::Rule::Narrow {
+            return;
+        }
         if !self.reservations.values().any(|r| r.zones.is_some()) {
             return;
         }
@@ -480,4 +495,34 @@ pub(crate) fn node_owner(nrt: &NodeResourceTopology) -> Option<&str> {
         .flatten()
         .find(|o| o.kind == "Node" && o.api_version == "v1")
         .map(|o| o.uid.as_str())
+}
+
+/// Tests only: which rule [`NodeEntry::landing`] follows on this thread, to show what
+/// the upper bound is for.
+#[cfg(test)]
+pub(crate) mod test_rule {
+    use std::cell::Cell;
+
+    /// A rule for the zones of a reservation.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Rule {
+        /// The production rule: against the upper bound of what is free.
+        Narrow,
+        /// Every zone, as before zones were narrowed.
+        EveryZone,
+        /// Unsafe: against the view (latest NRT minus reservations).
+        FromView,
+    }
+
+    thread_local! {
+        static RULE: Cell<Rule> = const { Cell::new(Rule::Narrow) };
+    }
+
+    pub(crate) fn get() -> Rule {
+        RULE.with(Cell::get)
+    }
+
+    pub(crate) fn set(rule: Rule) {
+        RULE.with(|r| r.set(rule));
+    }
 }

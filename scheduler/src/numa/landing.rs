@@ -36,12 +36,12 @@
 
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
+use super::NumaSet;
 use super::align::{MAX_MASKS, Reqs, group_width};
 use super::fit::collect;
 use super::mask::{bits, count_masks, masks_of_width};
 use super::request::PodRequest;
 use super::topology::NodeTopology;
-use super::NumaSet;
 
 /// The NUMA zones the kubelet could give `pod`'s aligned resources on a node whose
 /// free amounts are at most `upper`'s (see the module documentation); `None` when

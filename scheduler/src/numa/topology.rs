@@ -21,10 +21,10 @@ use tas_api::nrt::{
     TopologyManagerPolicy, TopologyManagerScope, ZoneError, zone_numa_id,
 };
 
+use super::NumaSet;
 use super::request::QuantityProblem;
 use super::resources::{ResourceKind, Resources};
 use super::sanity::{self, SanityProblem};
-use super::NumaSet;
 
 /// Largest NUMA id the kubelet's 64-bit NUMA bitmask can hold.
 pub const MAX_NUMA_ID: u32 = 63;

@@ -2,6 +2,8 @@
 //! reserves, binds, deletions, NRT updates and resyncs. Builders keep each case short.
 
 mod evidence_cases;
+mod landing_cases;
+mod landing_props;
 mod node_identity_cases;
 mod pod_cases;
 mod props;
