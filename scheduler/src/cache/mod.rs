@@ -11,9 +11,10 @@
 //!   the others; otherwise it is only recorded as the latest and the node keeps its
 //!   pessimistic view until a resync.
 //! - Reserve / unreserve of the scheduling cycle → [`TopologyCache::reserve`]
-//!   subtracts the pod's NUMA footprint ([`numa_footprint`]) from **every** zone (the
-//!   kubelet picks the zone, not us) and makes the node dirty;
-//!   [`TopologyCache::unreserve`] adds exactly that back.
+//!   subtracts the pod's NUMA footprint ([`numa_footprint`]), whole, from each zone
+//!   the kubelet could give the pod (the kubelet picks the zone, not us; see *Which
+//!   zones* below) and makes the node dirty; [`TopologyCache::unreserve`] adds exactly
+//!   that back to exactly those zones.
 //! - Pod watch → [`TopologyCache::pod_bound`] / [`TopologyCache::pod_deleted`] keep the
 //!   set of pods believed on each node (for the fingerprint). A pod we reserved moves
 //!   from assumed to bound and keeps its reservation until a resync. A pod nobody
@@ -36,6 +37,31 @@
 //! accepts the latest NRT at once). Reservations on a node without an NRT object are
 //! recorded and subtracted from its first one. A corrupt NRT object yields an error
 //! view for that node only; the next good object replaces it at once.
+//!
+//! ## Which zones a reservation holds
+//!
+//! A reservation records its zone set, and every way out of it (unreserve, a rebuild
+//! that drops or re-applies it) uses that same set. The set is
+//! [`crate::numa::landing_zones`] computed against an *upper bound* `U` of what the
+//! node has free, never against the view `V`: `U` is the NRT the view was built from
+//! (`V` plus every reservation on its zones) plus, on every zone, the footprint of each
+//! pod that may have released what that NRT still counts (departed pods; terminating,
+//! finished, or able to finish on their own). The view is pessimistic, so the truth `T`
+//! may have more free than `V` on a zone; zones computed against `V` would miss a zone
+//! the kubelet can use, and a later pod decided on it would be refused there (the
+//! property test `landing_props` shows it). `T <= U` on every zone, so the kubelet's
+//! zone is always in the set. When `U` grows (a pod departs, terminates or finishes),
+//! [`node::NodeEntry::widen`] grows every narrowed set, never shrinks one.
+//!
+//! Why a set smaller than every zone keeps decisions safe across pods: binds to one
+//! node are sent one after another in decision order (`writer::bind_order`), so the
+//! kubelet admits A before B when A was decided first. B decided after A sees
+//! `V - A@Z_A`. If the kubelet puts B on a zone `z` in `Z_A`, B fitted `V_z - A`, so A
+//! and B both fit `z` whichever of them the kubelet put there; if `z` is not in
+//! `Z_A`, A cannot be on `z` and B fitted `V_z <= T_z`. Every zone is held instead
+//! for policies `none` and `best-effort`, pods that are not Guaranteed, foreign pods,
+//! nominated pods (`snapshot`, preemption), unreadable requests, and nodes that
+//! forgot deleted pods they cannot bound yet.
 //!
 //! Unlike the reference, no node stays dirty forever: one dirty for `max_staleness`
 //! is forced clean from its latest NRT (logged and counted), keeping only the
@@ -266,7 +292,8 @@ impl TopologyCache {
         };
         state.edit(node, &self.metrics, |entry| {
             self.check_identity(node, entry, &pod.namespace, &pod.name, now);
-            reservation.zones = entry.landing(request);
+            let trusted = self.config.foreign_pods != ForeignPodsDetection::None;
+            reservation.zones = entry.landing(request, trusted);
             entry.reserve(&pod.uid, reservation);
         });
         state.pod_nodes.insert(pod.uid.clone(), node.to_owned());

@@ -15,7 +15,9 @@ use tas_api::tas::InformerMode;
 
 use super::exclude::PodExclusions;
 use super::pod::{ObservedPod, PodPhase};
-use crate::numa::{NodeTopology, NumaSet, PodRequest, Resources, TopologyError, landing_zones};
+use crate::numa::{
+    NodeTopology, NumaSet, PodRequest, Resources, TopologyError, landing_zones, landing_zones_below,
+};
 
 /// What filters and scores read for a node: its zones with every reservation already
 /// subtracted, or why its NRT object cannot be used.
@@ -296,8 +298,10 @@ impl NodeEntry {
     }
 
     /// The zones a reservation of a pod asking for `request` must hold it back on
-    /// ([`landing_zones`] against [`Self::upper_bound`]); `None`: every zone.
-    pub(crate) fn landing(&self, request: &PodRequest) -> Option<NumaSet> {
+    /// ([`landing_zones`] against [`Self::upper_bound`], narrowed by the kubelet's
+    /// tie-break against the view when `trusted_view` says every pod on the node is
+    /// accounted for in it: [`landing_zones_below`]); `None`: every zone.
+    pub(crate) fn landing(&self, request: &PodRequest, trusted_view: bool) -> Option<NumaSet> {
         #[cfg(test)]
         match test_rule::get() {
             test_rule::Rule::Narrow => {}
@@ -309,12 +313,18 @@ impl NodeEntry {
                 return landing_zones(view, request);
             }
         }
-        landing_zones(&self.upper_bound()?, request)
+        let upper = self.upper_bound()?;
+        match &self.view {
+            Some(Ok(view)) => landing_zones_below(&upper, view, request, trusted_view),
+            _ => None,
+        }
     }
 
     /// More may be free than the narrowed reservations were computed against (a pod
     /// departed or may have finished): each grows to the zones the pod could now be
-    /// given, never shrinks. A pod decided after this sees the grown reservations.
+    /// given ([`landing_zones`], without the tie-break: the view has changed since the
+    /// pod was decided), never shrinks. A pod decided after this sees the grown
+    /// reservations.
     pub(crate) fn widen(&mut self) {
         #[cfg(test)]
         if test_rule::get() != test_rule::Rule::Narrow {

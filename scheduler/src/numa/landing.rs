@@ -29,6 +29,19 @@
 //! `single-numa-node` units needing more than one zone, too many masks to enumerate,
 //! and pods with nothing aligned (the set would be empty).
 //!
+//! ## The kubelet's tie-break
+//!
+//! Under `single-numa-node` the kubelet gives a pod the *lowest* zone that holds it.
+//! When the scheduler's view `V` (pessimistic: at most what is free) holds the pod on
+//! zone `v`, the truth holds it there too, so the kubelet's zone is at most `v`:
+//! [`landing_zones_below`] keeps only those zones. That needs the view to be a lower
+//! bound of the truth and the choice to be "lowest", so it is applied only to one unit
+//! (`pod` scope, or one container with aligned resources and no init containers: the
+//! zone of a later container depends on where the earlier ones went), without
+//! `prefer-closest-numa-nodes`, on nodes publishing no multi-zone memory group (a zone
+//! of such a group is not offered alone, which the view may not show), and only when
+//! the caller says every pod on the node is accounted for (`trusted_view`).
+//!
 //! Resources the node does not align (CPUs of a CPU manager that is not `static`,
 //! memory of a memory manager that is not `Static`) are not pinned to zones by the
 //! kubelet, so it never refuses a pod over them on a zone: holding them back on the
@@ -40,7 +53,7 @@ use super::NumaSet;
 use super::align::{MAX_MASKS, Reqs, group_width};
 use super::fit::collect;
 use super::mask::{bits, count_masks, masks_of_width};
-use super::request::PodRequest;
+use super::request::{ContainerKind, PodRequest};
 use super::topology::NodeTopology;
 
 /// The NUMA zones the kubelet could give `pod`'s aligned resources on a node whose
@@ -80,6 +93,83 @@ pub fn landing_zones(upper: &NodeTopology, pod: &PodRequest) -> Option<NumaSet> 
         }
     }
     (union != 0).then(|| upper.numa_set(union))
+}
+
+/// [`landing_zones`], narrowed by the kubelet's tie-break against `view` (see the
+/// module documentation) when `trusted_view` says the view is at most what is free.
+pub fn landing_zones_below(
+    upper: &NodeTopology,
+    view: &NodeTopology,
+    pod: &PodRequest,
+    trusted_view: bool,
+) -> Option<NumaSet> {
+    let zones = landing_zones(upper, pod)?;
+    if !trusted_view || upper.policy() != TopologyManagerPolicy::SingleNumaNode {
+        return Some(zones);
+    }
+    let Some(lowest) = lowest_holding(view, pod) else {
+        return Some(zones);
+    };
+    let below = NumaSet::from_ids(zones.iter().filter(|&id| id <= lowest));
+    Some(if below.is_empty() { zones } else { below })
+}
+
+/// The NUMA id of the lowest zone of `view` holding `pod`'s one aligned unit, when the
+/// kubelet's choice is that zone (see the module documentation).
+fn lowest_holding(view: &NodeTopology, pod: &PodRequest) -> Option<u32> {
+    if view.prefer_closest() || view.zone_count() != view.numa_ids().len() {
+        return None;
+    }
+    let n = view.zone_count();
+    let free = view.free();
+    if (0..n).any(|z| view.memory_state(free, z).0 != 1 << z) {
+        return None;
+    }
+    let mut reqs = Reqs::default();
+    if view.scope() == TopologyManagerScope::Pod {
+        let _ = collect(
+            view,
+            pod.numa_request(),
+            true,
+            true,
+            &|_| false,
+            false,
+            &mut reqs,
+        );
+    } else {
+        let containers = pod.containers();
+        if containers.iter().any(|c| c.kind == ContainerKind::Init) {
+            return None;
+        }
+        for c in containers {
+            let mut own = Reqs::default();
+            let _ = collect(
+                view,
+                &c.resources,
+                true,
+                c.exclusive_cpu,
+                &|_| false,
+                false,
+                &mut own,
+            );
+            if own.as_slice().is_empty() {
+                continue;
+            }
+            if !reqs.as_slice().is_empty() {
+                return None;
+            }
+            reqs = own;
+        }
+    }
+    let nres = view.resource_count();
+    let zone = (0..n).find(|&z| {
+        !reqs.as_slice().is_empty()
+            && reqs
+                .as_slice()
+                .iter()
+                .all(|r| free[z * nres + r.res as usize] >= r.need)
+    })?;
+    Some(view.numa_ids()[zone])
 }
 
 /// The union of the masks one unit could be given; `Some(0)` when it aligns nothing.

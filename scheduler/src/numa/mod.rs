@@ -35,7 +35,7 @@ pub mod topology;
 pub mod unfit;
 
 pub use fit::{Placement, fit};
-pub use landing::landing_zones;
+pub use landing::{landing_zones, landing_zones_below};
 pub use mask::NumaSet;
 pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, RequestError};
 pub use resources::{Amount, ResourceKind, Resources};

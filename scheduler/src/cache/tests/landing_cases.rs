@@ -67,7 +67,8 @@ fn single_numa_node_pod_that_fits_one_zone_is_held_there_only() {
     assert_eq!(free(&cache, NODE, 0, "memory"), 64 * GI);
     assert_eq!(free(&cache, NODE, 1, "memory"), 63 * GI);
 
-    // Unreserve gives back exactly what was held, where it was held.
+    // Unreserve gives back exactly what was held, where it was held. One CPU fits
+    // zone 0 in the view, so the kubelet (lowest zone first) gives it zone 0.
     reserve(
         &cache,
         NODE,
@@ -76,18 +77,48 @@ fn single_numa_node_pod_that_fits_one_zone_is_held_there_only() {
     );
     assert_eq!(
         cache.reserved_zones(NODE, "uid-b"),
-        Some(NumaSet::from_ids([0, 1]))
+        Some(NumaSet::from_ids([0]))
     );
-    assert_eq!(cpus_free(&cache, 2), [1, 3]);
+    assert_eq!(cpus_free(&cache, 2), [1, 4]);
     assert!(cache.unreserve(NODE, "uid-a"));
-    assert_eq!(cpus_free(&cache, 2), [1, 7]);
+    assert_eq!(cpus_free(&cache, 2), [1, 8]);
     assert!(cache.unreserve(NODE, "uid-b"));
     assert_eq!(cache.snapshot(NODE), before);
 }
 
 #[test]
-fn a_pod_that_fits_every_zone_is_held_on_every_zone() {
+fn single_numa_node_holds_zones_up_to_the_lowest_the_view_can_hold() {
     let cache = cache();
+    let now = Instant::now();
+    cache.update_nrt(node("single-numa-node", "container", &[(8, 8), (8, 8)]));
+    // The kubelet takes the lowest zone that holds the pod; zone 0 surely does.
+    reserve(&cache, NODE, &four_cpus("a"), now);
+    assert_eq!(
+        cache.reserved_zones(NODE, "uid-a"),
+        Some(NumaSet::from_ids([0]))
+    );
+    reserve(&cache, NODE, &four_cpus("b"), now);
+    assert_eq!(
+        cache.reserved_zones(NODE, "uid-b"),
+        Some(NumaSet::from_ids([0]))
+    );
+    assert_eq!(cpus_free(&cache, 2), [0, 8]);
+    // Zone 0 may still have room (the NRT shows it empty): 0 or 1.
+    reserve(&cache, NODE, &four_cpus("c"), now);
+    assert_eq!(
+        cache.reserved_zones(NODE, "uid-c"),
+        Some(NumaSet::from_ids([0, 1]))
+    );
+    assert_eq!(cpus_free(&cache, 2), [-4, 4]);
+}
+
+#[test]
+fn a_view_that_may_miss_pods_holds_every_zone_that_fits() {
+    // Pods of other schedulers are not reserved: the view may show more than is free,
+    // so the kubelet's tie-break cannot be read off it.
+    let mut config = config();
+    config.foreign_pods = ForeignPodsDetection::None;
+    let cache = cache_with(config);
     cache.update_nrt(node("single-numa-node", "container", &[(8, 8), (8, 8)]));
     reserve(&cache, NODE, &four_cpus("a"), Instant::now());
     assert_eq!(
@@ -188,12 +219,13 @@ fn container_scope_takes_the_union_over_containers() {
         Some(NumaSet::from_ids([0, 1, 2]))
     );
 
-    // The 3-CPU container alone fits zones 1 and 2 only.
+    // The 3-CPU container alone fits zones 1 and 2 of the bound, and zone 1 of the
+    // view: the kubelet gives it zone 1 at the latest.
     let alone = pod("b", &[("cpu", "3"), ("memory", "1Gi")]);
     reserve(&cache, NODE, &alone, Instant::now());
     assert_eq!(
         cache.reserved_zones(NODE, "uid-b"),
-        Some(NumaSet::from_ids([1, 2]))
+        Some(NumaSet::from_ids([1]))
     );
 }
 

@@ -245,7 +245,7 @@ fn run_case(seed: u64, counts: &mut Counts) -> Result<(), String> {
         let action = if finishing {
             8
         } else {
-            rng.random_range(0..20)
+            rng.random_range(0..22)
         };
         now += secs(1);
         match action {
@@ -299,6 +299,20 @@ fn run_case(seed: u64, counts: &mut Counts) -> Result<(), String> {
             // The node agent publishes the true state.
             18 => {
                 cache.update_nrt(nrt(&node, &truth, Some(&names(&order, &running))));
+            }
+            // Another scheduler's pod lands on the node while none of ours is on its
+            // way (otherwise it could take the room ours was decided on, whatever the
+            // rule); the cache reserves it on every zone when it sees it bound (with
+            // foreign-pod detection off it would not, and every rule would count on
+            // room that pod took).
+            20..=21 if config.foreign_pods == ForeignPodsDetection::All && pending.is_empty() => {
+                let cpus = sizes(&mut rng, largest);
+                if let Some(allocation) = admit(&node, &mut truth, &cpus, &mut rng) {
+                    let name = format!("foreign{step}");
+                    cache.pod_bound(&pod_of(&name, &cpus, "other", true), now);
+                    order.push(name.clone());
+                    running.insert(name, (cpus, "other", allocation));
+                }
             }
             // The resync timer.
             _ => {
