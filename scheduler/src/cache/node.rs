@@ -314,10 +314,12 @@ impl NodeEntry {
             }
         }
         let upper = self.upper_bound()?;
-        match &self.view {
-            Some(Ok(view)) => landing_zones_below(&upper, view, request, trusted_view),
-            _ => None,
-        }
+        let zones = match &self.view {
+            Some(Ok(view)) => landing_zones_below(&upper, view, request, trusted_view)?,
+            _ => return None,
+        };
+        // Every zone is written as such (and shown as "every zone").
+        (zones.len() < upper.zone_count() as u32).then_some(zones)
     }
 
     /// More may be free than the narrowed reservations were computed against (a pod
@@ -341,7 +343,8 @@ impl NodeEntry {
                 let old = r.zones?;
                 let now = match (&upper, &r.request) {
                     (Some(upper), Some(request)) => landing_zones(upper, request)
-                        .map(|z| NumaSet::from_bits(z.bits() | old.bits())),
+                        .map(|z| NumaSet::from_bits(z.bits() | old.bits()))
+                        .filter(|z| z.len() < upper.zone_count() as u32),
                     _ => None,
                 };
                 (now != Some(old)).then(|| (uid.clone(), now))
