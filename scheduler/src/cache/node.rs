@@ -276,10 +276,10 @@ impl NodeEntry {
         let Some(Ok(view)) = &self.view else {
             return None;
         };
-        if let Some(until) = self.departed_lost_until {
-            if self.view_received.is_none_or(|received| received < until) {
-                return None;
-            }
+        if let Some(until) = self.departed_lost_until
+            && self.view_received.is_none_or(|received| received < until)
+        {
+            return None;
         }
         let mut upper = (**view).clone();
         for r in self.reservations.values() {
