@@ -58,7 +58,10 @@
 //! kubelet admits A before B when A was decided first. B decided after A sees
 //! `V - A@Z_A`. If the kubelet puts B on a zone `z` in `Z_A`, B fitted `V_z - A`, so A
 //! and B both fit `z` whichever of them the kubelet put there; if `z` is not in
-//! `Z_A`, A cannot be on `z` and B fitted `V_z <= T_z`. Every zone is held instead
+//! `Z_A`, A cannot be on `z` and B fitted `V_z <= T_z`. Under `single-numa-node`
+//! the set is cut at the lowest zone `V` holds A on (the kubelet takes the lowest zone
+//! holding the pod, and `V <= T`), unless foreign pods are not reserved (`V` may then
+//! miss some). Every zone is held instead
 //! for policies `none` and `best-effort`, pods that are not Guaranteed, foreign pods,
 //! nominated pods (`snapshot`, preemption), unreadable requests, and nodes that
 //! forgot deleted pods they cannot bound yet.
