@@ -29,12 +29,16 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 const LABEL: &str = "e2e.tas.dev/burst";
 
 fn scenario(group: &str) -> Scenario {
+    scenario_with(group, NODES, "single-numa-node", "pod")
+}
+
+fn scenario_with(group: &str, nodes: usize, policy: &str, scope: &str) -> Scenario {
     Scenario::from_yaml(&format!(
         "nodes:
 - name: {group}
-  count: {NODES}
-  topologyManagerPolicy: single-numa-node
-  topologyManagerScope: pod
+  count: {nodes}
+  topologyManagerPolicy: {policy}
+  topologyManagerScope: {scope}
   labels: {{ {LABEL}: {group} }}
   zones:
   - {{ count: 4, cpus: 4, memory: 8Gi }}
@@ -191,4 +195,156 @@ async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
         u.abort();
     }
     sim.shutdown().await;
+}
+
+/// Pods of one to two containers of 1, 2, 3 or 5 CPUs (5 CPUs and 9Gi need two zones),
+/// drawn from `seed`: `(name, [(cpus, memory Gi)])`.
+fn mixed_pods(seed: u64, count: usize) -> Vec<(String, Vec<(u32, u32)>)> {
+    let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % n
+    };
+    (0..count)
+        .map(|i| {
+            let containers = 1 + next(2) as usize;
+            let sizes = (0..containers)
+                .map(|_| match next(4) {
+                    0 => (1, 1),
+                    1 => (2, 1),
+                    2 => (3, 1),
+                    _ => (5, 9),
+                })
+                .collect();
+            (format!("m-{i:03}"), sizes)
+        })
+        .collect()
+}
+
+/// Mixed pods on `restricted` and `single-numa-node` nodes in `container` scope: the
+/// reserve cache narrows reservations to the zones the kubelet could use, and the
+/// referee (the kubelet's own managers) must admit every pod the scheduler binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
+    let cluster = TestCluster::shared().expect("cluster");
+    let client = cluster.client().await.expect("client");
+    apply_crds_from_dir(&client, &crd_dir())
+        .await
+        .expect("CRDs");
+    for (round, policy) in ["restricted", "single-numa-node"].into_iter().enumerate() {
+        let ns = unique_namespace(&client, "mixed").await.expect("namespace");
+        let group = unique_name("mixed");
+        let scheduler = unique_name("tas");
+        let work = tempfile::tempdir().expect("work dir");
+        let scenario = scenario_with(&group, 2, policy, "container");
+        let sim = Simulator::start(client.clone(), &scenario, work.path())
+            .await
+            .expect("simulator");
+        let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
+        let updaters: Vec<_> = nodes
+            .iter()
+            .map(|n| start_updater(&client, &sim, n))
+            .collect();
+        let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
+        for n in &nodes {
+            wait_for(format!("the NRT of {n}"), TIMEOUT, || async {
+                Ok::<_, kube::Error>(nrts.get_opt(n).await?.map(|_| ()))
+            })
+            .await
+            .expect("NRT published");
+        }
+        let scheduler_task = start_scheduler(&client, &scheduler, &ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        let mixed = mixed_pods(round as u64 + 17, 20);
+        for (name, sizes) in &mixed {
+            let containers: Vec<serde_json::Value> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, (cpu, mem))| {
+                    let amounts = json!({"cpu": cpu.to_string(), "memory": format!("{mem}Gi")});
+                    json!({"name": format!("c{i}"), "image": "app",
+                        "resources": {"requests": amounts, "limits": amounts}})
+                })
+                .collect();
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {NODE_SIM_LABEL: "true"}},
+                "spec": {
+                    "schedulerName": scheduler,
+                    "nodeSelector": {LABEL: group},
+                    "containers": containers,
+                }
+            }))
+            .expect("pod");
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .expect("pod created");
+        }
+
+        // Settled: every bound pod runs and every other one was found unschedulable,
+        // with no change for `QUIET` (NRT updates after admissions retry the others).
+        // A rejection fails at once.
+        const QUIET: Duration = Duration::from_secs(3);
+        let since: std::sync::Mutex<Option<(usize, Instant)>> = std::sync::Mutex::new(None);
+        let running = wait_for("the burst to settle", TIMEOUT, || async {
+            let list = pods.list(&ListParams::default()).await?.items;
+            let rejected: Vec<String> = list
+                .iter()
+                .filter(|p| phase(p) == "Failed")
+                .map(|p| {
+                    let reason = p.status.as_ref().and_then(|s| s.reason.clone());
+                    format!("{} ({reason:?})", p.name_any())
+                })
+                .collect();
+            assert!(
+                rejected.is_empty(),
+                "{policy}: the kubelet rejected pods the scheduler bound: {rejected:?}"
+            );
+            let bound = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+            let unschedulable = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+                    })
+            };
+            let settled = list.iter().all(|p| {
+                if bound(p) {
+                    phase(p) == "Running"
+                } else {
+                    unschedulable(p)
+                }
+            });
+            let running = list.iter().filter(|p| phase(p) == "Running").count();
+            let mut since = since.lock().expect("lock");
+            if !settled || list.len() != mixed.len() {
+                *since = None;
+                return Ok::<_, kube::Error>(None);
+            }
+            let (count, at) = *since.get_or_insert((running, Instant::now()));
+            if count != running {
+                *since = Some((running, Instant::now()));
+                return Ok(None);
+            }
+            Ok((at.elapsed() >= QUIET).then_some(running))
+        })
+        .await
+        .expect("settled");
+        println!(
+            "mixed burst ({policy}, container scope): {running} of {} pods admitted on 2 nodes in {:.2} s",
+            mixed.len(),
+            started.elapsed().as_secs_f64()
+        );
+        assert!(running > 0, "{policy}: some pods fit");
+
+        scheduler_task.abort();
+        for u in updaters {
+            u.abort();
+        }
+        sim.shutdown().await;
+    }
 }

@@ -73,7 +73,7 @@ pub struct NodeExplain {
     /// The scheduler's view is the NRT as published; absent when it did not answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmed: Option<bool>,
-    /// Reservations the scheduler holds on every zone of the node.
+    /// Reservations the scheduler holds on zones of the node.
     pub reservations: Vec<Reservation>,
     /// Per NUMA zone: free against needed, per aligned resource.
     pub zones: Vec<ZoneNeeds>,
@@ -359,8 +359,16 @@ impl ExplainReport {
                     .iter()
                     .map(|(k, v)| format!("{k} {}", show(k, *v)))
                     .collect();
+                let zones = match &r.zones {
+                    Some(ids) => {
+                        let names: Vec<String> =
+                            ids.iter().map(|id| format!("node-{id}")).collect();
+                        format!("on {}", names.join(", "))
+                    }
+                    None => "on every zone".to_owned(),
+                };
                 out.push_str(&format!(
-                    "  reserved for {}/{}{}: {} on every zone\n",
+                    "  reserved for {}/{}{}: {} {zones}\n",
                     r.namespace,
                     r.name,
                     if r.foreign {

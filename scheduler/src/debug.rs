@@ -94,7 +94,7 @@ pub struct ZoneFree {
     pub available: BTreeMap<String, i64>,
 }
 
-/// A reservation: what the view holds back on every zone for one pod.
+/// A reservation: what the view holds back on each of its zones for one pod.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Reservation {
@@ -110,6 +110,10 @@ pub struct Reservation {
     pub age_seconds: f64,
     /// Per resource, in the units of the module documentation.
     pub amounts: BTreeMap<String, i64>,
+    /// The NUMA ids it is held back on, when narrowed to the zones the kubelet can
+    /// give the pod; absent: every zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<Vec<u32>>,
 }
 
 impl From<NodeInspection> for NodeReservations {
@@ -147,6 +151,7 @@ impl From<ReservationInspection> for Reservation {
             foreign: r.foreign,
             age_seconds: r.age_seconds,
             amounts: amounts(&r.amounts),
+            zones: r.zones.map(|z| z.iter().collect()),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The reserve phase: a decided pod is assumed on its node at once — marked in flight,
 //! its usage counted on the node and a pessimistic reservation held on every NUMA zone
-//! of the node in the [`crate::cache`] — so the next decision already sees it while
-//! its bind is in flight ([`crate::bind`]).
+//! of the node the kubelet could give it in the [`crate::cache`] — so the next decision
+//! already sees it while its bind is in flight ([`crate::bind`]).
 
 use std::time::Instant;
 

@@ -72,8 +72,11 @@ pub fn host_address() -> IpAddr {
 impl Env {
     /// Starts the scheduler, its HTTP server on every address at `http_port`.
     pub fn start_scheduler(&mut self) {
+        // Foreign pods not counted: the scheduler cannot lean on the kubelet's choice of
+        // the lowest zone, so a pod that fits every zone is held on every zone (what the
+        // reservation pictures of these tests show).
         let config = json!({"schedulerName": self.scheduler,
-            "cache": {"resyncPeriod": "1s", "maxStaleness": "10m"}});
+            "cache": {"resyncPeriod": "1s", "maxStaleness": "10m", "foreignPods": "None"}});
         let settings = tas_scheduler::config::Settings::from_config(
             &serde_json::from_value(config).expect("config"),
         )

@@ -136,6 +136,7 @@ async fn nodes_and_explain_see_the_reservations_the_scheduler_holds() {
         Some(&6000),
         "{on_a:?}"
     );
+    assert_eq!(on_a.reservations[0].zones, None, "every zone: {on_a:?}");
     let free: Vec<i64> = on_a.zones.iter().map(|z| z.available["cpu"]).collect();
     assert_eq!(
         free,

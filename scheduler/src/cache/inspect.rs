@@ -8,7 +8,7 @@ use tas_api::fingerprint::{CheckError, check};
 use super::TopologyCache;
 use super::node::NodeEntry;
 use super::resync::stopped_writer_since;
-use crate::numa::Resources;
+use crate::numa::{NumaSet, Resources};
 
 /// One node as the cache holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,8 +54,11 @@ pub struct ReservationInspection {
     pub foreign: bool,
     /// Seconds since it was made.
     pub age_seconds: f64,
-    /// Held back on every zone (CPU in millicores, memory in bytes, devices in units).
+    /// Held back on each zone it is held on (CPU in millicores, memory in bytes,
+    /// devices in units).
     pub amounts: Resources,
+    /// The zones it is held on, when narrowed; `None`: every zone.
+    pub zones: Option<NumaSet>,
 }
 
 impl TopologyCache {
@@ -101,6 +104,7 @@ impl TopologyCache {
                 foreign: r.foreign,
                 age_seconds: now.saturating_duration_since(r.reserved_at).as_secs_f64(),
                 amounts: r.amounts.clone(),
+                zones: r.zones,
             })
             .collect();
         reservations.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));

@@ -11,9 +11,10 @@
 //!   the others; otherwise it is only recorded as the latest and the node keeps its
 //!   pessimistic view until a resync.
 //! - Reserve / unreserve of the scheduling cycle → [`TopologyCache::reserve`]
-//!   subtracts the pod's NUMA footprint ([`numa_footprint`]) from **every** zone (the
-//!   kubelet picks the zone, not us) and makes the node dirty;
-//!   [`TopologyCache::unreserve`] adds exactly that back.
+//!   subtracts the pod's NUMA footprint ([`numa_footprint`]), whole, from each zone
+//!   the kubelet could give the pod (the kubelet picks the zone, not us; see *Which
+//!   zones* below) and makes the node dirty; [`TopologyCache::unreserve`] adds exactly
+//!   that back to exactly those zones.
 //! - Pod watch → [`TopologyCache::pod_bound`] / [`TopologyCache::pod_deleted`] keep the
 //!   set of pods believed on each node (for the fingerprint). A pod we reserved moves
 //!   from assumed to bound and keeps its reservation until a resync. A pod nobody
@@ -36,6 +37,34 @@
 //! accepts the latest NRT at once). Reservations on a node without an NRT object are
 //! recorded and subtracted from its first one. A corrupt NRT object yields an error
 //! view for that node only; the next good object replaces it at once.
+//!
+//! ## Which zones a reservation holds
+//!
+//! A reservation records its zone set, and every way out of it (unreserve, a rebuild
+//! that drops or re-applies it) uses that same set. The set is
+//! [`crate::numa::landing_zones`] computed against an *upper bound* `U` of what the
+//! node has free, never against the view `V`: `U` is the NRT the view was built from
+//! (`V` plus every reservation on its zones) plus, on every zone, the footprint of each
+//! pod that may have released what that NRT still counts (departed pods; terminating,
+//! finished, or able to finish on their own). The view is pessimistic, so the truth `T`
+//! may have more free than `V` on a zone; zones computed against `V` would miss a zone
+//! the kubelet can use, and a later pod decided on it would be refused there (the
+//! property test `landing_props` shows it). `T <= U` on every zone, so the kubelet's
+//! zone is always in the set. When `U` grows (a pod departs, terminates or finishes),
+//! [`node::NodeEntry::widen`] grows every narrowed set, never shrinks one.
+//!
+//! Why a set smaller than every zone keeps decisions safe across pods: binds to one
+//! node are sent one after another in decision order (`writer::bind_order`), so the
+//! kubelet admits A before B when A was decided first. B decided after A sees
+//! `V - A@Z_A`. If the kubelet puts B on a zone `z` in `Z_A`, B fitted `V_z - A`, so A
+//! and B both fit `z` whichever of them the kubelet put there; if `z` is not in
+//! `Z_A`, A cannot be on `z` and B fitted `V_z <= T_z`. Under `single-numa-node`
+//! the set is cut at the lowest zone `V` holds A on (the kubelet takes the lowest zone
+//! holding the pod, and `V <= T`), unless foreign pods are not reserved (`V` may then
+//! miss some). Every zone is held instead
+//! for policies `none` and `best-effort`, pods that are not Guaranteed, foreign pods,
+//! nominated pods (`snapshot`, preemption), unreadable requests, and nodes that
+//! forgot deleted pods they cannot bound yet.
 //!
 //! Unlike the reference, no node stays dirty forever: one dirty for `max_staleness`
 //! is forced clean from its latest NRT (logged and counted), keeping only the
@@ -75,7 +104,7 @@ pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
 pub use stopped::{StoppedWriter, stopped_writers_note};
 
-use crate::numa::{PodRequest, Resources};
+use crate::numa::{NumaSet, PodRequest, Resources};
 use node::{NodeEntry, Reservation};
 use pod::ObservedPod;
 use store::State;
@@ -245,7 +274,9 @@ impl TopologyCache {
             .collect()
     }
 
-    /// Reserves `pod`'s NUMA footprint on every zone of `node` and makes it dirty.
+    /// Reserves `pod`'s NUMA footprint on the zones of `node` the kubelet could give it
+    /// (every zone unless the node's policy narrows them; see the module documentation)
+    /// and makes it dirty.
     /// Reserving a pod again replaces its earlier reservation, wherever it was.
     pub fn reserve(&self, node: &str, pod: &PodRef, request: &PodRequest, now: Instant) {
         let mut state = self.write();
@@ -253,27 +284,39 @@ impl TopologyCache {
             let other = other.clone();
             state.detach(&other, &pod.uid, &self.metrics, None);
         }
-        let reservation = Reservation {
+        let mut reservation = Reservation {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             amounts: numa_footprint(request),
+            zones: None,
+            request: Some(Arc::new(request.clone())),
             foreign: false,
             reserved_at: now,
         };
         state.edit(node, &self.metrics, |entry| {
             self.check_identity(node, entry, &pod.namespace, &pod.name, now);
+            let trusted = self.config.foreign_pods != ForeignPodsDetection::None;
+            reservation.zones = entry.landing(request, trusted);
             entry.reserve(&pod.uid, reservation);
         });
         state.pod_nodes.insert(pod.uid.clone(), node.to_owned());
     }
 
-    /// What the view of `node` holds back on every zone for pod `uid` (reserved when
-    /// placed, or on observation), if the node's view carries such a reservation:
-    /// releasing it (the pod is deleted) adds exactly that back to every zone.
+    /// What the view of `node` holds back for pod `uid` (reserved when placed, or on
+    /// observation), if the node's view carries such a reservation: releasing it (the
+    /// pod is deleted) adds exactly that back to each zone it was held on (every zone,
+    /// or [`Self::reserved_zones`]).
     pub fn reserved_amounts(&self, node: &str, uid: &str) -> Option<Resources> {
         let state = self.read();
         let r = state.nodes.get(node)?.reservation(uid)?;
         Some(r.amounts.clone())
+    }
+
+    /// The zones the reservation of pod `uid` on `node` holds it back on, when it is
+    /// narrowed to some of them; `None` when every zone (or no such reservation).
+    pub fn reserved_zones(&self, node: &str, uid: &str) -> Option<NumaSet> {
+        let state = self.read();
+        state.nodes.get(node)?.reservation(uid)?.zones
     }
 
     /// Adds back exactly what [`Self::reserve`] subtracted for pod `uid` on `node`.
@@ -302,15 +345,18 @@ impl TopologyCache {
             return PodBound::Ignored;
         };
         let phase = PodPhase::of(pod);
+        let releasing = pod::releasing(pod);
         let mut state = self.write();
         match state.pod_nodes.get(&id.uid) {
             Some(known) if known == node => {
                 let observed = state
                     .nodes
-                    .get_mut(node)
-                    .and_then(|e| e.pods.get_mut(&id.uid));
-                if let Some(observed) = observed {
-                    observed.phase = phase;
+                    .get(node)
+                    .is_some_and(|e| e.pods.contains_key(&id.uid));
+                if observed {
+                    state.edit(node, &self.metrics, |e| {
+                        e.observe_pod(&id.uid, phase, releasing)
+                    });
                     return PodBound::Updated;
                 }
             }
@@ -344,6 +390,8 @@ impl TopologyCache {
                     exclusive,
                     phase,
                     bound_at: now,
+                    footprint: request.as_ref().ok().map(numa_footprint),
+                    releasing,
                 },
             );
             if let Some(reservation) = entry.reservation(&id.uid) {
@@ -363,6 +411,8 @@ impl TopologyCache {
                     namespace: id.namespace.clone(),
                     name: id.name.clone(),
                     amounts,
+                    zones: None,
+                    request: None,
                     foreign: true,
                     reserved_at: now,
                 },

@@ -14,21 +14,30 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::InformerMode;
 
 use super::exclude::PodExclusions;
-use super::pod::ObservedPod;
-use crate::numa::{NodeTopology, Resources, TopologyError};
+use super::pod::{ObservedPod, PodPhase};
+use crate::numa::{
+    NodeTopology, NumaSet, PodRequest, Resources, TopologyError, landing_zones, landing_zones_below,
+};
 
 /// What filters and scores read for a node: its zones with every reservation already
 /// subtracted, or why its NRT object cannot be used.
 pub type NodeView = Result<Arc<NodeTopology>, Arc<TopologyError>>;
 
-/// Resources held back on every zone of a node for a pod the latest accepted NRT is
-/// not known to reflect.
+/// Resources held back on the zones of a node a pod may have taken, for a pod the
+/// latest accepted NRT is not known to reflect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reservation {
     pub(crate) namespace: String,
     pub(crate) name: String,
-    /// Subtracted from every zone that reports each resource.
+    /// Subtracted, whole, from each zone of `zones` that reports each resource.
     pub(crate) amounts: Resources,
+    /// The NUMA zones the kubelet can give the pod ([`crate::numa::landing_zones`]);
+    /// `None`: every zone.
+    pub(crate) zones: Option<NumaSet>,
+    /// The pod's request, kept to widen `zones` when more may be free than the zones
+    /// were computed against ([`NodeEntry::widen`]); `None` for pods not placed
+    /// through the cache, which are held back on every zone.
+    pub(crate) request: Option<Arc<PodRequest>>,
     /// Not placed through this cache: another scheduler's pod (or ours from before a
     /// restart), reserved when it was first seen bound.
     pub(crate) foreign: bool,
@@ -72,6 +81,13 @@ pub(crate) struct NodeEntry {
     /// Pods deleted from the node that no accepted NRT has shown gone yet, oldest
     /// first: an NRT may still count them (see [`super::confirm`]).
     departed: Vec<Departed>,
+    /// Until when the view must have been built from an NRT received later for the
+    /// departed pods to bound what the node may have free: set when a departed record
+    /// is dropped (the deletion plus the staleness window), cleared by fingerprint
+    /// evidence. Before that, reservations are not narrowed ([`Self::landing`]).
+    departed_lost_until: Option<Instant>,
+    /// When the NRT the view was built from was received.
+    view_received: Option<Instant>,
     /// The last write of a stopped NRT writer already reported for this node, so a
     /// resync warns once per stopped object, not every period (see `resync`).
     pub(crate) stopped_writer_reported: Option<std::time::SystemTime>,
@@ -88,6 +104,8 @@ pub(crate) struct Departed {
     /// As [`ObservedPod::exclusive`].
     pub(crate) exclusive: bool,
     pub(crate) at: Instant,
+    /// As [`ObservedPod::footprint`]: what it may have released on some zone.
+    pub(crate) footprint: Option<Resources>,
 }
 
 /// Most departed pods remembered per node; older ones are assumed reported gone.
@@ -136,17 +154,30 @@ impl NodeEntry {
     /// Records a pod deletion an NRT may not reflect yet, forgetting records older than
     /// `window` and all but the newest [`MAX_DEPARTED`].
     pub(crate) fn note_departed(&mut self, pod: &ObservedPod, now: Instant, window: Duration) {
-        self.departed
-            .retain(|d| now.saturating_duration_since(d.at) < window);
+        let mut lost = None;
+        self.departed.retain(|d| {
+            let keep = now.saturating_duration_since(d.at) < window;
+            if !keep {
+                lost = lost.max(Some(d.at));
+            }
+            keep
+        });
         if self.departed.len() >= MAX_DEPARTED {
-            self.departed.remove(0);
+            let dropped = self.departed.remove(0);
+            lost = lost.max(Some(dropped.at));
+        }
+        if let Some(at) = lost {
+            let until = at + window;
+            self.departed_lost_until = self.departed_lost_until.max(Some(until));
         }
         self.departed.push(Departed {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             exclusive: pod.exclusive,
             at: now,
+            footprint: pod.footprint.clone(),
         });
+        self.widen();
     }
 
     /// Accepts the latest NRT on fingerprint evidence: it reflects the confirmed pods,
@@ -160,6 +191,8 @@ impl NodeEntry {
         still_counted: &[usize],
         mut uncovered: impl FnMut(&str, Option<&ObservedPod>) -> Option<bool>,
     ) -> Vec<String> {
+        // The fingerprint shows which departed pods the object still counts.
+        self.departed_lost_until = None;
         let mut index = 0;
         self.departed.retain(|_| {
             let keep = still_counted.contains(&index);
@@ -223,14 +256,127 @@ impl NodeEntry {
         self.view = None;
     }
 
-    /// Subtracts `reservation` from every zone, replacing an earlier reservation of
+    /// Subtracts `reservation` from its zones, replacing an earlier reservation of
     /// the same pod.
     pub(crate) fn reserve(&mut self, uid: &str, reservation: Reservation) {
         if let Some(old) = self.reservations.remove(uid) {
-            self.shift(&old.amounts, Shift::Release);
+            self.shift(&old.amounts, old.zones, Shift::Release);
         }
-        self.shift(&reservation.amounts, Shift::Hold);
+        self.shift(&reservation.amounts, reservation.zones, Shift::Hold);
         self.reservations.insert(uid.to_owned(), reservation);
+    }
+
+    /// What the node may have free at most: the NRT the view was built from (the view
+    /// plus every reservation, on its zones) plus the footprint of every pod that may
+    /// have released resources it still counts (departed pods, finished or terminating
+    /// pods, pods that can finish on their own), on every zone. `None` when there is no
+    /// usable view, a footprint is unknown, or departed records were dropped that the
+    /// view's NRT may still count.
+    pub(crate) fn upper_bound(&self) -> Option<NodeTopology> {
+        let Some(Ok(view)) = &self.view else {
+            return None;
+        };
+        if let Some(until) = self.departed_lost_until
+            && self.view_received.is_none_or(|received| received < until)
+        {
+            return None;
+        }
+        let mut upper = (**view).clone();
+        for r in self.reservations.values() {
+            match r.zones {
+                Some(zones) => upper.unreserve_on_zones(&r.amounts, zones),
+                None => upper.unreserve_on_every_zone(&r.amounts),
+            }
+        }
+        for d in &self.departed {
+            upper.unreserve_on_every_zone(d.footprint.as_ref()?);
+        }
+        for p in self.pods.values().filter(|p| p.may_release()) {
+            upper.unreserve_on_every_zone(p.footprint.as_ref()?);
+        }
+        Some(upper)
+    }
+
+    /// The zones a reservation of a pod asking for `request` must hold it back on
+    /// ([`landing_zones`] against [`Self::upper_bound`], narrowed by the kubelet's
+    /// tie-break against the view when `trusted_view` says every pod on the node is
+    /// accounted for in it: [`landing_zones_below`]); `None`: every zone.
+    pub(crate) fn landing(&self, request: &PodRequest, trusted_view: bool) -> Option<NumaSet> {
+        #[cfg(test)]
+        match test_rule::get() {
+            test_rule::Rule::Narrow => {}
+            test_rule::Rule::EveryZone => return None,
+            test_rule::Rule::FromView => {
+                let Some(Ok(view)) = &self.view else {
+                    return None;
+                };
+                return landing_zones(view, request);
+            }
+        }
+        let upper = self.upper_bound()?;
+        let zones = match &self.view {
+            Some(Ok(view)) => landing_zones_below(&upper, view, request, trusted_view)?,
+            _ => return None,
+        };
+        // Every zone is written as such (and shown as "every zone").
+        (zones.len() < upper.zone_count() as u32).then_some(zones)
+    }
+
+    /// More may be free than the narrowed reservations were computed against (a pod
+    /// departed or may have finished): each grows to the zones the pod could now be
+    /// given ([`landing_zones`], without the tie-break: the view has changed since the
+    /// pod was decided), never shrinks. A pod decided after this sees the grown
+    /// reservations.
+    pub(crate) fn widen(&mut self) {
+        #[cfg(test)]
+        if test_rule::get() != test_rule::Rule::Narrow {
+            return;
+        }
+        if !self.reservations.values().any(|r| r.zones.is_some()) {
+            return;
+        }
+        let upper = self.upper_bound();
+        let grown: Vec<(String, Option<NumaSet>)> = self
+            .reservations
+            .iter()
+            .filter_map(|(uid, r)| {
+                let old = r.zones?;
+                let now = match (&upper, &r.request) {
+                    (Some(upper), Some(request)) => landing_zones(upper, request)
+                        .map(|z| NumaSet::from_bits(z.bits() | old.bits()))
+                        .filter(|z| z.len() < upper.zone_count() as u32),
+                    _ => None,
+                };
+                (now != Some(old)).then(|| (uid.clone(), now))
+            })
+            .collect();
+        for (uid, zones) in grown {
+            let Some(r) = self.reservations.get(&uid) else {
+                continue;
+            };
+            let (amounts, old) = (r.amounts.clone(), r.zones);
+            self.shift(&amounts, old, Shift::Release);
+            self.shift(&amounts, zones, Shift::Hold);
+            if let Some(r) = self.reservations.get_mut(&uid) {
+                r.zones = zones;
+            }
+        }
+    }
+
+    /// Records the phase of a pod bound here and whether it is terminating or can
+    /// finish on its own; widens the reservations when it may now release what it
+    /// holds. Returns whether the pod is known.
+    pub(crate) fn observe_pod(&mut self, uid: &str, phase: PodPhase, releasing: bool) -> bool {
+        let Some(pod) = self.pods.get_mut(uid) else {
+            return false;
+        };
+        let before = pod.may_release();
+        pod.phase = phase;
+        pod.releasing |= releasing;
+        if !before && pod.may_release() {
+            self.widen();
+        }
+        true
     }
 
     /// Adds a reservation back. Releasing the last one makes the node clean, so the
@@ -240,7 +386,7 @@ impl NodeEntry {
         if self.reservations.is_empty() {
             self.rebuild(|_, _| true);
         } else {
-            self.shift(&reservation.amounts, Shift::Release);
+            self.shift(&reservation.amounts, reservation.zones, Shift::Release);
         }
         Some(reservation)
     }
@@ -261,12 +407,16 @@ impl NodeEntry {
             }
             kept
         });
+        self.view_received = self.latest_at;
         self.view = self.latest.as_deref().map(|nrt| {
             let mut view = NodeTopology::from_nrt(nrt).map(Arc::new).map_err(Arc::new);
             if let Ok(topology) = &mut view {
                 let topology = Arc::make_mut(topology);
                 for r in self.reservations.values() {
-                    topology.reserve_on_every_zone(&r.amounts);
+                    match r.zones {
+                        Some(zones) => topology.reserve_on_zones(&r.amounts, zones),
+                        None => topology.reserve_on_every_zone(&r.amounts),
+                    }
                 }
             }
             view
@@ -330,12 +480,14 @@ impl NodeEntry {
         fp
     }
 
-    fn shift(&mut self, amounts: &Resources, shift: Shift) {
+    fn shift(&mut self, amounts: &Resources, zones: Option<NumaSet>, shift: Shift) {
         if let Some(Ok(topology)) = &mut self.view {
             let topology = Arc::make_mut(topology);
-            match shift {
-                Shift::Hold => topology.reserve_on_every_zone(amounts),
-                Shift::Release => topology.unreserve_on_every_zone(amounts),
+            match (shift, zones) {
+                (Shift::Hold, Some(zones)) => topology.reserve_on_zones(amounts, zones),
+                (Shift::Hold, None) => topology.reserve_on_every_zone(amounts),
+                (Shift::Release, Some(zones)) => topology.unreserve_on_zones(amounts, zones),
+                (Shift::Release, None) => topology.unreserve_on_every_zone(amounts),
             }
         }
     }
@@ -356,4 +508,34 @@ pub(crate) fn node_owner(nrt: &NodeResourceTopology) -> Option<&str> {
         .flatten()
         .find(|o| o.kind == "Node" && o.api_version == "v1")
         .map(|o| o.uid.as_str())
+}
+
+/// Tests only: which rule [`NodeEntry::landing`] follows on this thread, to show what
+/// the upper bound is for.
+#[cfg(test)]
+pub(crate) mod test_rule {
+    use std::cell::Cell;
+
+    /// A rule for the zones of a reservation.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Rule {
+        /// The production rule: against the upper bound of what is free.
+        Narrow,
+        /// Every zone, as before zones were narrowed.
+        EveryZone,
+        /// Unsafe: against the view (latest NRT minus reservations).
+        FromView,
+    }
+
+    thread_local! {
+        static RULE: Cell<Rule> = const { Cell::new(Rule::Narrow) };
+    }
+
+    pub(crate) fn get() -> Rule {
+        RULE.with(Cell::get)
+    }
+
+    pub(crate) fn set(rule: Rule) {
+        RULE.with(|r| r.set(rule));
+    }
 }

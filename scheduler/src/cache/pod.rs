@@ -137,4 +137,28 @@ pub(crate) struct ObservedPod {
     pub(crate) phase: PodPhase,
     /// When the cache first saw the pod bound to the node.
     pub(crate) bound_at: Instant,
+    /// [`numa_footprint`]; `None` when the request did not parse.
+    pub(crate) footprint: Option<Resources>,
+    /// Terminating, or able to finish on its own (`restartPolicy` other than
+    /// `Always`): the kubelet may release what it holds before the cache hears of it.
+    pub(crate) releasing: bool,
+}
+
+impl ObservedPod {
+    /// Whether what the pod holds may be free on the node although an NRT still
+    /// counts it.
+    pub(crate) fn may_release(&self) -> bool {
+        self.releasing || self.phase.is_terminal()
+    }
+}
+
+/// Whether `pod` is terminating or can finish on its own (see
+/// [`ObservedPod::releasing`]).
+pub(crate) fn releasing(pod: &Pod) -> bool {
+    let restarts = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .is_none_or(|p| p == "Always");
+    pod.metadata.deletion_timestamp.is_some() || !restarts
 }

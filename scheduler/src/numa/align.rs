@@ -201,7 +201,7 @@ fn group_leaders(reqs: &[Req]) -> impl Iterator<Item = Req> + '_ {
 /// The provider's minimum width for a group, searching widths up to `limit`; `None`
 /// when more than `limit` zones are needed. Like the kubelet, a request no set of zones
 /// holds gets the full width.
-fn group_width(
+pub(super) fn group_width(
     node: &NodeTopology,
     reqs: &[Req],
     group: u32,

@@ -20,6 +20,7 @@ mod align;
 mod containers;
 pub mod fit;
 pub mod hint;
+pub mod landing;
 mod managers;
 mod mask;
 mod memory;
@@ -34,6 +35,7 @@ pub mod topology;
 pub mod unfit;
 
 pub use fit::{Placement, fit};
+pub use landing::{landing_zones, landing_zones_below};
 pub use mask::NumaSet;
 pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, RequestError};
 pub use resources::{Amount, ResourceKind, Resources};

@@ -21,6 +21,7 @@ use tas_api::nrt::{
     TopologyManagerPolicy, TopologyManagerScope, ZoneError, zone_numa_id,
 };
 
+use super::NumaSet;
 use super::request::QuantityProblem;
 use super::resources::{ResourceKind, Resources};
 use super::sanity::{self, SanityProblem};
@@ -408,13 +409,44 @@ impl NodeTopology {
         true
     }
 
+    /// Subtracts `request` from the zones of `zones` only (each reporting resource gets
+    /// the whole amount): the reservation of a pod the kubelet can only put there (see
+    /// [`super::landing`]). A set naming a NUMA id the node does not have is taken as
+    /// every zone, so a reservation made on an earlier object is never lost.
+    pub fn reserve_on_zones(&mut self, request: &Resources, zones: NumaSet) {
+        let mask = self.zone_mask(zones);
+        self.shift_zones(request, mask, -1);
+    }
+
+    /// Undoes [`Self::reserve_on_zones`] with the same set.
+    pub fn unreserve_on_zones(&mut self, request: &Resources, zones: NumaSet) {
+        let mask = self.zone_mask(zones);
+        self.shift_zones(request, mask, 1);
+    }
+
+    /// The zone-index mask of `zones`; every zone when a NUMA id is not the node's.
+    fn zone_mask(&self, zones: NumaSet) -> u64 {
+        let mut mask = 0u64;
+        for id in zones.iter() {
+            match self.ids.binary_search(&id) {
+                Ok(zi) => mask |= 1 << zi,
+                Err(_) => return u64::MAX,
+            }
+        }
+        mask
+    }
+
     fn shift_every_zone(&mut self, request: &Resources, sign: i64) {
+        self.shift_zones(request, u64::MAX, sign);
+    }
+
+    fn shift_zones(&mut self, request: &Resources, mask: u64, sign: i64) {
         let nres = self.resources.len();
         for entry in request.entries() {
             let Some(ri) = self.resource_index(&entry.name) else {
                 continue;
             };
-            for zi in super::mask::bits(self.resources[ri].listed) {
+            for zi in super::mask::bits(self.resources[ri].listed & mask) {
                 let at = zi as usize * nres + ri;
                 self.available[at] = self.available[at].saturating_add(sign * entry.amount);
             }

@@ -4,8 +4,10 @@
 //! holds which zone. So the view after an eviction is *estimated*, by this rule:
 //!
 //! - A victim the cache still reserves on the node (placed or observed, and not yet
-//!   reflected by an NRT the cache accepted) is subtracted from **every** zone of the
-//!   view; its deletion gives exactly that back to every zone. Exact.
+//!   reflected by an NRT the cache accepted) is subtracted from the zones its
+//!   reservation holds (every zone, or those the kubelet could give it); its deletion
+//!   is modelled as giving it back to every zone: exact for every-zone reservations,
+//!   optimistic for narrowed ones (zones it was not held on gain room they never lost).
 //! - Every other victim's NUMA footprint is in the NRT, on some zone we do not know.
 //!   We assume the footprints of all such victims come back to **one** zone, and try
 //!   each zone in turn, never raising a zone above its allocatable (a zone cannot have

@@ -1,7 +1,7 @@
 //! Binds to one node leave in the order the pods were decided.
 //!
-//! The reserve cache holds a pod's NUMA footprint back on every zone of its node, so a
-//! later pod on that node is only placed where it fits *after* the earlier ones. That
+//! The reserve cache holds a pod's NUMA footprint back on every zone of its node the
+//! kubelet could give it, so a later pod on that node is only placed where it fits *after* the earlier ones. That
 //! holds for the kubelet only if it admits them in that order: it picks each pod's
 //! zone from what it has admitted so far. Binds run concurrently, so without an order
 //! a later pod's binding can land first; the kubelet then admits it with the earlier

@@ -2,6 +2,8 @@
 //! reserves, binds, deletions, NRT updates and resyncs. Builders keep each case short.
 
 mod evidence_cases;
+mod landing_cases;
+mod landing_props;
 mod node_identity_cases;
 mod pod_cases;
 mod props;
@@ -46,8 +48,11 @@ fn cache() -> TopologyCache {
     cache_with(config())
 }
 
-/// An NRT object for `node` with `single-numa-node`/`pod` attributes, `extra`
-/// attributes, and zones `node-<id>` whose resources are all free.
+/// An NRT object for `node` with `best-effort`/`pod` attributes, `extra` attributes,
+/// and zones `node-<id>` whose resources are all free. Under `best-effort` a
+/// reservation holds every zone, which is what most cases here picture; the cases of
+/// reservations narrowed to some zones (`single-numa-node`, `restricted`) are in
+/// `landing_cases` and `landing_props`.
 fn nrt_of(
     node: &str,
     zones: &[(u32, &[(&str, &str)])],
@@ -55,7 +60,7 @@ fn nrt_of(
 ) -> NodeResourceTopology {
     let mut nrt = NodeResourceTopology::new(node);
     nrt.attributes = [
-        ("topologyManagerPolicy", "single-numa-node"),
+        ("topologyManagerPolicy", "best-effort"),
         ("topologyManagerScope", "pod"),
     ]
     .iter()
