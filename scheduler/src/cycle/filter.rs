@@ -26,10 +26,10 @@ pub(super) fn check_node(
     if let Some(pre) = pre {
         pre.check(node).map_err(Reject::Text)?;
     }
-    let config = numa::node_strategy::node_config(node.name(), node.labels(), &s.score);
+    let config = numa::node_strategy::config_for(node.name(), node.numa_strategy(), &s.score);
     let numa_score = match view {
         TopologyView::Known(topo) => {
-            numa_fit(&topo, &pod.request, node).map_err(Reject::Numa)?;
+            numa_check(&topo, &pod.request, node).map_err(Reject::Numa)?;
             numa::score(&topo, &pod.request, &config)
         }
         TopologyView::Invalid(_) => return Err(Reject::Text(INVALID_TOPOLOGY)),
@@ -83,6 +83,16 @@ pub fn numa_fit(
 ) -> Result<numa::Placement, numa::Unfit> {
     let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
     numa::fit(topology, request, &node_level)
+}
+
+/// [`numa_fit`] without the per-container zones: the filter's check.
+fn numa_check(
+    topology: &NodeTopology,
+    request: &PodRequest,
+    node: &NodeInfo,
+) -> Result<numa::Placement, numa::Unfit> {
+    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
+    numa::fits(topology, request, &node_level)
 }
 
 fn is_core(r: &str) -> bool {

@@ -41,13 +41,15 @@ use super::unfit::Unfit;
 const MAX_BRANCHES: u32 = 4;
 
 /// The `container`-scope fit: `goal` as the policy asks (`None`: `best-effort`),
-/// `memory`: the memory manager's state before the pod (`None`: it pins nothing).
+/// `memory`: the memory manager's state before the pod (`None`: it pins nothing);
+/// `record`: whether the placement lists each container's zones.
 pub(super) fn fit(
     node: &NodeTopology,
     pod: &PodRequest,
     node_level: &dyn Fn(&str) -> bool,
     goal: Option<Goal>,
     memory: Option<MemoryManager<'_>>,
+    record: bool,
 ) -> Result<Placement, Unfit> {
     let reuses_cpus = node.static_cpus()
         && pod
@@ -56,13 +58,14 @@ pub(super) fn fit(
             .any(|c| c.kind == ContainerKind::Init && c.exclusive_cpu);
     if !reuses_cpus {
         // No branch point: one run, on the memory manager's state itself.
-        return run(node, pod, node_level, goal, memory, 0).map(|(placement, _)| placement);
+        return run(node, pod, node_level, goal, memory, 0, record).map(|(placement, _)| placement);
     }
     let mut first = None;
     let mut runs = 1u32;
     let mut choices = 0u32;
     while choices < runs {
-        let (placement, points) = run(node, pod, node_level, goal, memory.clone(), choices)?;
+        let (placement, points) =
+            run(node, pod, node_level, goal, memory.clone(), choices, record)?;
         // A run whose choices reach beyond its branch points repeats an earlier one.
         if choices >> points == 0 {
             runs = runs.max(1 << points.min(MAX_BRANCHES));
@@ -83,6 +86,7 @@ fn run(
     goal: Option<Goal>,
     mut memory: Option<MemoryManager<'_>>,
     choices: u32,
+    record: bool,
 ) -> Result<(Placement, u32), Unfit> {
     let policy = node.policy();
     let guaranteed = pod.is_guaranteed();
@@ -92,7 +96,7 @@ fn run(
     // Copied only once a container's allocation matters for a later one.
     let mut free = Cow::Borrowed(node.free());
     let containers = pod.containers();
-    let mut placed = Vec::with_capacity(containers.len());
+    let mut placed = Vec::with_capacity(if record { containers.len() } else { 0 });
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
     let mut points = 0u32;
@@ -161,7 +165,9 @@ fn run(
                 points += 1;
             }
         }
-        placed.push(mask.map(|m| node.numa_set(m)));
+        if record {
+            placed.push(mask.map(|m| node.numa_set(m)));
+        }
     }
     let placement = Placement {
         zones: union.map(|m| node.numa_set(m)),

@@ -73,6 +73,25 @@ pub fn fit(
     pod: &PodRequest,
     node_level: &dyn Fn(&str) -> bool,
 ) -> Result<Placement, Unfit> {
+    fit_recorded(node, pod, node_level, true)
+}
+
+/// [`fit`] without the per-container zones of the placement (`containers` left empty):
+/// the filter's question, answered without allocating them.
+pub fn fits(
+    node: &NodeTopology,
+    pod: &PodRequest,
+    node_level: &dyn Fn(&str) -> bool,
+) -> Result<Placement, Unfit> {
+    fit_recorded(node, pod, node_level, false)
+}
+
+fn fit_recorded(
+    node: &NodeTopology,
+    pod: &PodRequest,
+    node_level: &dyn Fn(&str) -> bool,
+    containers: bool,
+) -> Result<Placement, Unfit> {
     let policy = node.policy();
     if matches!(
         policy,
@@ -160,7 +179,7 @@ pub fn fit(
         });
     }
 
-    super::containers::fit(node, pod, node_level, goal, memory)
+    super::containers::fit(node, pod, node_level, goal, memory, containers)
 }
 
 /// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
@@ -272,7 +291,7 @@ pub(super) fn collect(
         };
         let pos = u32::try_from(pos).unwrap_or(u32::MAX);
         let index = node
-            .resource_index(&entry.name)
+            .entry_index(entry)
             .filter(|&ri| node.resource(ri).listed != 0);
         match index {
             Some(ri) => reqs.push(Req {

@@ -6,6 +6,7 @@ use super::align::{CPU_GROUP, MEMORY_GROUP, Req};
 use super::fit::container_unfit;
 use super::mask::bits;
 use super::request::{ContainerKind, PodRequest};
+use super::resources::ResourceId;
 use super::topology::NodeTopology;
 use super::unfit::{Unfit, UnfitReason};
 
@@ -109,7 +110,7 @@ pub(super) fn check_cpu_count(node: &NodeTopology, pod: &PodRequest) -> Result<(
     if !node.static_cpus() || !pod.is_guaranteed() {
         return Ok(());
     }
-    let Some(ri) = node.resource_index("cpu") else {
+    let Some(ri) = node.resource_index_of(ResourceId::CPU, "cpu") else {
         return Ok(());
     };
     let nres = node.resource_count();
@@ -117,7 +118,7 @@ pub(super) fn check_cpu_count(node: &NodeTopology, pod: &PodRequest) -> Result<(
         .map(|z| node.free()[z * nres + ri])
         .sum();
     for c in pod.containers().iter().filter(|c| c.exclusive_cpu) {
-        let need = c.resources.get("cpu");
+        let need = c.resources.get_id(ResourceId::CPU);
         if need > left {
             return Err(container_unfit(
                 node.policy(),

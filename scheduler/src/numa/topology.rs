@@ -22,7 +22,7 @@ use tas_api::nrt::{
 };
 
 use super::request::QuantityProblem;
-use super::resources::{ResourceKind, Resources};
+use super::resources::{ResourceAmount, ResourceId, ResourceKind, Resources};
 use super::sanity::{self, SanityProblem};
 
 /// Largest NUMA id the kubelet's 64-bit NUMA bitmask can hold.
@@ -105,11 +105,19 @@ impl TopologyError {
     }
 }
 
+/// Resource ids below this are looked up in [`NodeTopology`]'s inline table.
+const ID_SLOTS: usize = 32;
+/// In the inline table: the node reports no such resource.
+const ABSENT: u8 = u8::MAX;
+/// In the inline table: the node's index does not fit a byte; look the name up.
+const BY_NAME: u8 = u8::MAX - 1;
+
 /// A resource some zone of the node reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodeResource {
     pub(crate) name: Arc<str>,
     pub(crate) kind: ResourceKind,
+    pub(crate) id: ResourceId,
     /// Zone-index mask of the zones that list it.
     pub(crate) listed: u64,
 }
@@ -130,6 +138,9 @@ pub struct NodeTopology {
     ids: Vec<u32>,
     /// Sorted by name; position = resource index.
     resources: Vec<NodeResource>,
+    /// Resource index by [`ResourceId`] for ids below [`ID_SLOTS`] ([`ABSENT`],
+    /// [`BY_NAME`]): a pod's resources are found without comparing names.
+    by_id: [u8; ID_SLOTS],
     /// Zone-major amounts: `[zone * resources.len() + resource]`; 0 where not listed.
     available: Vec<i64>,
     allocatable: Vec<i64>,
@@ -194,10 +205,20 @@ impl NodeTopology {
             .map(|name| NodeResource {
                 name: Arc::from(name),
                 kind: ResourceKind::of(name),
+                id: ResourceId::of(name),
                 listed: 0,
             })
             .collect();
         let nres = resources.len();
+        let mut by_id = [ABSENT; ID_SLOTS];
+        for (ri, r) in resources.iter().enumerate() {
+            if let Some(slot) = by_id.get_mut(r.id.index()) {
+                *slot = u8::try_from(ri)
+                    .ok()
+                    .filter(|&i| i < BY_NAME)
+                    .unwrap_or(BY_NAME);
+            }
+        }
 
         let mut available = vec![0; n * nres];
         let mut allocatable = vec![0; n * nres];
@@ -286,6 +307,7 @@ impl NodeTopology {
                 && config.policy != TopologyManagerPolicy::SingleNumaNode,
             ids,
             resources,
+            by_id,
             available,
             allocatable,
             capacity,
@@ -395,7 +417,7 @@ impl NodeTopology {
         };
         let nres = self.resources.len();
         for entry in amounts.entries() {
-            let Some(ri) = self.resource_index(&entry.name) else {
+            let Some(ri) = self.entry_index(entry) else {
                 continue;
             };
             if self.resources[ri].listed & 1 << zi == 0 {
@@ -411,7 +433,7 @@ impl NodeTopology {
     fn shift_every_zone(&mut self, request: &Resources, sign: i64) {
         let nres = self.resources.len();
         for entry in request.entries() {
-            let Some(ri) = self.resource_index(&entry.name) else {
+            let Some(ri) = self.entry_index(entry) else {
                 continue;
             };
             for zi in super::mask::bits(self.resources[ri].listed) {
@@ -431,6 +453,30 @@ impl NodeTopology {
         self.resources
             .binary_search_by(|r| (*r.name).cmp(name))
             .ok()
+    }
+
+    /// The index of resource `id` (named `name`): from the inline table when the id
+    /// is small, else by name.
+    pub(crate) fn resource_index_of(&self, id: ResourceId, name: &str) -> Option<usize> {
+        match self.by_id.get(id.index()) {
+            Some(&ABSENT) if id.is_interned() => None,
+            Some(&i) if i < BY_NAME => Some(usize::from(i)),
+            _ => self.resource_index(name),
+        }
+    }
+
+    /// The index of resource `name` given by name (a configured weight, say): the
+    /// well-known names through the inline table, others by name.
+    pub(crate) fn named_index(&self, name: &str) -> Option<usize> {
+        match ResourceId::well_known(name) {
+            Some(id) => self.resource_index_of(id, name),
+            None => self.resource_index(name),
+        }
+    }
+
+    /// The index of a requested resource ([`Self::resource_index_of`]).
+    pub(crate) fn entry_index(&self, entry: &ResourceAmount) -> Option<usize> {
+        self.resource_index_of(entry.id, &entry.name)
     }
 
     pub(crate) fn resource(&self, index: usize) -> &NodeResource {
@@ -473,9 +519,12 @@ impl NodeTopology {
     /// multi-zone group on it.
     pub(crate) fn memory_untouched(&self, free: &[i64], zone: usize) -> bool {
         let nres = self.resources.len();
-        self.resources.iter().enumerate().all(|(ri, r)| {
-            !r.kind.is_memory() || free[zone * nres + ri] >= self.allocatable[zone * nres + ri]
-        })
+        let row = zone * nres..(zone + 1) * nres;
+        self.resources
+            .iter()
+            .zip(&free[row.clone()])
+            .zip(&self.allocatable[row])
+            .all(|((r, free), allocatable)| !r.kind.is_memory() || free >= allocatable)
     }
 
     /// The memory manager's state of zone `zone` as far as the NRT shows it: the
