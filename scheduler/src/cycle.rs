@@ -197,7 +197,7 @@ where
     let count = found.feasible.len();
     let evaluated = found.evaluated;
     let decision = if count == 0 {
-        Decision::Unschedulable(found.render_reasons())
+        Decision::Unschedulable(found.render_reasons(pod))
     } else {
         let mut feasible = found.feasible;
         if count > 1 {
@@ -231,7 +231,7 @@ pub fn score_node_in(
 ) -> Result<Candidate, String> {
     check_node(pod, node, Some(pre), view, s)
         .map(|sc| sc.candidate(node))
-        .map_err(|r| r.to_string())
+        .map_err(|r| r.render(&pod.request))
 }
 
 /// Filter and score one node by itself (node-level filters and the NUMA fit, without
@@ -244,7 +244,7 @@ pub fn score_node(
 ) -> Result<Candidate, String> {
     check_node(pod, node, None, view, s)
         .map(|sc| sc.candidate(node))
-        .map_err(|r| r.to_string())
+        .map_err(|r| r.render(&pod.request))
 }
 
 mod filter;

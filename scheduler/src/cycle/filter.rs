@@ -49,21 +49,22 @@ pub(super) fn check_node(
     })
 }
 
-/// Why a node was rejected, kept as it came from the filter; rendered to text only when
-/// the pod fits nowhere.
+/// Why a node was rejected, kept as it came from the filter (the NUMA fit's reason as
+/// codes); rendered to text only when the pod fits nowhere.
 #[derive(Debug)]
 pub(super) enum Reject {
     Filter(filter::FilterReason),
-    Numa(numa::Unfit),
+    Numa(numa::UnfitCode),
     Text(&'static str),
 }
 
-impl std::fmt::Display for Reject {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Reject {
+    /// The reason's text; `pod` is the pod the node was judged for.
+    pub(super) fn render(&self, pod: &PodRequest) -> String {
         match self {
-            Self::Filter(r) => r.fmt(f),
-            Self::Numa(u) => u.fmt(f),
-            Self::Text(t) => f.write_str(t),
+            Self::Filter(r) => r.to_string(),
+            Self::Numa(code) => code.render(pod).to_string(),
+            Self::Text(t) => (*t).to_owned(),
         }
     }
 }
@@ -85,12 +86,13 @@ pub fn numa_fit(
     numa::fit(topology, request, &node_level)
 }
 
-/// [`numa_fit`] without the per-container zones: the filter's check.
+/// [`numa_fit`] without the per-container zones, the reason kept as codes: the
+/// filter's check.
 fn numa_check(
     topology: &NodeTopology,
     request: &PodRequest,
     node: &NodeInfo,
-) -> Result<numa::Placement, numa::Unfit> {
+) -> Result<numa::Placement, numa::UnfitCode> {
     let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
     numa::fits(topology, request, &node_level)
 }

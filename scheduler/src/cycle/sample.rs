@@ -73,11 +73,11 @@ pub(super) struct Found<'n> {
 }
 
 impl Found<'_> {
-    /// The rejected nodes' reasons, counted.
-    pub fn render_reasons(&self) -> Reasons {
+    /// The rejected nodes' reasons for `pod`, rendered and counted.
+    pub fn render_reasons(&self, pod: &PodInput) -> Reasons {
         let mut reasons = Reasons::default();
         for (node, reject) in &self.rejected {
-            reasons.add(node.name(), reject.to_string());
+            reasons.add(node.name(), reject.render(&pod.request));
         }
         reasons
     }

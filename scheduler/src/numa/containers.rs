@@ -25,6 +25,7 @@
 use std::borrow::Cow;
 
 use super::align::{Goal, MEMORY_GROUP, Reqs, align, all_zones, allocate};
+use super::fit::UnfitCode;
 use super::fit::{
     Placement, collect, container_unfit, handed_over, lenient, memory_refusal, not_reported,
     reason, without_indifferent_memory,
@@ -33,7 +34,6 @@ use super::managers::Reuse;
 use super::memory::MemoryManager;
 use super::request::{ContainerKind, PodRequest};
 use super::topology::NodeTopology;
-use super::unfit::Unfit;
 
 /// Branch points (containers that may leave reusable CPUs) whose both outcomes are
 /// followed; beyond them the reusable CPUs are taken first. At most `2^MAX_BRANCHES`
@@ -50,7 +50,7 @@ pub(super) fn fit(
     goal: Option<Goal>,
     memory: Option<MemoryManager<'_>>,
     record: bool,
-) -> Result<Placement, Unfit> {
+) -> Result<Placement, UnfitCode> {
     let reuses_cpus = node.static_cpus()
         && pod
             .containers()
@@ -87,7 +87,7 @@ fn run(
     mut memory: Option<MemoryManager<'_>>,
     choices: u32,
     record: bool,
-) -> Result<(Placement, u32), Unfit> {
+) -> Result<(Placement, u32), UnfitCode> {
     let policy = node.policy();
     let guaranteed = pod.is_guaranteed();
     let nres = node.resource_count();
@@ -105,7 +105,7 @@ fn run(
     // `free` already counts the reusable ones as free on their zones.
     let mut reuse = Reuse::default();
     for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| container_unfit(policy, c, reason);
+        let fail = |reason| container_unfit(policy, i, reason);
         reqs.clear();
         collect(
             node,
@@ -116,7 +116,7 @@ fn run(
             goal.is_some(),
             &mut reqs,
         )
-        .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
+        .map_err(|pos| fail(not_reported(pos)))?;
         // The memory of this container, whatever the merge makes of it.
         let mem = reqs.only(MEMORY_GROUP);
         if goal.is_some() {
@@ -126,7 +126,7 @@ fn run(
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, &free, reqs.as_slice(), goal, must, memory.as_ref())
-                    .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
+                    .map_err(|cause| fail(reason(node, cause)))?;
                 (mask, true)
             }
             None => lenient(

@@ -33,7 +33,7 @@ pub mod score;
 pub mod topology;
 pub mod unfit;
 
-pub use fit::{Placement, fit, fits};
+pub use fit::{Placement, UnfitCode, fit, fits};
 pub use mask::NumaSet;
 pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, RequestError};
 pub use resources::{Amount, ResourceKind, Resources};
