@@ -229,7 +229,7 @@ pub fn score_node_in(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    check_node(pod, node, Some(pre), view, s)
+    check_node(pod, node, Some(pre), || view, s)
         .map(|sc| sc.candidate(node))
         .map_err(|r| r.render(&pod.request))
 }
@@ -242,7 +242,7 @@ pub fn score_node(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    check_node(pod, node, None, view, s)
+    check_node(pod, node, None, || view, s)
         .map(|sc| sc.candidate(node))
         .map_err(|r| r.render(&pod.request))
 }

@@ -14,12 +14,13 @@ use crate::filter::{self, NodeInfo};
 use crate::numa::{self, NodeTopology, PodRequest};
 
 /// Every filter on one node and its node-local score, without rendering anything:
-/// the hot path of a decision.
+/// the hot path of a decision. The node's topology view is looked up (`view`) only
+/// once the node-level and cluster-wide filters pass.
 pub(super) fn check_node(
     pod: &PodInput,
     node: &NodeInfo,
     pre: Option<&PreFilter<'_>>,
-    view: TopologyView,
+    view: impl FnOnce() -> TopologyView,
     s: &CycleSettings,
 ) -> Result<Scored, Reject> {
     filter::filter_node(&pod.filter, node).map_err(Reject::Filter)?;
@@ -27,7 +28,7 @@ pub(super) fn check_node(
         pre.check(node).map_err(Reject::Text)?;
     }
     let config = numa::node_strategy::config_for(node.name(), node.numa_strategy(), &s.score);
-    let numa_score = match view {
+    let numa_score = match view() {
         TopologyView::Known(topo) => {
             numa_check(&topo, &pod.request, node).map_err(Reject::Numa)?;
             numa::score(&topo, &pod.request, &config)

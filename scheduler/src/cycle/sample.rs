@@ -119,7 +119,7 @@ where
         let mut part: Part<'n> = (Vec::new(), Vec::new());
         for i in range {
             let node = nodes[(start + i) % total];
-            match check_node(pod, node, Some(pre), topology(node.name()), s) {
+            match check_node(pod, node, Some(pre), || topology(node.name()), s) {
                 Ok(sc) => part.0.push((i, node, sc)),
                 Err(r) => part.1.push((node, r)),
             }

@@ -22,8 +22,6 @@
 //! (kept, on the zones that still have free CPUs). The pod fits only when every
 //! outcome does; the placement reported is the one where reusable CPUs are taken first.
 
-use std::borrow::Cow;
-
 use super::align::{Goal, MEMORY_GROUP, Reqs, align, all_zones, allocate};
 use super::fit::UnfitCode;
 use super::fit::{
@@ -33,6 +31,7 @@ use super::fit::{
 use super::managers::Reuse;
 use super::memory::MemoryManager;
 use super::request::{ContainerKind, PodRequest};
+use super::scratch::ZoneTable;
 use super::topology::NodeTopology;
 
 /// Branch points (containers that may leave reusable CPUs) whose both outcomes are
@@ -93,8 +92,8 @@ fn run(
     let nres = node.resource_count();
     let all = all_zones(node.zone_count() as u32);
     let mut reqs = Reqs::default();
-    // Copied only once a container's allocation matters for a later one.
-    let mut free = Cow::Borrowed(node.free());
+    // What is free, copied only once a container's allocation matters for a later one.
+    let mut copy: Option<ZoneTable> = None;
     let containers = pod.containers();
     let mut placed = Vec::with_capacity(if record { containers.len() } else { 0 });
     let mut union: Option<u64> = None;
@@ -123,15 +122,16 @@ fn run(
             reqs = without_indifferent_memory(reqs, memory.as_ref());
         }
         let must = reuse.must(reqs.as_slice());
+        let free = copy.as_deref().unwrap_or(node.free());
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, &free, reqs.as_slice(), goal, must, memory.as_ref())
+                let mask = align(node, free, reqs.as_slice(), goal, must, memory.as_ref())
                     .map_err(|cause| fail(reason(node, cause)))?;
                 (mask, true)
             }
             None => lenient(
                 node,
-                &free,
+                free,
                 reqs.as_slice(),
                 must,
                 &|res| reuse.zones_of(res),
@@ -152,15 +152,17 @@ fn run(
             union = Some(union.unwrap_or(0) | mask);
             let later = i + 1 < containers.len();
             let may_leave = later
-                .then(|| reuse.cpus_it_may_leave(c.kind, reqs.as_slice(), mask, &free, nres))
+                .then(|| reuse.cpus_it_may_leave(c.kind, reqs.as_slice(), mask, free, nres))
                 .flatten();
             reuse.record(c.kind, reqs.as_slice(), mask);
             if c.kind != ContainerKind::Init && later {
-                allocate(free.to_mut(), nres, mask, reqs.as_slice());
+                let table = copy.get_or_insert_with(|| ZoneTable::copy_of(node.free()));
+                allocate(table, nres, mask, reqs.as_slice());
             }
             if let Some(held) = may_leave {
                 if choices >> points & 1 == 1 {
-                    reuse.leave_cpus(held, &free, nres);
+                    let free = copy.as_deref().unwrap_or(node.free());
+                    reuse.leave_cpus(held, free, nres);
                 }
                 points += 1;
             }

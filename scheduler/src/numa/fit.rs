@@ -291,9 +291,8 @@ pub(super) fn collect(
             _ => continue,
         };
         let pos = u32::try_from(pos).unwrap_or(u32::MAX);
-        let index = node
-            .entry_index(entry)
-            .filter(|&ri| node.resource(ri).listed != 0);
+        // Every resource of a node is listed by some zone (see `entry_index`).
+        let index = node.entry_index(entry);
         match index {
             Some(ri) => reqs.push(Req {
                 pos,

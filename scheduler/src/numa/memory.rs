@@ -27,6 +27,7 @@ use super::align::Req;
 use super::hint::narrower;
 use super::mask::bits;
 use super::request::ContainerKind;
+use super::scratch::ZoneTable;
 use super::topology::NodeTopology;
 use super::unfit::MemoryRefusal;
 
@@ -42,7 +43,7 @@ pub(crate) type MemoryHint = (u64, bool);
 pub(crate) struct MemoryManager<'n> {
     node: &'n NodeTopology,
     /// Zone-major free amounts, like [`NodeTopology::free`].
-    free: Vec<i64>,
+    free: ZoneTable,
     /// Per zone: the zone set its allocations belong to (its own bit when alone).
     cells: [u64; MAX_ZONES],
     /// Per zone: whether it holds any allocation.
@@ -65,7 +66,7 @@ impl<'n> MemoryManager<'n> {
         }
         Some(Self {
             node,
-            free: free.to_vec(),
+            free: ZoneTable::copy_of(free),
             cells,
             assigned,
             reusable: Vec::new(),

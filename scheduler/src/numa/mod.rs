@@ -30,6 +30,7 @@ pub mod request;
 pub mod resources;
 pub mod sanity;
 pub mod score;
+mod scratch;
 pub mod topology;
 pub mod unfit;
 

@@ -91,10 +91,7 @@ pub fn score(node: &NodeTopology, pod: &PodRequest, config: &ScoreConfig) -> u8 
         if entry.kind == ResourceKind::Unaligned {
             continue;
         }
-        if let Some(ri) = node
-            .entry_index(entry)
-            .filter(|&ri| node.resource(ri).listed != 0)
-        {
+        if let Some(ri) = node.entry_index(entry) {
             reqs.push(Req {
                 pos: pos as u32,
                 res: ri as u32,

@@ -141,20 +141,52 @@ pub struct NodeTopology {
     /// Resource index by [`ResourceId`] for ids below [`ID_SLOTS`] ([`ABSENT`],
     /// [`BY_NAME`]): a pod's resources are found without comparing names.
     by_id: [u8; ID_SLOTS],
-    /// Zone-major amounts: `[zone * resources.len() + resource]`; 0 where not listed.
+    /// Bit `ri` set: resource `ri` is memory or hugepages (for `ri < 64`).
+    memory_resources: u64,
+    /// Zone-major free amounts: `[zone * resources.len() + resource]`; 0 where not
+    /// listed. The only table reservations change.
     available: Vec<i64>,
-    allocatable: Vec<i64>,
-    capacity: Vec<i64>,
-    /// The total the owning hint provider counts (see the module documentation).
-    hint_total: Vec<i64>,
-    /// `[resource * (zones + 1) + k]`: the largest `hint_total` sum of any `k` zones.
-    best_total: Vec<i64>,
+    /// Every request-independent table in one allocation, so judging a node touches a
+    /// few adjacent cache lines: see [`Fixed`].
+    fixed: Vec<i64>,
     /// `[from * zones + to]`, by zone index.
     distances: Vec<u32>,
-    /// Per zone index: the zone-index mask of its memory manager group as the zone's
-    /// `memoryManagerGroup` attribute publishes it (its own bit for single-zone
-    /// allocations), 0 when the zone has none.
-    memory_groups: Vec<u64>,
+}
+
+/// Where the tables of [`NodeTopology::fixed`] start, in the order a fit reads them:
+/// - `best_total` `[resource * (zones + 1) + k]`: the largest `hint_total` sum of any
+///   `k` zones;
+/// - `hint_total`, zone-major: the total the owning hint provider counts (see the
+///   module documentation);
+/// - `allocatable`, zone-major;
+/// - `memory_groups` per zone index: the zone-index mask of its memory manager group
+///   as the zone's `memoryManagerGroup` attribute publishes it (its own bit for
+///   single-zone allocations), 0 when the zone has none (stored as `i64` bits);
+/// - `capacity`, zone-major.
+#[derive(Debug, Clone, Copy)]
+struct Fixed {
+    hint_total: usize,
+    allocatable: usize,
+    memory_groups: usize,
+    capacity: usize,
+    end: usize,
+}
+
+impl Fixed {
+    fn new(zones: usize, resources: usize) -> Self {
+        let table = zones * resources;
+        let hint_total = resources * (zones + 1);
+        let allocatable = hint_total + table;
+        let memory_groups = allocatable + table;
+        let capacity = memory_groups + zones;
+        Self {
+            hint_total,
+            allocatable,
+            memory_groups,
+            capacity,
+            end: capacity + table,
+        }
+    }
 }
 
 impl NodeTopology {
@@ -246,13 +278,15 @@ impl NodeTopology {
             }
         }
 
+        let layout = Fixed::new(n, nres);
+        let mut fixed = Vec::with_capacity(layout.end);
         let hint_total: Vec<i64> = (0..n * nres)
             .map(|at| match resources[at % nres].kind {
                 ResourceKind::Cpu | ResourceKind::Device => capacity[at].max(allocatable[at]),
                 _ => allocatable[at],
             })
             .collect();
-        let mut best_total = Vec::with_capacity(nres * (n + 1));
+        let best_total = &mut fixed;
         for ri in 0..nres {
             let mut totals: Vec<i64> = (0..n).map(|zi| hint_total[zi * nres + ri]).collect();
             totals.sort_unstable_by(|a, b| b.cmp(a));
@@ -278,6 +312,9 @@ impl NodeTopology {
         }
 
         let mut memory_groups = vec![0u64; n];
+        debug_assert_eq!(fixed.len(), layout.hint_total);
+        fixed.extend_from_slice(&hint_total);
+        fixed.extend_from_slice(&allocatable);
         for (zi, (_, zone)) in zones.iter().enumerate() {
             let group = zone
                 .memory_manager_group()
@@ -298,6 +335,15 @@ impl NodeTopology {
             }
         }
 
+        fixed.extend(memory_groups.iter().map(|&m| m as i64));
+        fixed.extend_from_slice(&capacity);
+        debug_assert_eq!(fixed.len(), layout.end);
+        let memory_resources = resources
+            .iter()
+            .enumerate()
+            .filter(|(ri, r)| *ri < 64 && r.kind.is_memory())
+            .fold(0u64, |acc, (ri, _)| acc | 1 << ri);
+
         Ok(Self {
             name: node,
             config,
@@ -308,13 +354,10 @@ impl NodeTopology {
             ids,
             resources,
             by_id,
+            memory_resources,
             available,
-            allocatable,
-            capacity,
-            hint_total,
-            best_total,
+            fixed,
             distances,
-            memory_groups,
         })
     }
 
@@ -382,12 +425,13 @@ impl NodeTopology {
 
     /// The allocatable amount of `resource` in zone `numa_id`, if reported.
     pub fn allocatable(&self, numa_id: u32, resource: &str) -> Option<i64> {
-        self.amount(&self.allocatable, numa_id, resource)
+        self.amount(self.allocatable_table(), numa_id, resource)
     }
 
     /// The capacity of `resource` in zone `numa_id`, if reported.
     pub fn capacity(&self, numa_id: u32, resource: &str) -> Option<i64> {
-        self.amount(&self.capacity, numa_id, resource)
+        let f = self.layout();
+        self.amount(&self.fixed[f.capacity..f.end], numa_id, resource)
     }
 
     /// NUMA distance between two zones (10 = local; defaults 10/20 when not reported).
@@ -425,7 +469,8 @@ impl NodeTopology {
             }
             let at = zi * nres + ri;
             let freed = self.available[at].saturating_add(entry.amount);
-            self.available[at] = freed.min(self.allocatable[at].max(self.available[at]));
+            let allocatable = self.fixed[self.layout().allocatable + at];
+            self.available[at] = freed.min(allocatable.max(self.available[at]));
         }
         true
     }
@@ -474,7 +519,8 @@ impl NodeTopology {
         }
     }
 
-    /// The index of a requested resource ([`Self::resource_index_of`]).
+    /// The index of a requested resource ([`Self::resource_index_of`]). Every resource
+    /// of the node is listed by at least one zone: the names come from the zones.
     pub(crate) fn entry_index(&self, entry: &ResourceAmount) -> Option<usize> {
         self.resource_index_of(entry.id, &entry.name)
     }
@@ -494,18 +540,23 @@ impl NodeTopology {
 
     /// Zone-major allocatable amounts, laid out like [`Self::free`].
     pub(crate) fn allocatable_table(&self) -> &[i64] {
-        &self.allocatable
+        let f = self.layout();
+        &self.fixed[f.allocatable..f.memory_groups]
+    }
+
+    fn layout(&self) -> Fixed {
+        Fixed::new(self.ids.len(), self.resources.len())
     }
 
     pub(crate) fn hint_total(&self, zone: usize, resource: usize) -> i64 {
-        self.hint_total[zone * self.resources.len() + resource]
+        self.fixed[self.layout().hint_total + zone * self.resources.len() + resource]
     }
 
     /// The kubelet's minimum affinity size for `need` of one resource: the fewest zones
     /// whose totals can hold it, or every zone when none can.
     pub(crate) fn min_width(&self, resource: usize, need: i64) -> u32 {
         let n = self.ids.len();
-        let row = &self.best_total[resource * (n + 1)..(resource + 1) * (n + 1)];
+        let row = &self.fixed[resource * (n + 1)..(resource + 1) * (n + 1)];
         (1..=n).find(|&k| row[k] >= need).unwrap_or(n) as u32
     }
 
@@ -520,11 +571,16 @@ impl NodeTopology {
     pub(crate) fn memory_untouched(&self, free: &[i64], zone: usize) -> bool {
         let nres = self.resources.len();
         let row = zone * nres..(zone + 1) * nres;
+        let (free, allocatable) = (&free[row.clone()], &self.allocatable_table()[row]);
+        if nres <= 64 {
+            // Only the memory rows, without reading the resource list.
+            return super::mask::bits(self.memory_resources)
+                .all(|ri| free[ri as usize] >= allocatable[ri as usize]);
+        }
         self.resources
             .iter()
-            .zip(&free[row.clone()])
-            .zip(&self.allocatable[row])
-            .all(|((r, free), allocatable)| !r.kind.is_memory() || free >= allocatable)
+            .zip(free.iter().zip(allocatable))
+            .all(|(r, (free, allocatable))| !r.kind.is_memory() || free >= allocatable)
     }
 
     /// The memory manager's state of zone `zone` as far as the NRT shows it: the
@@ -534,7 +590,7 @@ impl NodeTopology {
     /// memory or hugepages taken is taken to hold single-zone allocations (objects of
     /// writers that do not publish groups, or memory a scheduler reserved on the zone).
     pub(crate) fn memory_state(&self, free: &[i64], zone: usize) -> (u64, bool) {
-        match self.memory_groups[zone] {
+        match self.fixed[self.layout().memory_groups + zone] as u64 {
             0 => (1 << zone, !self.memory_untouched(free, zone)),
             group => (group, true),
         }
