@@ -525,10 +525,6 @@ impl NodeTopology {
         self.resource_index_of(entry.id, &entry.name)
     }
 
-    pub(crate) fn resource(&self, index: usize) -> &NodeResource {
-        &self.resources[index]
-    }
-
     pub(crate) fn resource_count(&self) -> usize {
         self.resources.len()
     }
