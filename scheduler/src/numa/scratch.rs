@@ -9,6 +9,8 @@ const INLINE: usize = 48;
 
 /// A copy of a `[zone * resources + resource]` table; see the module documentation.
 #[derive(Clone)]
+// The large inline variant is the point: the usual table lives on the stack.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ZoneTable {
     /// Up to [`INLINE`] amounts.
     Inline { amounts: [i64; INLINE], len: usize },
