@@ -197,7 +197,7 @@ where
     let count = found.feasible.len();
     let evaluated = found.evaluated;
     let decision = if count == 0 {
-        Decision::Unschedulable(found.render_reasons())
+        Decision::Unschedulable(found.render_reasons(pod))
     } else {
         let mut feasible = found.feasible;
         if count > 1 {
@@ -229,9 +229,9 @@ pub fn score_node_in(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    check_node(pod, node, Some(pre), view, s)
+    check_node(pod, node, Some(pre), || view, s)
         .map(|sc| sc.candidate(node))
-        .map_err(|r| r.to_string())
+        .map_err(|r| r.render(&pod.request))
 }
 
 /// Filter and score one node by itself (node-level filters and the NUMA fit, without
@@ -242,9 +242,9 @@ pub fn score_node(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    check_node(pod, node, None, view, s)
+    check_node(pod, node, None, || view, s)
         .map(|sc| sc.candidate(node))
-        .map_err(|r| r.to_string())
+        .map_err(|r| r.render(&pod.request))
 }
 
 mod filter;

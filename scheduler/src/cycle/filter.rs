@@ -14,22 +14,23 @@ use crate::filter::{self, NodeInfo};
 use crate::numa::{self, NodeTopology, PodRequest};
 
 /// Every filter on one node and its node-local score, without rendering anything:
-/// the hot path of a decision.
+/// the hot path of a decision. The node's topology view is looked up (`view`) only
+/// once the node-level and cluster-wide filters pass.
 pub(super) fn check_node(
     pod: &PodInput,
     node: &NodeInfo,
     pre: Option<&PreFilter<'_>>,
-    view: TopologyView,
+    view: impl FnOnce() -> TopologyView,
     s: &CycleSettings,
 ) -> Result<Scored, Reject> {
     filter::filter_node(&pod.filter, node).map_err(Reject::Filter)?;
     if let Some(pre) = pre {
         pre.check(node).map_err(Reject::Text)?;
     }
-    let config = numa::node_strategy::node_config(node.name(), node.labels(), &s.score);
-    let numa_score = match view {
+    let config = numa::node_strategy::config_for(node.name(), node.numa_strategy(), &s.score);
+    let numa_score = match view() {
         TopologyView::Known(topo) => {
-            numa_fit(&topo, &pod.request, node).map_err(Reject::Numa)?;
+            numa_check(&topo, &pod.request, node).map_err(Reject::Numa)?;
             numa::score(&topo, &pod.request, &config)
         }
         TopologyView::Invalid(_) => return Err(Reject::Text(INVALID_TOPOLOGY)),
@@ -49,21 +50,22 @@ pub(super) fn check_node(
     })
 }
 
-/// Why a node was rejected, kept as it came from the filter; rendered to text only when
-/// the pod fits nowhere.
+/// Why a node was rejected, kept as it came from the filter (the NUMA fit's reason as
+/// codes); rendered to text only when the pod fits nowhere.
 #[derive(Debug)]
 pub(super) enum Reject {
     Filter(filter::FilterReason),
-    Numa(numa::Unfit),
+    Numa(numa::UnfitCode),
     Text(&'static str),
 }
 
-impl std::fmt::Display for Reject {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Reject {
+    /// The reason's text; `pod` is the pod the node was judged for.
+    pub(super) fn render(&self, pod: &PodRequest) -> String {
         match self {
-            Self::Filter(r) => r.fmt(f),
-            Self::Numa(u) => u.fmt(f),
-            Self::Text(t) => f.write_str(t),
+            Self::Filter(r) => r.to_string(),
+            Self::Numa(code) => code.render(pod).to_string(),
+            Self::Text(t) => (*t).to_owned(),
         }
     }
 }
@@ -83,6 +85,17 @@ pub fn numa_fit(
 ) -> Result<numa::Placement, numa::Unfit> {
     let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
     numa::fit(topology, request, &node_level)
+}
+
+/// [`numa_fit`] without the per-container zones, the reason kept as codes: the
+/// filter's check.
+fn numa_check(
+    topology: &NodeTopology,
+    request: &PodRequest,
+    node: &NodeInfo,
+) -> Result<numa::Placement, numa::UnfitCode> {
+    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
+    numa::fits(topology, request, &node_level)
 }
 
 fn is_core(r: &str) -> bool {

@@ -73,11 +73,11 @@ pub(super) struct Found<'n> {
 }
 
 impl Found<'_> {
-    /// The rejected nodes' reasons, counted.
-    pub fn render_reasons(&self) -> Reasons {
+    /// The rejected nodes' reasons for `pod`, rendered and counted.
+    pub fn render_reasons(&self, pod: &PodInput) -> Reasons {
         let mut reasons = Reasons::default();
         for (node, reject) in &self.rejected {
-            reasons.add(node.name(), reject.to_string());
+            reasons.add(node.name(), reject.render(&pod.request));
         }
         reasons
     }
@@ -119,7 +119,7 @@ where
         let mut part: Part<'n> = (Vec::new(), Vec::new());
         for i in range {
             let node = nodes[(start + i) % total];
-            match check_node(pod, node, Some(pre), topology(node.name()), s) {
+            match check_node(pod, node, Some(pre), || topology(node.name()), s) {
                 Ok(sc) => part.0.push((i, node, sc)),
                 Err(r) => part.1.push((node, r)),
             }

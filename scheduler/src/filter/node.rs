@@ -19,6 +19,8 @@ use super::pod::PodUsage;
 use super::resources::{Allocatable, AllocatableError, ResourceTotals};
 use super::taint_toleration::NodeTaint;
 use crate::numa::RequestError;
+use crate::numa::node_strategy::{UnknownStrategy, label_strategy};
+use crate::numa::score::ScoringStrategy;
 
 /// Why a pod could not be added to a node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +40,8 @@ pub struct NodeInfo {
     /// The Node object's uid (empty when it has none).
     uid: String,
     labels: BTreeMap<String, String>,
+    /// The NUMA allocation strategy its label names, read once per Node update.
+    numa_strategy: Option<Result<ScoringStrategy, UnknownStrategy>>,
     unschedulable: bool,
     taints: Vec<NodeTaint>,
     allocatable: Allocatable,
@@ -71,6 +75,7 @@ impl NodeInfo {
         self.name = node.metadata.name.clone().unwrap_or_default();
         self.uid = node.metadata.uid.clone().unwrap_or_default();
         self.labels = node.metadata.labels.clone().unwrap_or_default();
+        self.numa_strategy = label_strategy(&self.labels);
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.taints = spec
             .and_then(|s| s.taints.as_deref())
@@ -157,6 +162,12 @@ impl NodeInfo {
     /// `metadata.labels`.
     pub fn labels(&self) -> &BTreeMap<String, String> {
         &self.labels
+    }
+
+    /// The NUMA allocation strategy of the node's label (see
+    /// [`crate::numa::node_strategy`]): `None` without the label.
+    pub fn numa_strategy(&self) -> Option<&Result<ScoringStrategy, UnknownStrategy>> {
+        self.numa_strategy.as_ref()
     }
 
     /// `spec.unschedulable`.

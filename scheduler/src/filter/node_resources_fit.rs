@@ -71,13 +71,11 @@ pub fn insufficient_resources(request: &ResourceTotals, node: &NodeInfo) -> Vec<
         used.ephemeral_storage,
         free.ephemeral_storage,
     );
-    for (name, amount) in request.scalars() {
-        check(
-            ResourceName::Scalar(name.clone()),
-            amount,
-            used.scalar(name),
-            free.scalar(name),
-        );
+    for (name, id, amount) in request.scalar_ids() {
+        let (used, capacity) = (used.scalar_of(id, name), free.scalar_of(id, name));
+        if amount > 0 && amount > capacity.saturating_sub(used) {
+            check(ResourceName::Scalar(name.clone()), amount, used, capacity);
+        }
     }
     missing
 }

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tas_api::quantity::{QuantityError, parse_milli, parse_value};
 
 use crate::numa::Resources;
+use crate::numa::resources::ResourceId;
 
 /// Where kube-scheduler files a resource name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +61,8 @@ pub struct ResourceTotals {
     pub memory: i64,
     /// Ephemeral storage in bytes.
     pub ephemeral_storage: i64,
-    /// Scalar resources sorted by name, zero amounts dropped.
-    scalars: Vec<(Arc<str>, i64)>,
+    /// Scalar resources sorted by name, zero amounts dropped, with their ids.
+    scalars: Vec<(Arc<str>, ResourceId, i64)>,
 }
 
 impl ResourceTotals {
@@ -77,12 +78,28 @@ impl ResourceTotals {
 
     /// The amount of scalar resource `name`, 0 when absent.
     pub fn scalar(&self, name: &str) -> i64 {
-        self.scalar_position(name).map_or(0, |i| self.scalars[i].1)
+        self.scalar_position(name).map_or(0, |i| self.scalars[i].2)
+    }
+
+    /// The amount of scalar resource `name` whose id is `id`, 0 when absent: compares
+    /// ids, not names, when the id is interned.
+    pub fn scalar_of(&self, id: ResourceId, name: &str) -> i64 {
+        if !id.is_interned() {
+            return self.scalar(name);
+        }
+        self.scalars.iter().find(|s| s.1 == id).map_or(0, |s| s.2)
     }
 
     /// Scalar resources with a non-zero amount, sorted by name.
     pub fn scalars(&self) -> impl Iterator<Item = (&Arc<str>, i64)> {
-        self.scalars.iter().map(|(name, amount)| (name, *amount))
+        self.scalars.iter().map(|(name, _, amount)| (name, *amount))
+    }
+
+    /// Scalar resources with a non-zero amount, sorted by name, with their ids.
+    pub fn scalar_ids(&self) -> impl Iterator<Item = (&Arc<str>, ResourceId, i64)> {
+        self.scalars
+            .iter()
+            .map(|(name, id, amount)| (name, *id, *amount))
     }
 
     /// Whether every amount is zero.
@@ -104,7 +121,7 @@ impl ResourceTotals {
         self.ephemeral_storage = self
             .ephemeral_storage
             .saturating_add(sign.saturating_mul(other.ephemeral_storage));
-        for (name, amount) in &other.scalars {
+        for (name, _, amount) in &other.scalars {
             self.add_scalar(name, sign.saturating_mul(*amount));
         }
     }
@@ -128,23 +145,26 @@ impl ResourceTotals {
     fn add_scalar(&mut self, name: &str, amount: i64) {
         match self.scalar_position(name) {
             Some(i) => {
-                let total = self.scalars[i].1.saturating_add(amount);
+                let total = self.scalars[i].2.saturating_add(amount);
                 if total == 0 {
                     self.scalars.remove(i);
                 } else {
-                    self.scalars[i].1 = total;
+                    self.scalars[i].2 = total;
                 }
             }
             None if amount != 0 => {
-                let i = self.scalars.partition_point(|(n, _)| &**n < name);
-                self.scalars.insert(i, (Arc::from(name), amount));
+                let i = self.scalars.partition_point(|(n, _, _)| &**n < name);
+                self.scalars
+                    .insert(i, (Arc::from(name), ResourceId::of(name), amount));
             }
             None => {}
         }
     }
 
     fn scalar_position(&self, name: &str) -> Option<usize> {
-        self.scalars.binary_search_by(|(n, _)| (**n).cmp(name)).ok()
+        self.scalars
+            .binary_search_by(|(n, _, _)| (**n).cmp(name))
+            .ok()
     }
 }
 

@@ -337,16 +337,20 @@ fn diagnose(node: &NodeTopology, free: &[i64], reqs: &[Req], width: u32, memory:
     for leader in group_leaders(reqs) {
         let group = members(reqs, leader.group);
         if masks_of_width(n, width).any(|m| fits(free, nres, m, group.clone())) {
-            let of: Vec<Req> = group.collect();
-            if groups_forbid(&of) {
+            let mut of = Reqs::default();
+            group.for_each(|r| of.push(r));
+            if groups_forbid(of.as_slice()) {
                 return Cause::MemoryGroups;
             }
             continue;
         }
         for r in group.clone() {
-            let mut zone_free: Vec<i64> = (0..n as usize)
-                .map(|z| free[z * nres + r.res as usize])
-                .collect();
+            // Zone counts are at most 64 (NUMA ids above 63 are refused).
+            let mut zone_free = [0i64; 64];
+            let zone_free = &mut zone_free[..n as usize];
+            for (z, f) in zone_free.iter_mut().enumerate() {
+                *f = free[z * nres + r.res as usize];
+            }
             zone_free.sort_unstable_by(|a, b| b.cmp(a));
             let best_free = zone_free
                 .iter()

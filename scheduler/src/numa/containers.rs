@@ -22,9 +22,8 @@
 //! (kept, on the zones that still have free CPUs). The pod fits only when every
 //! outcome does; the placement reported is the one where reusable CPUs are taken first.
 
-use std::borrow::Cow;
-
 use super::align::{Goal, MEMORY_GROUP, Reqs, align, all_zones, allocate};
+use super::fit::UnfitCode;
 use super::fit::{
     Placement, collect, container_unfit, handed_over, lenient, memory_refusal, not_reported,
     reason, without_indifferent_memory,
@@ -32,8 +31,8 @@ use super::fit::{
 use super::managers::Reuse;
 use super::memory::MemoryManager;
 use super::request::{ContainerKind, PodRequest};
+use super::scratch::ZoneTable;
 use super::topology::NodeTopology;
-use super::unfit::Unfit;
 
 /// Branch points (containers that may leave reusable CPUs) whose both outcomes are
 /// followed; beyond them the reusable CPUs are taken first. At most `2^MAX_BRANCHES`
@@ -41,14 +40,16 @@ use super::unfit::Unfit;
 const MAX_BRANCHES: u32 = 4;
 
 /// The `container`-scope fit: `goal` as the policy asks (`None`: `best-effort`),
-/// `memory`: the memory manager's state before the pod (`None`: it pins nothing).
+/// `memory`: the memory manager's state before the pod (`None`: it pins nothing);
+/// `record`: whether the placement lists each container's zones.
 pub(super) fn fit(
     node: &NodeTopology,
     pod: &PodRequest,
     node_level: &dyn Fn(&str) -> bool,
     goal: Option<Goal>,
     memory: Option<MemoryManager<'_>>,
-) -> Result<Placement, Unfit> {
+    record: bool,
+) -> Result<Placement, UnfitCode> {
     let reuses_cpus = node.static_cpus()
         && pod
             .containers()
@@ -56,13 +57,14 @@ pub(super) fn fit(
             .any(|c| c.kind == ContainerKind::Init && c.exclusive_cpu);
     if !reuses_cpus {
         // No branch point: one run, on the memory manager's state itself.
-        return run(node, pod, node_level, goal, memory, 0).map(|(placement, _)| placement);
+        return run(node, pod, node_level, goal, memory, 0, record).map(|(placement, _)| placement);
     }
     let mut first = None;
     let mut runs = 1u32;
     let mut choices = 0u32;
     while choices < runs {
-        let (placement, points) = run(node, pod, node_level, goal, memory.clone(), choices)?;
+        let (placement, points) =
+            run(node, pod, node_level, goal, memory.clone(), choices, record)?;
         // A run whose choices reach beyond its branch points repeats an earlier one.
         if choices >> points == 0 {
             runs = runs.max(1 << points.min(MAX_BRANCHES));
@@ -83,16 +85,17 @@ fn run(
     goal: Option<Goal>,
     mut memory: Option<MemoryManager<'_>>,
     choices: u32,
-) -> Result<(Placement, u32), Unfit> {
+    record: bool,
+) -> Result<(Placement, u32), UnfitCode> {
     let policy = node.policy();
     let guaranteed = pod.is_guaranteed();
     let nres = node.resource_count();
     let all = all_zones(node.zone_count() as u32);
     let mut reqs = Reqs::default();
-    // Copied only once a container's allocation matters for a later one.
-    let mut free = Cow::Borrowed(node.free());
+    // What is free, copied only once a container's allocation matters for a later one.
+    let mut copy: Option<ZoneTable> = None;
     let containers = pod.containers();
-    let mut placed = Vec::with_capacity(containers.len());
+    let mut placed = Vec::with_capacity(if record { containers.len() } else { 0 });
     let mut union: Option<u64> = None;
     let mut all_aligned = true;
     let mut points = 0u32;
@@ -101,7 +104,7 @@ fn run(
     // `free` already counts the reusable ones as free on their zones.
     let mut reuse = Reuse::default();
     for (i, c) in containers.iter().enumerate() {
-        let fail = |reason| container_unfit(policy, c, reason);
+        let fail = |reason| container_unfit(policy, i, reason);
         reqs.clear();
         collect(
             node,
@@ -112,22 +115,23 @@ fn run(
             goal.is_some(),
             &mut reqs,
         )
-        .map_err(|pos| fail(not_reported(&c.resources, pos)))?;
+        .map_err(|pos| fail(not_reported(pos)))?;
         // The memory of this container, whatever the merge makes of it.
         let mem = reqs.only(MEMORY_GROUP);
         if goal.is_some() {
             reqs = without_indifferent_memory(reqs, memory.as_ref());
         }
         let must = reuse.must(reqs.as_slice());
+        let free = copy.as_deref().unwrap_or(node.free());
         let (mask, aligned) = match goal {
             Some(goal) => {
-                let mask = align(node, &free, reqs.as_slice(), goal, must, memory.as_ref())
-                    .map_err(|cause| fail(reason(node, &c.resources, cause)))?;
+                let mask = align(node, free, reqs.as_slice(), goal, must, memory.as_ref())
+                    .map_err(|cause| fail(reason(node, cause)))?;
                 (mask, true)
             }
             None => lenient(
                 node,
-                &free,
+                free,
                 reqs.as_slice(),
                 must,
                 &|res| reuse.zones_of(res),
@@ -148,20 +152,24 @@ fn run(
             union = Some(union.unwrap_or(0) | mask);
             let later = i + 1 < containers.len();
             let may_leave = later
-                .then(|| reuse.cpus_it_may_leave(c.kind, reqs.as_slice(), mask, &free, nres))
+                .then(|| reuse.cpus_it_may_leave(c.kind, reqs.as_slice(), mask, free, nres))
                 .flatten();
             reuse.record(c.kind, reqs.as_slice(), mask);
             if c.kind != ContainerKind::Init && later {
-                allocate(free.to_mut(), nres, mask, reqs.as_slice());
+                let table = copy.get_or_insert_with(|| ZoneTable::copy_of(node.free()));
+                allocate(table, nres, mask, reqs.as_slice());
             }
             if let Some(held) = may_leave {
                 if choices >> points & 1 == 1 {
-                    reuse.leave_cpus(held, &free, nres);
+                    let free = copy.as_deref().unwrap_or(node.free());
+                    reuse.leave_cpus(held, free, nres);
                 }
                 points += 1;
             }
         }
-        placed.push(mask.map(|m| node.numa_set(m)));
+        if record {
+            placed.push(mask.map(|m| node.numa_set(m)));
+        }
     }
     let placement = Placement {
         zones: union.map(|m| node.numa_set(m)),

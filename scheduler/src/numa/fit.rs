@@ -36,7 +36,7 @@ use super::align::{
 use super::managers::check_cpu_count;
 use super::mask::NumaSet;
 use super::memory::MemoryManager;
-use super::request::{ContainerKind, ContainerRequest, PodRequest};
+use super::request::{ContainerKind, PodRequest};
 use super::resources::{Amount, ResourceKind, Resources};
 use super::topology::NodeTopology;
 use super::unfit::{MemoryRefusal, Unfit, UnfitReason, UnfitTarget};
@@ -73,6 +73,26 @@ pub fn fit(
     pod: &PodRequest,
     node_level: &dyn Fn(&str) -> bool,
 ) -> Result<Placement, Unfit> {
+    fit_recorded(node, pod, node_level, true).map_err(|code| code.render(pod))
+}
+
+/// [`fit`] without the per-container zones of the placement (`containers` left empty)
+/// and with the reason kept as codes ([`UnfitCode::render`] names it): the filter's
+/// question, answered without allocating or copying names per node.
+pub fn fits(
+    node: &NodeTopology,
+    pod: &PodRequest,
+    node_level: &dyn Fn(&str) -> bool,
+) -> Result<Placement, UnfitCode> {
+    fit_recorded(node, pod, node_level, false)
+}
+
+fn fit_recorded(
+    node: &NodeTopology,
+    pod: &PodRequest,
+    node_level: &dyn Fn(&str) -> bool,
+    containers: bool,
+) -> Result<Placement, UnfitCode> {
     let policy = node.policy();
     if matches!(
         policy,
@@ -90,10 +110,10 @@ pub fn fit(
     let goal = match policy {
         TopologyManagerPolicy::None => {
             if let Some(mm) = memory.as_mut() {
-                for c in pod.containers() {
+                for (i, c) in pod.containers().iter().enumerate() {
                     let reqs = memory_reqs(node, &c.resources);
                     mm.allocate(c.kind, reqs.as_slice(), None, false)
-                        .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
+                        .map_err(|r| container_unfit(policy, i, memory_refusal(r)))?;
                 }
             }
             return Ok(Placement::unconstrained());
@@ -108,9 +128,9 @@ pub fn fit(
 
     if node.scope() == TopologyManagerScope::Pod {
         let request = pod.numa_request();
-        let fail = |reason| Unfit {
+        let fail = |reason| UnfitCode {
             policy,
-            target: UnfitTarget::Pod,
+            container: None,
             reason,
         };
         // The pod-level request already holds only exclusive CPUs.
@@ -123,7 +143,7 @@ pub fn fit(
             goal.is_some(),
             &mut reqs,
         )
-        .map_err(|pos| fail(not_reported(request, pos)))?;
+        .map_err(|pos| fail(not_reported(pos)))?;
         // The memory manager's pod hints count only memory types app containers ask for.
         let mut reqs = without_init_only_memory(pod, request, &reqs);
         if goal.is_some() {
@@ -132,7 +152,7 @@ pub fn fit(
         let (mask, aligned) = match goal {
             Some(goal) => {
                 let mask = align(node, node.free(), reqs.as_slice(), goal, 0, memory.as_ref())
-                    .map_err(|cause| fail(reason(node, request, cause)))?;
+                    .map_err(|cause| fail(reason(node, cause)))?;
                 (mask, true)
             }
             None => lenient(
@@ -146,11 +166,11 @@ pub fn fit(
         };
         if let Some(mm) = memory.as_mut() {
             // Every container is allocated against the pod's hint.
-            for c in pod.containers() {
+            for (i, c) in pod.containers().iter().enumerate() {
                 let mem = memory_reqs(node, &c.resources);
                 let hint = handed_over(policy, mask, all);
                 mm.allocate(c.kind, mem.as_slice(), hint, aligned)
-                    .map_err(|r| container_unfit(policy, c, memory_refusal(r)))?;
+                    .map_err(|r| container_unfit(policy, i, memory_refusal(r)))?;
             }
         }
         return Ok(Placement {
@@ -160,7 +180,7 @@ pub fn fit(
         });
     }
 
-    super::containers::fit(node, pod, node_level, goal, memory)
+    super::containers::fit(node, pod, node_level, goal, memory, containers)
 }
 
 /// `best-effort`: the aligned mask when there is one; otherwise the non-preferred hint
@@ -237,8 +257,8 @@ fn without_init_only_memory(pod: &PodRequest, request: &Resources, reqs: &Reqs) 
     out
 }
 
-pub(super) fn memory_refusal(refusal: MemoryRefusal) -> UnfitReason {
-    UnfitReason::MemoryPlacement { refusal }
+pub(super) fn memory_refusal(refusal: MemoryRefusal) -> Code {
+    Code::Memory(refusal)
 }
 
 /// Gathers the resources of `request` that a hint provider aligns: whole CPUs when the
@@ -271,9 +291,8 @@ pub(super) fn collect(
             _ => continue,
         };
         let pos = u32::try_from(pos).unwrap_or(u32::MAX);
-        let index = node
-            .resource_index(&entry.name)
-            .filter(|&ri| node.resource(ri).listed != 0);
+        // Every resource of a node is listed by some zone (see `entry_index`).
+        let index = node.entry_index(entry);
         match index {
             Some(ri) => reqs.push(Req {
                 pos,
@@ -288,30 +307,87 @@ pub(super) fn collect(
     Ok(())
 }
 
-/// The kubelet refuses container `c`.
+/// The kubelet refuses container `index` (of [`PodRequest::containers`]).
 pub(super) fn container_unfit(
     policy: TopologyManagerPolicy,
-    c: &ContainerRequest,
-    reason: UnfitReason,
-) -> Unfit {
-    Unfit {
+    index: usize,
+    reason: Code,
+) -> UnfitCode {
+    UnfitCode {
         policy,
-        target: UnfitTarget::Container {
-            name: c.name.clone(),
-            kind: c.kind,
-        },
+        container: Some(u32::try_from(index).unwrap_or(u32::MAX)),
         reason,
     }
 }
 
-pub(super) fn not_reported(request: &Resources, pos: u32) -> UnfitReason {
-    UnfitReason::NotReported {
-        resource: request.entries()[pos as usize].name.clone(),
+pub(super) fn not_reported(pos: u32) -> Code {
+    Code::NotReported(pos)
+}
+
+/// Keeps an alignment failure as a code, with the node's zone count it may name.
+pub(super) fn reason(node: &NodeTopology, cause: Cause) -> Code {
+    Code::Cause(cause, u32::try_from(node.zone_count()).unwrap_or(u32::MAX))
+}
+
+/// Why the kubelet would reject a pod, kept as codes: the container by index, the
+/// resources by position in its request, amounts as numbers. Nothing is named or
+/// copied per node; [`UnfitCode::render`] makes the [`Unfit`] a reason shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfitCode {
+    policy: TopologyManagerPolicy,
+    /// Index into [`PodRequest::containers`]; `None`: the pod (`pod` scope).
+    container: Option<u32>,
+    reason: Code,
+}
+
+/// The reason of an [`UnfitCode`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// The entry at this position is reported by no zone.
+    NotReported(u32),
+    /// The alignment failed; the node's zone count.
+    Cause(Cause, u32),
+    /// The memory manager refused.
+    Memory(MemoryRefusal),
+    /// Too few free exclusive CPUs (whole CPUs).
+    NotEnoughCpus { need: i64, free: i64 },
+}
+
+impl UnfitCode {
+    /// The public form, naming the container, resources and amounts of `pod` (the
+    /// pod the code was found for).
+    pub fn render(&self, pod: &PodRequest) -> Unfit {
+        let container = self
+            .container
+            .and_then(|i| pod.containers().get(i as usize));
+        let (target, request) = match container {
+            Some(c) => (
+                UnfitTarget::Container {
+                    name: c.name.clone(),
+                    kind: c.kind,
+                },
+                &c.resources,
+            ),
+            None => (UnfitTarget::Pod, pod.numa_request()),
+        };
+        let reason = match &self.reason {
+            Code::NotReported(pos) => UnfitReason::NotReported {
+                resource: request.entries()[*pos as usize].name.clone(),
+            },
+            Code::Cause(cause, zones) => render_cause(request, cause.clone(), *zones),
+            &Code::Memory(refusal) => UnfitReason::MemoryPlacement { refusal },
+            &Code::NotEnoughCpus { need, free } => UnfitReason::NotEnoughCpus { need, free },
+        };
+        Unfit {
+            policy: self.policy,
+            target,
+            reason,
+        }
     }
 }
 
 /// Turns an alignment failure into its public form, naming resources and amounts.
-pub(super) fn reason(node: &NodeTopology, request: &Resources, cause: Cause) -> UnfitReason {
+fn render_cause(request: &Resources, cause: Cause, zones: u32) -> UnfitReason {
     let entry = |pos: u32| &request.entries()[pos as usize];
     let amount = |pos: u32, value: i64| Amount {
         kind: entry(pos).kind,
@@ -347,8 +423,6 @@ pub(super) fn reason(node: &NodeTopology, request: &Resources, cause: Cause) -> 
         Cause::MemoryGroups => UnfitReason::MemoryPlacement {
             refusal: MemoryRefusal::MixesGroups,
         },
-        Cause::TooManyZones => UnfitReason::TooManyZones {
-            zones: u32::try_from(node.zone_count()).unwrap_or(u32::MAX),
-        },
+        Cause::TooManyZones => UnfitReason::TooManyZones { zones },
     }
 }

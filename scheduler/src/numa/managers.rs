@@ -4,10 +4,11 @@
 
 use super::align::{CPU_GROUP, MEMORY_GROUP, Req};
 use super::fit::container_unfit;
+use super::fit::{Code, UnfitCode};
 use super::mask::bits;
 use super::request::{ContainerKind, PodRequest};
+use super::resources::ResourceId;
 use super::topology::NodeTopology;
-use super::unfit::{Unfit, UnfitReason};
 
 /// CPUs and devices that regular init containers hold and later containers reuse,
 /// per resource: how many are left and on which zones.
@@ -105,24 +106,27 @@ impl Reuse {
 /// The CPU manager `static` gives each container its whole CPUs from what is free
 /// (with those of earlier regular init containers, which it reuses) and fails when
 /// there are fewer: "not enough cpus available to satisfy request".
-pub(super) fn check_cpu_count(node: &NodeTopology, pod: &PodRequest) -> Result<(), Unfit> {
+pub(super) fn check_cpu_count(node: &NodeTopology, pod: &PodRequest) -> Result<(), UnfitCode> {
     if !node.static_cpus() || !pod.is_guaranteed() {
         return Ok(());
     }
-    let Some(ri) = node.resource_index("cpu") else {
+    let Some(ri) = node.resource_index_of(ResourceId::CPU, "cpu") else {
         return Ok(());
     };
     let nres = node.resource_count();
     let mut left: i64 = (0..node.zone_count())
         .map(|z| node.free()[z * nres + ri])
         .sum();
-    for c in pod.containers().iter().filter(|c| c.exclusive_cpu) {
-        let need = c.resources.get("cpu");
+    for (i, c) in pod.containers().iter().enumerate() {
+        if !c.exclusive_cpu {
+            continue;
+        }
+        let need = c.resources.get_id(ResourceId::CPU);
         if need > left {
             return Err(container_unfit(
                 node.policy(),
-                c,
-                UnfitReason::NotEnoughCpus {
+                i,
+                Code::NotEnoughCpus {
                     need: need / 1000,
                     free: left.max(0) / 1000,
                 },

@@ -27,6 +27,7 @@ use super::align::Req;
 use super::hint::narrower;
 use super::mask::bits;
 use super::request::ContainerKind;
+use super::scratch::ZoneTable;
 use super::topology::NodeTopology;
 use super::unfit::MemoryRefusal;
 
@@ -42,11 +43,11 @@ pub(crate) type MemoryHint = (u64, bool);
 pub(crate) struct MemoryManager<'n> {
     node: &'n NodeTopology,
     /// Zone-major free amounts, like [`NodeTopology::free`].
-    free: Vec<i64>,
+    free: ZoneTable,
     /// Per zone: the zone set its allocations belong to (its own bit when alone).
-    cells: Vec<u64>,
+    cells: [u64; MAX_ZONES],
     /// Per zone: whether it holds any allocation.
-    assigned: Vec<bool>,
+    assigned: [bool; MAX_ZONES],
     /// What regular init containers left to reuse: (zone set, resource, amount).
     reusable: Vec<(u64, u32, i64)>,
 }
@@ -58,10 +59,14 @@ impl<'n> MemoryManager<'n> {
         if n > MAX_ZONES {
             return None;
         }
-        let (cells, assigned) = (0..n).map(|z| node.memory_state(free, z)).unzip();
+        let mut cells = [0; MAX_ZONES];
+        let mut assigned = [false; MAX_ZONES];
+        for z in 0..n {
+            (cells[z], assigned[z]) = node.memory_state(free, z);
+        }
         Some(Self {
             node,
-            free: free.to_vec(),
+            free: ZoneTable::copy_of(free),
             cells,
             assigned,
             reusable: Vec::new(),

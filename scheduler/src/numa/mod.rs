@@ -6,8 +6,11 @@
 //!    integers, exclusive-CPU flags, pod-level sums ([`request`]).
 //! 2. [`NodeTopology::from_nrt`] — once per NRT update: zones by NUMA id, interned
 //!    resources, flat integer tables, minimum-width and distance tables ([`topology`]).
-//! 3. [`fit`] and [`score`] — per pod × node: integer arithmetic over those views,
-//!    no string formatting and at most a couple of small allocations when the pod fits.
+//! 3. [`fit`] and [`score`] — per pod × node: integer arithmetic over those views.
+//!    Resources are found by [`resources::ResourceId`] (resolved once per pod and once
+//!    per NRT object), never by comparing names; the filter's [`fits`] keeps a
+//!    rejection as codes ([`UnfitCode`]) and allocates nothing for the usual node
+//!    sizes, whether the pod fits or not.
 //!
 //! [`fit`] models what the kubelet Topology Manager admits under every policy and both
 //! scopes (see `fit` for the rules); [`hint::merge`] is the kubelet's literal hint
@@ -31,10 +34,11 @@ pub mod request;
 pub mod resources;
 pub mod sanity;
 pub mod score;
+mod scratch;
 pub mod topology;
 pub mod unfit;
 
-pub use fit::{Placement, fit};
+pub use fit::{Placement, UnfitCode, fit, fits};
 pub use landing::{landing_zones, landing_zones_below};
 pub use mask::NumaSet;
 pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, RequestError};

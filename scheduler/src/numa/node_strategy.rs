@@ -55,15 +55,25 @@ pub fn node_config<'a>(
     labels: &BTreeMap<String, String>,
     cluster: &'a ScoreConfig,
 ) -> Cow<'a, ScoreConfig> {
-    match label_strategy(labels) {
+    config_for(node, label_strategy(labels).as_ref(), cluster)
+}
+
+/// [`node_config`] with the label already read ([`label_strategy`], kept per node so a
+/// decision does not look the label up on every node).
+pub fn config_for<'a>(
+    node: &str,
+    strategy: Option<&Result<ScoringStrategy, UnknownStrategy>>,
+    cluster: &'a ScoreConfig,
+) -> Cow<'a, ScoreConfig> {
+    match strategy {
         None => Cow::Borrowed(cluster),
-        Some(Ok(strategy)) if strategy == cluster.strategy => Cow::Borrowed(cluster),
-        Some(Ok(strategy)) => Cow::Owned(ScoreConfig {
+        Some(&Ok(strategy)) if strategy == cluster.strategy => Cow::Borrowed(cluster),
+        Some(&Ok(strategy)) => Cow::Owned(ScoreConfig {
             strategy,
             weights: cluster.weights.clone(),
         }),
         Some(Err(e)) => {
-            warn_once(node, &e);
+            warn_once(node, e);
             Cow::Borrowed(cluster)
         }
     }

@@ -17,6 +17,7 @@
 //! zones) is scored like MostAllocated over the smallest fitting zone sets.
 
 use super::align::Req;
+use super::resources::{ResourceId, Resources};
 use super::score::ScoreConfig;
 use super::topology::NodeTopology;
 
@@ -28,7 +29,7 @@ const CPU: &str = "cpu";
 pub(super) fn best_fit_score(
     node: &NodeTopology,
     reqs: &[Req],
-    request: &super::Resources,
+    request: &Resources,
     config: &ScoreConfig,
 ) -> Option<u8> {
     let n = node.zone_count();
@@ -42,20 +43,21 @@ pub(super) fn best_fit_score(
 
     let (mut total, mut weights) = (0i128, 0i128);
     for (name, w) in config.weights.iter().filter(|(_, w)| *w > 0) {
-        let Some(ri) = node.resource_index(name) else {
+        let Some(ri) = node.named_index(name) else {
             continue;
         };
         let cap = i128::from(alloc[zone * nres + ri]);
         if cap <= 0 {
             continue;
         }
-        let left = (i128::from(free[zone * nres + ri]) - i128::from(request.get(name))).max(0);
+        let left =
+            (i128::from(free[zone * nres + ri]) - i128::from(requested(request, name))).max(0);
         total += i128::from(*w) * (100 - (left * 100 / cap).min(100));
         weights += i128::from(*w);
     }
     let tight = if weights == 0 { 0 } else { total / weights };
 
-    let keep = match node.resource_index(CPU) {
+    let keep = match node.resource_index_of(ResourceId::CPU, CPU) {
         None => 100,
         Some(ri) => {
             let cpu = |z: usize| i128::from(free[z * nres + ri]);
@@ -64,10 +66,18 @@ pub(super) fn best_fit_score(
             if others >= before || before <= 0 {
                 100
             } else {
-                let after = (before - i128::from(request.get(CPU))).max(others);
+                let after = (before - i128::from(request.get_id(ResourceId::CPU))).max(others);
                 after * 100 / before
             }
         }
     };
     Some(((3 * tight + keep) / 4).clamp(0, 100) as u8)
+}
+
+/// The amount of `name` in `request`: by id for the well-known names.
+pub(super) fn requested(request: &Resources, name: &str) -> i64 {
+    match ResourceId::well_known(name) {
+        Some(id) => request.get_id(id),
+        None => request.get(name),
+    }
 }

@@ -3,10 +3,96 @@
 //! Every amount is an `i64` in one fixed unit per resource: CPU in millicores,
 //! memory and hugepages in bytes, everything else in whole units (device counts).
 //! [`Resources`] is a small map sorted by name, built once per pod; each entry carries
-//! its [`ResourceKind`] so the per-node fit never re-classifies a name.
+//! its [`ResourceKind`] and its [`ResourceId`] so the per-node fit never re-classifies
+//! or compares a name: it looks the id up in the node's table.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::RwLock;
+
+/// A resource name resolved to a small process-wide number, once per pod and once per
+/// NRT object, so per-node lookups compare integers instead of strings.
+///
+/// The names every node has get fixed ids without a lookup; others are interned on
+/// first sight, up to [`ResourceId::MAX_INTERNED`] names. A name seen after that gets
+/// [`ResourceId::UNINTERNED`], which callers resolve by name instead (never wrong,
+/// only slower).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId(u16);
+
+/// Names with fixed ids, in id order.
+const WELL_KNOWN: [&str; 6] = [
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "pods",
+    "hugepages-1Gi",
+    "hugepages-2Mi",
+];
+
+/// Interned names beyond [`WELL_KNOWN`]: name → id and id → name.
+#[derive(Default)]
+struct Interned {
+    ids: HashMap<Arc<str>, u16>,
+    names: Vec<Arc<str>>,
+}
+
+static INTERNED: LazyLock<RwLock<Interned>> = LazyLock::new(RwLock::default);
+
+impl ResourceId {
+    /// `cpu`.
+    pub const CPU: Self = Self(0);
+    /// `memory`.
+    pub const MEMORY: Self = Self(1);
+    /// A name beyond the interning limit: resolve it by name.
+    pub const UNINTERNED: Self = Self(u16::MAX);
+    /// How many names beyond the well-known ones are interned at most; bounds the
+    /// table whatever names pods make up.
+    pub const MAX_INTERNED: usize = 4096;
+
+    /// The id of `name`, interning it on first sight.
+    pub fn of(name: &str) -> Self {
+        if let Some(id) = Self::well_known(name) {
+            return id;
+        }
+        if let Some(&id) = INTERNED.read().ids.get(name) {
+            return Self(id);
+        }
+        let mut table = INTERNED.write();
+        if let Some(&id) = table.ids.get(name) {
+            return Self(id);
+        }
+        if table.names.len() >= Self::MAX_INTERNED {
+            return Self::UNINTERNED;
+        }
+        let id = (WELL_KNOWN.len() + table.names.len()) as u16;
+        let name: Arc<str> = Arc::from(name);
+        table.names.push(name.clone());
+        table.ids.insert(name, id);
+        Self(id)
+    }
+
+    /// The fixed id of a name every node has, without touching the interning table;
+    /// `None` for other names.
+    pub fn well_known(name: &str) -> Option<Self> {
+        WELL_KNOWN
+            .iter()
+            .position(|&w| w == name)
+            .map(|i| Self(i as u16))
+    }
+
+    /// The id as an index (small for the names a cluster uses).
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+
+    /// Whether this id stands for exactly one name.
+    pub fn is_interned(self) -> bool {
+        self != Self::UNINTERNED
+    }
+}
 
 /// How the kubelet treats a resource when aligning it to NUMA nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,6 +147,8 @@ pub struct ResourceAmount {
     pub name: Arc<str>,
     /// The classification of `name`.
     pub kind: ResourceKind,
+    /// The id of `name`.
+    pub id: ResourceId,
     /// The amount: millicores for CPU, bytes for memory and hugepages, else units.
     pub amount: i64,
 }
@@ -85,6 +173,26 @@ impl Resources {
     /// The amount of `name`, 0 when absent.
     pub fn get(&self, name: &str) -> i64 {
         self.position(name).map_or(0, |i| self.entries[i].amount)
+    }
+
+    /// The amount of the resource with id `id` (interned), 0 when absent.
+    pub fn get_id(&self, id: ResourceId) -> i64 {
+        if !id.is_interned() {
+            return 0;
+        }
+        self.entries
+            .iter()
+            .find(|e| e.id == id)
+            .map_or(0, |e| e.amount)
+    }
+
+    /// The amount of `name` whose id is `id`: by id when interned, else by name.
+    pub fn get_resolved(&self, id: ResourceId, name: &str) -> i64 {
+        if id.is_interned() {
+            self.get_id(id)
+        } else {
+            self.get(name)
+        }
     }
 
     /// The entries, sorted by name.
@@ -135,6 +243,7 @@ impl Resources {
                     let entry = ResourceAmount {
                         name: Arc::from(name),
                         kind: ResourceKind::of(name),
+                        id: ResourceId::of(name),
                         amount,
                     };
                     self.entries.insert(i, entry);
@@ -208,6 +317,20 @@ mod tests {
         ] {
             assert_eq!(ResourceKind::of(name), kind, "{name}");
         }
+    }
+
+    #[test]
+    fn ids_are_stable_and_name_one_resource() {
+        assert_eq!(ResourceId::of("cpu"), ResourceId::CPU);
+        assert_eq!(ResourceId::of("memory"), ResourceId::MEMORY);
+        let gpu = ResourceId::of("example.com/ids-test-gpu");
+        assert!(gpu.is_interned());
+        assert_eq!(ResourceId::of("example.com/ids-test-gpu"), gpu);
+        assert_ne!(ResourceId::of("example.com/ids-test-nic"), gpu);
+        let r = Resources::from_amounts([("cpu", 2000), ("example.com/ids-test-gpu", 1)]);
+        assert_eq!(r.get_id(ResourceId::CPU), 2000);
+        assert_eq!(r.get_id(gpu), 1);
+        assert_eq!(r.get_id(ResourceId::MEMORY), 0);
     }
 
     #[test]

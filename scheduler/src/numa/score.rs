@@ -91,10 +91,7 @@ pub fn score(node: &NodeTopology, pod: &PodRequest, config: &ScoreConfig) -> u8 
         if entry.kind == ResourceKind::Unaligned {
             continue;
         }
-        if let Some(ri) = node
-            .resource_index(&entry.name)
-            .filter(|&ri| node.resource(ri).listed != 0)
-        {
+        if let Some(ri) = node.entry_index(entry) {
             reqs.push(Req {
                 pos: pos as u32,
                 res: ri as u32,
@@ -178,10 +175,10 @@ fn zone_score(
         .filter(|(_, w)| *w > 0)
         .map(|(name, w)| {
             let cap = node
-                .resource_index(name)
+                .named_index(name)
                 .map_or(0, |ri| sum(free, nres, mask, ri));
             (
-                i128::from(request.get(name)),
+                i128::from(super::pack::requested(request, name)),
                 i128::from(cap),
                 i128::from(*w),
             )

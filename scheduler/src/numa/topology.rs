@@ -23,7 +23,7 @@ use tas_api::nrt::{
 
 use super::NumaSet;
 use super::request::QuantityProblem;
-use super::resources::{ResourceKind, Resources};
+use super::resources::{ResourceAmount, ResourceId, ResourceKind, Resources};
 use super::sanity::{self, SanityProblem};
 
 /// Largest NUMA id the kubelet's 64-bit NUMA bitmask can hold.
@@ -106,11 +106,19 @@ impl TopologyError {
     }
 }
 
+/// Resource ids below this are looked up in [`NodeTopology`]'s inline table.
+const ID_SLOTS: usize = 32;
+/// In the inline table: the node reports no such resource.
+const ABSENT: u8 = u8::MAX;
+/// In the inline table: the node's index does not fit a byte; look the name up.
+const BY_NAME: u8 = u8::MAX - 1;
+
 /// A resource some zone of the node reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodeResource {
     pub(crate) name: Arc<str>,
     pub(crate) kind: ResourceKind,
+    pub(crate) id: ResourceId,
     /// Zone-index mask of the zones that list it.
     pub(crate) listed: u64,
 }
@@ -131,20 +139,55 @@ pub struct NodeTopology {
     ids: Vec<u32>,
     /// Sorted by name; position = resource index.
     resources: Vec<NodeResource>,
-    /// Zone-major amounts: `[zone * resources.len() + resource]`; 0 where not listed.
+    /// Resource index by [`ResourceId`] for ids below [`ID_SLOTS`] ([`ABSENT`],
+    /// [`BY_NAME`]): a pod's resources are found without comparing names.
+    by_id: [u8; ID_SLOTS],
+    /// Bit `ri` set: resource `ri` is memory or hugepages (for `ri < 64`).
+    memory_resources: u64,
+    /// Zone-major free amounts: `[zone * resources.len() + resource]`; 0 where not
+    /// listed. The only table reservations change.
     available: Vec<i64>,
-    allocatable: Vec<i64>,
-    capacity: Vec<i64>,
-    /// The total the owning hint provider counts (see the module documentation).
-    hint_total: Vec<i64>,
-    /// `[resource * (zones + 1) + k]`: the largest `hint_total` sum of any `k` zones.
-    best_total: Vec<i64>,
+    /// Every request-independent table in one allocation, so judging a node touches a
+    /// few adjacent cache lines: see [`Fixed`].
+    fixed: Vec<i64>,
     /// `[from * zones + to]`, by zone index.
     distances: Vec<u32>,
-    /// Per zone index: the zone-index mask of its memory manager group as the zone's
-    /// `memoryManagerGroup` attribute publishes it (its own bit for single-zone
-    /// allocations), 0 when the zone has none.
-    memory_groups: Vec<u64>,
+}
+
+/// Where the tables of [`NodeTopology::fixed`] start, in the order a fit reads them:
+/// - `best_total` `[resource * (zones + 1) + k]`: the largest `hint_total` sum of any
+///   `k` zones;
+/// - `hint_total`, zone-major: the total the owning hint provider counts (see the
+///   module documentation);
+/// - `allocatable`, zone-major;
+/// - `memory_groups` per zone index: the zone-index mask of its memory manager group
+///   as the zone's `memoryManagerGroup` attribute publishes it (its own bit for
+///   single-zone allocations), 0 when the zone has none (stored as `i64` bits);
+/// - `capacity`, zone-major.
+#[derive(Debug, Clone, Copy)]
+struct Fixed {
+    hint_total: usize,
+    allocatable: usize,
+    memory_groups: usize,
+    capacity: usize,
+    end: usize,
+}
+
+impl Fixed {
+    fn new(zones: usize, resources: usize) -> Self {
+        let table = zones * resources;
+        let hint_total = resources * (zones + 1);
+        let allocatable = hint_total + table;
+        let memory_groups = allocatable + table;
+        let capacity = memory_groups + zones;
+        Self {
+            hint_total,
+            allocatable,
+            memory_groups,
+            capacity,
+            end: capacity + table,
+        }
+    }
 }
 
 impl NodeTopology {
@@ -195,10 +238,20 @@ impl NodeTopology {
             .map(|name| NodeResource {
                 name: Arc::from(name),
                 kind: ResourceKind::of(name),
+                id: ResourceId::of(name),
                 listed: 0,
             })
             .collect();
         let nres = resources.len();
+        let mut by_id = [ABSENT; ID_SLOTS];
+        for (ri, r) in resources.iter().enumerate() {
+            if let Some(slot) = by_id.get_mut(r.id.index()) {
+                *slot = u8::try_from(ri)
+                    .ok()
+                    .filter(|&i| i < BY_NAME)
+                    .unwrap_or(BY_NAME);
+            }
+        }
 
         let mut available = vec![0; n * nres];
         let mut allocatable = vec![0; n * nres];
@@ -226,13 +279,15 @@ impl NodeTopology {
             }
         }
 
+        let layout = Fixed::new(n, nres);
+        let mut fixed = Vec::with_capacity(layout.end);
         let hint_total: Vec<i64> = (0..n * nres)
             .map(|at| match resources[at % nres].kind {
                 ResourceKind::Cpu | ResourceKind::Device => capacity[at].max(allocatable[at]),
                 _ => allocatable[at],
             })
             .collect();
-        let mut best_total = Vec::with_capacity(nres * (n + 1));
+        let best_total = &mut fixed;
         for ri in 0..nres {
             let mut totals: Vec<i64> = (0..n).map(|zi| hint_total[zi * nres + ri]).collect();
             totals.sort_unstable_by(|a, b| b.cmp(a));
@@ -258,6 +313,9 @@ impl NodeTopology {
         }
 
         let mut memory_groups = vec![0u64; n];
+        debug_assert_eq!(fixed.len(), layout.hint_total);
+        fixed.extend_from_slice(&hint_total);
+        fixed.extend_from_slice(&allocatable);
         for (zi, (_, zone)) in zones.iter().enumerate() {
             let group = zone
                 .memory_manager_group()
@@ -278,6 +336,15 @@ impl NodeTopology {
             }
         }
 
+        fixed.extend(memory_groups.iter().map(|&m| m as i64));
+        fixed.extend_from_slice(&capacity);
+        debug_assert_eq!(fixed.len(), layout.end);
+        let memory_resources = resources
+            .iter()
+            .enumerate()
+            .filter(|(ri, r)| *ri < 64 && r.kind.is_memory())
+            .fold(0u64, |acc, (ri, _)| acc | 1 << ri);
+
         Ok(Self {
             name: node,
             config,
@@ -287,13 +354,11 @@ impl NodeTopology {
                 && config.policy != TopologyManagerPolicy::SingleNumaNode,
             ids,
             resources,
+            by_id,
+            memory_resources,
             available,
-            allocatable,
-            capacity,
-            hint_total,
-            best_total,
+            fixed,
             distances,
-            memory_groups,
         })
     }
 
@@ -361,12 +426,13 @@ impl NodeTopology {
 
     /// The allocatable amount of `resource` in zone `numa_id`, if reported.
     pub fn allocatable(&self, numa_id: u32, resource: &str) -> Option<i64> {
-        self.amount(&self.allocatable, numa_id, resource)
+        self.amount(self.allocatable_table(), numa_id, resource)
     }
 
     /// The capacity of `resource` in zone `numa_id`, if reported.
     pub fn capacity(&self, numa_id: u32, resource: &str) -> Option<i64> {
-        self.amount(&self.capacity, numa_id, resource)
+        let f = self.layout();
+        self.amount(&self.fixed[f.capacity..f.end], numa_id, resource)
     }
 
     /// NUMA distance between two zones (10 = local; defaults 10/20 when not reported).
@@ -396,7 +462,7 @@ impl NodeTopology {
         };
         let nres = self.resources.len();
         for entry in amounts.entries() {
-            let Some(ri) = self.resource_index(&entry.name) else {
+            let Some(ri) = self.entry_index(entry) else {
                 continue;
             };
             if self.resources[ri].listed & 1 << zi == 0 {
@@ -404,7 +470,8 @@ impl NodeTopology {
             }
             let at = zi * nres + ri;
             let freed = self.available[at].saturating_add(entry.amount);
-            self.available[at] = freed.min(self.allocatable[at].max(self.available[at]));
+            let allocatable = self.fixed[self.layout().allocatable + at];
+            self.available[at] = freed.min(allocatable.max(self.available[at]));
         }
         true
     }
@@ -443,7 +510,7 @@ impl NodeTopology {
     fn shift_zones(&mut self, request: &Resources, mask: u64, sign: i64) {
         let nres = self.resources.len();
         for entry in request.entries() {
-            let Some(ri) = self.resource_index(&entry.name) else {
+            let Some(ri) = self.entry_index(entry) else {
                 continue;
             };
             for zi in super::mask::bits(self.resources[ri].listed & mask) {
@@ -465,8 +532,29 @@ impl NodeTopology {
             .ok()
     }
 
-    pub(crate) fn resource(&self, index: usize) -> &NodeResource {
-        &self.resources[index]
+    /// The index of resource `id` (named `name`): from the inline table when the id
+    /// is small, else by name.
+    pub(crate) fn resource_index_of(&self, id: ResourceId, name: &str) -> Option<usize> {
+        match self.by_id.get(id.index()) {
+            Some(&ABSENT) if id.is_interned() => None,
+            Some(&i) if i < BY_NAME => Some(usize::from(i)),
+            _ => self.resource_index(name),
+        }
+    }
+
+    /// The index of resource `name` given by name (a configured weight, say): the
+    /// well-known names through the inline table, others by name.
+    pub(crate) fn named_index(&self, name: &str) -> Option<usize> {
+        match ResourceId::well_known(name) {
+            Some(id) => self.resource_index_of(id, name),
+            None => self.resource_index(name),
+        }
+    }
+
+    /// The index of a requested resource ([`Self::resource_index_of`]). Every resource
+    /// of the node is listed by at least one zone: the names come from the zones.
+    pub(crate) fn entry_index(&self, entry: &ResourceAmount) -> Option<usize> {
+        self.resource_index_of(entry.id, &entry.name)
     }
 
     pub(crate) fn resource_count(&self) -> usize {
@@ -480,18 +568,23 @@ impl NodeTopology {
 
     /// Zone-major allocatable amounts, laid out like [`Self::free`].
     pub(crate) fn allocatable_table(&self) -> &[i64] {
-        &self.allocatable
+        let f = self.layout();
+        &self.fixed[f.allocatable..f.memory_groups]
+    }
+
+    fn layout(&self) -> Fixed {
+        Fixed::new(self.ids.len(), self.resources.len())
     }
 
     pub(crate) fn hint_total(&self, zone: usize, resource: usize) -> i64 {
-        self.hint_total[zone * self.resources.len() + resource]
+        self.fixed[self.layout().hint_total + zone * self.resources.len() + resource]
     }
 
     /// The kubelet's minimum affinity size for `need` of one resource: the fewest zones
     /// whose totals can hold it, or every zone when none can.
     pub(crate) fn min_width(&self, resource: usize, need: i64) -> u32 {
         let n = self.ids.len();
-        let row = &self.best_total[resource * (n + 1)..(resource + 1) * (n + 1)];
+        let row = &self.fixed[resource * (n + 1)..(resource + 1) * (n + 1)];
         (1..=n).find(|&k| row[k] >= need).unwrap_or(n) as u32
     }
 
@@ -505,9 +598,17 @@ impl NodeTopology {
     /// multi-zone group on it.
     pub(crate) fn memory_untouched(&self, free: &[i64], zone: usize) -> bool {
         let nres = self.resources.len();
-        self.resources.iter().enumerate().all(|(ri, r)| {
-            !r.kind.is_memory() || free[zone * nres + ri] >= self.allocatable[zone * nres + ri]
-        })
+        let row = zone * nres..(zone + 1) * nres;
+        let (free, allocatable) = (&free[row.clone()], &self.allocatable_table()[row]);
+        if nres <= 64 {
+            // Only the memory rows, without reading the resource list.
+            return super::mask::bits(self.memory_resources)
+                .all(|ri| free[ri as usize] >= allocatable[ri as usize]);
+        }
+        self.resources
+            .iter()
+            .zip(free.iter().zip(allocatable))
+            .all(|(r, (free, allocatable))| !r.kind.is_memory() || free >= allocatable)
     }
 
     /// The memory manager's state of zone `zone` as far as the NRT shows it: the
@@ -517,7 +618,7 @@ impl NodeTopology {
     /// memory or hugepages taken is taken to hold single-zone allocations (objects of
     /// writers that do not publish groups, or memory a scheduler reserved on the zone).
     pub(crate) fn memory_state(&self, free: &[i64], zone: usize) -> (u64, bool) {
-        match self.memory_groups[zone] {
+        match self.fixed[self.layout().memory_groups + zone] as u64 {
             0 => (1 << zone, !self.memory_untouched(free, zone)),
             group => (group, true),
         }

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tas_api::nrt::v1alpha2::{AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo, Zone};
 
-use super::{NodeTopology, PodRequest, Unfit, fit};
+use super::{NodeTopology, PodRequest, Unfit, fit, fits};
 
 fn quantities(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
     (!pairs.is_empty()).then(|| {
@@ -170,9 +170,17 @@ pub(super) fn managers_node(
 pub(super) type FitCase<'a> = (&'a str, Pod, Result<&'a [u32], &'a str>);
 
 /// Fits with no node-level resources: `Ok(zones of the pod)` or `Err(reason text)`.
+/// Also checks that the filter's [`fits`] agrees: the same zones, or the same reason
+/// once its codes are rendered.
 pub(super) fn try_fit(node: &NodeTopology, pod: &Pod) -> Result<Option<Vec<u32>>, String> {
-    fit(node, &request(pod), &|_| false)
-        .map(|p| p.zones.map(|z| z.iter().collect()))
+    let request = request(pod);
+    let full = fit(node, &request, &|_| false);
+    match (&full, fits(node, &request, &|_| false)) {
+        (Ok(a), Ok(b)) => assert_eq!((a.zones, a.aligned), (b.zones, b.aligned)),
+        (Err(a), Err(b)) => assert_eq!(*a, b.render(&request)),
+        (a, b) => panic!("fit and fits disagree: {a:?} vs {b:?}"),
+    }
+    full.map(|p| p.zones.map(|z| z.iter().collect()))
         .map_err(|e: Unfit| e.to_string())
 }
 
