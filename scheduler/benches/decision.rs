@@ -24,7 +24,7 @@ use tas_scheduler::cycle::{self, CycleSettings, Decision, TopologyView};
 use tas_scheduler::decision_trace::decide_traced;
 use tas_scheduler::filter::{NodeInfo, PodUsage};
 use tas_scheduler::numa::{self, ScoreConfig};
-use tas_scheduler::snapshot::with_snapshot;
+use tas_scheduler::snapshot::Snapshot;
 
 const CLUSTER_SIZES: [usize; 2] = [1_000, 5_000];
 const ZONE_COUNTS: [usize; 3] = [2, 4, 8];
@@ -88,14 +88,14 @@ impl Cluster {
 }
 
 /// The production entry point end to end, as the scheduling loop runs it: each
-/// iteration is one decision by [`decide_traced`] (the snapshot read from [`Shared`] —
-/// nominations, the cluster state and namespaces under their locks, each node's view
-/// from the reserve cache — then the cycle) followed by its reserve phase on the chosen
-/// node ([`Churn`]), judging every node (`all-nodes`, and `all-nodes-serial` on one
-/// thread) or sampling adaptively as configured by default (`adaptive`).
-/// `snapshot-take` only reserves and takes the snapshot (the locks and the list of
-/// nodes); `snapshot-read` also looks every node's view up without deciding: the part
-/// of the figure the prepared-node bench leaves out. `prepared-all-nodes` decides over
+/// iteration is one decision by [`decide_traced`] (the loop's [`Snapshot`] brought up
+/// to date from the shared state — the nodes changed since the last decision copied in
+/// from the cluster state and the reserve cache — then the cycle) followed by its
+/// reserve phase on the chosen node ([`Churn`]), judging every node (`all-nodes`, and
+/// `all-nodes-serial` on one thread) or sampling adaptively as configured by default
+/// (`adaptive`). `snapshot-take` only reserves and brings the snapshot up to date (and
+/// lists its nodes); `snapshot-read` also looks every node's view up without deciding:
+/// the part of the figure the prepared-node bench leaves out. `prepared-all-nodes` decides over
 /// the same state read out beforehand, as `decision` does: the cycle alone on this
 /// state (and `prepared-adaptive` sampling).
 fn bench_production(c: &mut Criterion) {
@@ -113,13 +113,14 @@ fn bench_production(c: &mut Criterion) {
             sampling: cycle::Sampling::new(100),
             ..base.clone()
         };
-        let (decision, trace) = decide_traced(&shared, &pod, &every_node, false);
+        let (decision, trace) =
+            decide_traced(&shared, &mut Snapshot::new(), &pod, &every_node, false);
         let picked = match decision {
             Decision::Schedule(c) => c.node,
             Decision::Unschedulable(_) => "nothing".to_owned(),
         };
         let phases = trace.phases();
-        let (_, sampled) = decide_traced(&shared, &pod, &base, false);
+        let (_, sampled) = decide_traced(&shared, &mut Snapshot::new(), &pod, &base, false);
         eprintln!(
             "shared {size} nodes x {zones} zones, parallelism {}: {} feasible, picked {picked}, \
              dirty nodes {}; adaptive evaluates {} nodes, {} feasible",
@@ -144,9 +145,11 @@ fn bench_production(c: &mut Criterion) {
         ];
         for (label, s) in runs {
             let mut churn = Churn::new(&shared, &pod);
+            let mut snapshot = Snapshot::new();
             group.bench_function(BenchmarkId::new(label, &parameter), |b| {
                 b.iter(|| {
-                    let (decision, _) = decide_traced(&shared, black_box(&pod), s, false);
+                    let (decision, _) =
+                        decide_traced(&shared, &mut snapshot, black_box(&pod), s, false);
                     if let Decision::Schedule(c) = decision {
                         churn.place(&c.node);
                     }
@@ -175,6 +178,7 @@ fn bench_production(c: &mut Criterion) {
         }
         // The reserve phase of a decision on a node of the walk, then the snapshot.
         let mut churn = Churn::new(&shared, &pod);
+        let mut snapshot = Snapshot::new();
         let mut next = 0;
         let mut reserve = || {
             next = (next + 7) % size;
@@ -183,13 +187,13 @@ fn bench_production(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("snapshot-take", &parameter), |b| {
             b.iter(|| {
                 reserve();
-                with_snapshot(&shared, black_box(&pod), |cluster, _| cluster.nodes.len())
+                snapshot.with(&shared, black_box(&pod), |cluster, _| cluster.nodes.len())
             });
         });
         group.bench_function(BenchmarkId::new("snapshot-read", &parameter), |b| {
             b.iter(|| {
                 reserve();
-                with_snapshot(&shared, black_box(&pod), |cluster, lookup| {
+                snapshot.with(&shared, black_box(&pod), |cluster, lookup| {
                     cluster
                         .nodes
                         .iter()

@@ -27,6 +27,7 @@ pub mod event_series;
 pub mod events;
 pub mod explain;
 pub mod filter;
+pub mod generation;
 pub mod metrics;
 pub mod numa;
 pub mod pod_meta;
