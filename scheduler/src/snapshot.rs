@@ -16,6 +16,7 @@
 //! Only the nodes with such nominations are copied.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::cache::Views;
@@ -40,8 +41,8 @@ struct NodeRecord {
 pub struct Snapshot {
     /// Ordered by node name.
     nodes: Vec<NodeRecord>,
-    /// Node name → position in `nodes`.
-    index: HashMap<String, usize>,
+    /// Node name → position in `nodes` (looked up once per node per decision).
+    index: HashMap<String, usize, BuildHasherDefault<NameHasher>>,
     /// Every change of the cluster state up to this generation is in.
     state_seen: u64,
     /// Every change of the cache up to this generation is in.
@@ -89,25 +90,34 @@ impl Snapshot {
         let in_group = |info: &NodeInfo| shared.settings.in_node_group(info.labels());
         let resolve = |info: &NodeInfo| resolve(&views, info, in_group(info));
         let mut done = Update::default();
+        let mut reread: Vec<usize> = Vec::new();
         if state.membership() > self.state_seen || self.state_seen == 0 {
-            self.nodes.clear();
-            self.index.clear();
+            // Nodes were added or removed: the list again, in the state's order, each
+            // record kept when the state still shares its node.
+            let old = std::mem::take(&mut self.nodes);
+            let old_index = std::mem::take(&mut self.index);
             self.index.reserve(state.node_count());
             for (i, (info, _)) in state.nodes_shared().enumerate() {
+                let kept = old_index
+                    .get(info.name())
+                    .map(|&j| &old[j])
+                    .filter(|r| Arc::ptr_eq(&r.info, info));
+                let record = match kept {
+                    Some(r) => r.clone(),
+                    None => {
+                        reread.push(i);
+                        NodeRecord {
+                            info: info.clone(),
+                            view: TopologyView::Missing,
+                            generation: state_now,
+                        }
+                    }
+                };
                 self.index.insert(info.name().to_owned(), i);
-                self.nodes.push(NodeRecord {
-                    info: info.clone(),
-                    view: resolve(info),
-                    generation: state_now,
-                });
+                self.nodes.push(record);
             }
-            done = Update {
-                rebuilt: true,
-                nodes: self.nodes.len(),
-                views: self.nodes.len(),
-            };
+            done.rebuilt = true;
         } else {
-            let mut reread: Vec<usize> = Vec::new();
             for (_, name) in state.changed_since(self.state_seen) {
                 let (Some(&i), Some((info, _))) = (self.index.get(name), state.node_shared(name))
                 else {
@@ -118,20 +128,20 @@ impl Snapshot {
                 record.generation = state_now;
                 reread.push(i);
             }
-            done.nodes = reread.len();
-            match views.changed_since(self.cache_seen) {
-                Some(names) => reread.extend(names.filter_map(|n| self.index.get(n).copied())),
-                None => reread = (0..self.nodes.len()).collect(),
-            }
-            reread.sort_unstable();
-            reread.dedup();
-            for &i in &reread {
-                let record = &mut self.nodes[i];
-                record.view = resolve(&record.info);
-                record.generation = state_now;
-            }
-            done.views = reread.len();
         }
+        done.nodes = reread.len();
+        match views.changed_since(self.cache_seen) {
+            Some(names) => reread.extend(names.filter_map(|n| self.index.get(n).copied())),
+            None => reread = (0..self.nodes.len()).collect(),
+        }
+        reread.sort_unstable();
+        reread.dedup();
+        for &i in &reread {
+            let record = &mut self.nodes[i];
+            record.view = resolve(&record.info);
+            record.generation = state_now;
+        }
+        done.views = reread.len();
         self.state_seen = state_now;
         self.cache_seen = views.generation();
         done
@@ -210,6 +220,45 @@ fn resolve(views: &Views<'_>, info: &NodeInfo, in_node_group: bool) -> TopologyV
         None => TopologyView::Missing,
         Some(Ok(view)) => TopologyView::Known(view),
         Some(Err(e)) => TopologyView::Invalid(e),
+    }
+}
+
+/// FxHash (as in rustc): node names are short and not chosen to collide, and
+/// SipHash's resistance costs more than the rest of a lookup.
+#[derive(Default, Clone, Copy)]
+pub struct NameHasher(u64);
+
+impl NameHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 

@@ -173,7 +173,15 @@ fn nodes_added_and_removed_keep_the_name_order() {
     let mut snapshot = Snapshot::new();
     assert_eq!(names(&mut snapshot, &shared), ["n1", "n3"]);
     add_node(&shared, "n2");
-    assert!(snapshot.update(&shared).rebuilt);
+    assert_eq!(
+        snapshot.update(&shared),
+        Update {
+            rebuilt: true,
+            nodes: 1,
+            views: 1
+        },
+        "only the new node is read"
+    );
     assert_eq!(names(&mut snapshot, &shared), ["n1", "n2", "n3"]);
     shared.state.write().remove_node("n1");
     assert_eq!(names(&mut snapshot, &shared), ["n2", "n3"]);
