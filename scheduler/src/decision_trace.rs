@@ -6,13 +6,14 @@ use crate::cycle::{
     self, ClusterView, CycleSettings, CycleTimings, Decision, PodInput, TopologyView,
 };
 use crate::shared::Shared;
-use crate::snapshot::with_snapshot;
+use crate::snapshot::Snapshot;
 use std::time::{Duration, Instant};
 
 /// What a decision measured besides its result, for the attempt's span.
 #[derive(Debug, Clone, Default)]
 pub struct DecisionTrace {
-    /// Taking the snapshot (under the state, namespace and nomination locks).
+    /// Bringing the snapshot up to date (under the state and cache locks) and applying
+    /// the nominations.
     pub snapshot: Duration,
     /// The steps of the cycle.
     pub cycle: CycleTimings,
@@ -34,16 +35,17 @@ impl DecisionTrace {
     }
 }
 
-/// [`crate::scheduler::decide`], timed; with `zones`, the chosen node's NUMA fit is run once more for the
-/// zones it picks.
+/// [`crate::scheduler::decide`] over `snapshot` (brought up to date first), timed;
+/// with `zones`, the chosen node's NUMA fit is run once more for the zones it picks.
 pub fn decide_traced(
     shared: &Shared,
+    snapshot: &mut Snapshot,
     input: &PodInput,
     settings: &CycleSettings,
     zones: bool,
 ) -> (Decision, DecisionTrace) {
     let started = Instant::now();
-    with_snapshot(shared, input, |cluster, lookup| {
+    snapshot.with(shared, input, |cluster, lookup| {
         let snapshot = started.elapsed();
         let (decision, cycle) = cycle::decide_timed(input, cluster, lookup, settings);
         let zones = match &decision {

@@ -4,11 +4,12 @@
 //! objects, namespaces, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
 //! StorageClasses) into [`state`] (node usage and who runs
 //! where, as [`pod_meta`]), the [`cache`] (per-node NUMA views with pessimistic
-//! reservations) and the [`queue`]. The loop in [`scheduler`] pops a pod, takes a
-//! [`snapshot`] and runs one [`cycle`] — node-level [`filter`]s, topology [`spread`],
-//! inter-pod [`affinity`], then the [`numa`] fit of the node's Topology Manager policy
-//! and scope, then scoring — [`reserve`]s the pod and [`bind`]s it in the background. A pod
-//! that fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. Every API write
+//! reservations) and the [`queue`], stamping each changed node with a [`generation`].
+//! The loop in [`scheduler`] pops a pod, brings its [`snapshot`] up to date (only the
+//! nodes changed since the last decision) and runs one [`cycle`] — node-level
+//! [`filter`]s, topology [`spread`], inter-pod [`affinity`], then the [`numa`] fit of
+//! the node's Topology Manager policy and scope, then scoring — [`reserve`]s the pod
+//! and [`bind`]s it in the background. A pod that fits nowhere may [`preempt`] lower-priority pods, NUMA-aware. Every API write
 //! (binds, evictions, status patches, Events) leaves from one task, the [`writer`],
 //! which checks the lease in one place. [`explain`] and [`events`] tell users why a pod
 //! waits; [`debug`] serves the reserve cache to
@@ -27,6 +28,7 @@ pub mod event_series;
 pub mod events;
 pub mod explain;
 pub mod filter;
+pub mod generation;
 pub mod metrics;
 pub mod numa;
 pub mod pod_meta;

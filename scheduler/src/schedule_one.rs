@@ -15,6 +15,7 @@ use crate::numa::PodRequest;
 use crate::preempt::{self, Outcome};
 use crate::queue::QueuedPod;
 use crate::shared::Shared;
+use crate::snapshot::Snapshot;
 use crate::telemetry::{AttemptOutcome, AttemptRecord};
 use crate::writer::Writer;
 use k8s_openapi::api::core::v1::Pod;
@@ -36,6 +37,8 @@ pub(crate) struct Attempts {
     writer: Writer,
     settings: CycleSettings,
     last_message: LastFailures,
+    /// The cluster as decisions see it, brought up to date before each one.
+    snapshot: Snapshot,
 }
 
 impl Attempts {
@@ -52,6 +55,7 @@ impl Attempts {
             writer,
             settings,
             last_message: LastFailures::default(),
+            snapshot: Snapshot::new(),
         }
     }
 
@@ -68,6 +72,7 @@ impl Attempts {
             writer,
             settings,
             last_message,
+            snapshot,
         } = self;
         let mut input = match parse(&pod) {
             Ok(i) => i,
@@ -109,9 +114,9 @@ impl Attempts {
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
         let (decision, trace) = if multi_thread {
-            tokio::task::block_in_place(|| decide_traced(shared, &input, settings, zones))
+            tokio::task::block_in_place(|| decide_traced(shared, snapshot, &input, settings, zones))
         } else {
-            decide_traced(shared, &input, settings, zones)
+            decide_traced(shared, snapshot, &input, settings, zones)
         };
         let decided = started.elapsed();
         shared
@@ -152,9 +157,11 @@ impl Attempts {
                 let total = shared.state.read().node_count();
                 let searching = Instant::now();
                 let outcome = if multi_thread {
-                    tokio::task::block_in_place(|| preempt::attempt(shared, &input, settings))
+                    tokio::task::block_in_place(|| {
+                        preempt::attempt_with(shared, snapshot, &input, settings)
+                    })
                 } else {
-                    preempt::attempt(shared, &input, settings)
+                    preempt::attempt_with(shared, snapshot, &input, settings)
                 };
                 let mut message = explain::with_unsupported_note(
                     reasons.message(total),

@@ -19,7 +19,7 @@ use crate::cycle::{self, CycleSettings, Decision, PodInput};
 use crate::events::EventSender;
 use crate::schedule_one::Attempts;
 use crate::shared::Shared;
-use crate::snapshot::with_snapshot;
+use crate::snapshot::{Snapshot, with_snapshot};
 use crate::writer::Writer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,9 +65,22 @@ pub async fn run(shared: Arc<Shared>, events: EventSender, writer: Writer) {
     }
 }
 
-/// One decision over a consistent snapshot of nodes, namespaces and topologies.
+/// One decision over a consistent snapshot of nodes, namespaces and topologies, taken
+/// for it alone.
 pub fn decide(shared: &Shared, input: &PodInput, settings: &CycleSettings) -> Decision {
     with_snapshot(shared, input, |cluster, lookup| {
+        cycle::decide_in(input, cluster, lookup, settings)
+    })
+}
+
+/// [`decide`] over a snapshot kept between decisions, brought up to date first.
+pub fn decide_with(
+    shared: &Shared,
+    snapshot: &mut Snapshot,
+    input: &PodInput,
+    settings: &CycleSettings,
+) -> Decision {
+    snapshot.with(shared, input, |cluster, lookup| {
         cycle::decide_in(input, cluster, lookup, settings)
     })
 }

@@ -7,13 +7,25 @@
 //! nothing is counted twice).
 
 use crate::filter::{NodeInfo, PodUsage};
+use crate::generation::NodeGenerations;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Nodes and their pods.
+///
+/// Every change to a node — its object, a pod counted on it or taken off it — stamps
+/// it with a new [`crate::generation`], and adding or removing a node also stamps the
+/// membership, so a [`crate::snapshot::Snapshot`] copies in only what changed. Nodes
+/// are held in `Arc`s the snapshot shares: a change copies a node only while a
+/// snapshot still holds it.
 #[derive(Default)]
 pub struct ClusterState {
-    nodes: BTreeMap<String, NodeInfo>,
+    nodes: BTreeMap<String, Arc<NodeInfo>>,
+    /// The generation of each node's latest change.
+    generations: NodeGenerations,
+    /// The generation of the latest node addition or removal.
+    membership: u64,
     /// Where each known bound (or assumed) pod is: uid → node.
     pod_node: HashMap<String, String>,
     /// Bound pods whose node is not known yet: node → (uid → pod).
@@ -31,11 +43,13 @@ impl ClusterState {
             return;
         };
         match self.nodes.get_mut(&name) {
-            Some(info) => {
-                if let Err(e) = info.set_node(node) {
-                    tracing::warn!(node = %name, error = %e, "ignoring node update");
+            // On error nothing changes (not even if the node was copied).
+            Some(info) => match Arc::make_mut(info).set_node(node) {
+                Ok(()) => {
+                    self.generations.bump(&name);
                 }
-            }
+                Err(e) => tracing::warn!(node = %name, error = %e, "ignoring node update"),
+            },
             None => match NodeInfo::new(node) {
                 Ok(mut info) => {
                     for (uid, usage) in self.ghosts.remove(&name).unwrap_or_default() {
@@ -44,7 +58,8 @@ impl ClusterState {
                     for (_, pod) in self.orphans.remove(&name).unwrap_or_default() {
                         let _ = info.add_pod(&pod);
                     }
-                    self.nodes.insert(name, info);
+                    self.membership = self.generations.bump(&name);
+                    self.nodes.insert(name, Arc::new(info));
                 }
                 Err(e) => tracing::warn!(node = %name, error = %e, "ignoring node"),
             },
@@ -55,11 +70,21 @@ impl ClusterState {
     /// that name added before they are deleted starts with them.
     pub fn remove_node(&mut self, name: &str) {
         if let Some(info) = self.nodes.remove(name) {
-            let pods = info.into_pods();
+            self.generations.forget(name);
+            self.membership = crate::generation::next();
+            let pods = Arc::unwrap_or_clone(info).into_pods();
             if !pods.is_empty() {
                 self.ghosts.entry(name.to_owned()).or_default().extend(pods);
             }
         }
+    }
+
+    /// The node `name` to change, stamped with a new generation (copied first if a
+    /// snapshot shares it).
+    fn edit(&mut self, name: &str) -> Option<&mut NodeInfo> {
+        let info = self.nodes.get_mut(name)?;
+        self.generations.bump(name);
+        Some(Arc::make_mut(info))
     }
 
     /// A bound pod was observed (added, updated, or finished).
@@ -72,13 +97,21 @@ impl ClusterState {
         };
         if let Some(old) = self.pod_node.get(&uid)
             && *old != node
-            && let Some(info) = self.nodes.get_mut(old)
         {
-            info.remove_pod(&uid);
+            let old = old.clone();
+            if self.nodes.get(&old).is_some_and(|n| n.contains_pod(&uid))
+                && let Some(info) = self.edit(&old)
+            {
+                info.remove_pod(&uid);
+            }
         }
-        match self.nodes.get_mut(&node) {
+        match self.nodes.get(&node) {
             Some(info) => {
-                if let Err(e) = info.add_pod(pod) {
+                if !counts_differently(info, &uid, pod) {
+                    // A status update that changes nothing the filters read.
+                } else if let Some(info) = self.edit(&node)
+                    && let Err(e) = info.add_pod(pod)
+                {
                     tracing::warn!(pod = %uid, error = %e, "pod usage not counted");
                 }
             }
@@ -95,7 +128,9 @@ impl ClusterState {
     /// A pod was deleted.
     pub fn remove_pod(&mut self, uid: &str) {
         if let Some(node) = self.pod_node.remove(uid) {
-            if let Some(info) = self.nodes.get_mut(&node) {
+            if self.nodes.get(&node).is_some_and(|n| n.contains_pod(uid))
+                && let Some(info) = self.edit(&node)
+            {
                 info.remove_pod(uid);
             }
             if let Some(o) = self.orphans.get_mut(&node) {
@@ -112,7 +147,7 @@ impl ClusterState {
 
     /// Count a pod on a node before its binding is observed.
     pub fn assume(&mut self, uid: &str, node: &str, usage: PodUsage) {
-        if let Some(info) = self.nodes.get_mut(node) {
+        if let Some(info) = self.edit(node) {
             info.add_usage(uid, usage);
             self.pod_node.insert(uid.to_owned(), node.to_owned());
         }
@@ -123,14 +158,38 @@ impl ClusterState {
         self.remove_pod(uid);
     }
 
+    /// The node, shared, with the generation of its latest change.
+    pub fn node_shared(&self, name: &str) -> Option<(&Arc<NodeInfo>, u64)> {
+        let info = self.nodes.get(name)?;
+        Some((info, self.generations.of(name)))
+    }
+
+    /// Every node, shared, sorted by name, with the generation of its latest change.
+    pub fn nodes_shared(&self) -> impl ExactSizeIterator<Item = (&Arc<NodeInfo>, u64)> {
+        self.nodes
+            .iter()
+            .map(|(name, info)| (info, self.generations.of(name)))
+    }
+
+    /// The nodes changed after generation `since` (added or changed; a removal shows
+    /// in [`Self::membership`] instead), oldest change first.
+    pub fn changed_since(&self, since: u64) -> impl Iterator<Item = (u64, &str)> {
+        self.generations.changed_since(since)
+    }
+
+    /// The generation of the latest node addition or removal.
+    pub fn membership(&self) -> u64 {
+        self.membership
+    }
+
     /// The node, if known.
     pub fn node(&self, name: &str) -> Option<&NodeInfo> {
-        self.nodes.get(name)
+        self.nodes.get(name).map(|n| &**n)
     }
 
     /// Every node, sorted by name (stable order for deterministic decisions).
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = &NodeInfo> {
-        self.nodes.values()
+        self.nodes.values().map(|n| &**n)
     }
 
     /// Number of nodes.
@@ -171,6 +230,21 @@ impl ClusterState {
         for uid in gone {
             self.remove_pod(&uid);
         }
+    }
+}
+
+/// Whether counting `pod` on `info` would change it: it is not counted yet, or counted
+/// with other requests, ports or metadata, or it has finished (and is still counted).
+/// An unreadable pod changes nothing (it is not counted, as [`NodeInfo::add_pod`]
+/// refuses it).
+fn counts_differently(info: &NodeInfo, uid: &str, pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return info.contains_pod(uid);
+    }
+    match PodUsage::from_pod(pod) {
+        Ok(usage) => info.pod(uid) != Some(&usage),
+        Err(_) => true,
     }
 }
 

@@ -83,6 +83,7 @@ mod pod;
 pub mod resync;
 mod stopped;
 mod store;
+mod views;
 
 #[cfg(test)]
 mod tests;
@@ -103,6 +104,7 @@ pub use node::{NodeView, NrtUpdate};
 pub use pod::{PodPhase, PodRef, holds_exclusive_resources, numa_footprint};
 pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
 pub use stopped::{StoppedWriter, stopped_writers_note};
+pub use views::Views;
 
 use crate::numa::{NumaSet, PodRequest, Resources};
 use node::{NodeEntry, Reservation};
@@ -241,13 +243,7 @@ impl TopologyCache {
     /// created again under its name, and the garbage collector has not deleted the
     /// earlier node's NRT yet): then `None`, as for a node that has not published.
     pub fn snapshot_for(&self, node: &str, node_uid: &str) -> Option<NodeView> {
-        let state = self.read();
-        let entry = state.nodes.get(node)?;
-        let owner = entry.latest().and_then(|nrt| node::node_owner(nrt));
-        if !node_uid.is_empty() && owner.is_some_and(|o| o != node_uid) {
-            return None;
-        }
-        entry.view()
+        self.views().view_for(node, node_uid)
     }
 
     /// The node's cache state; `None` when the cache knows nothing about it.
@@ -489,6 +485,7 @@ impl TopologyCache {
             };
             self.metrics.dirty_changed(true, entry.is_dirty());
             self.metrics.resynced(resync.outcome);
+            state.stamp(&node);
             for uid in &dropped {
                 state.forget_if_gone(&node, uid);
             }

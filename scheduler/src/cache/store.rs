@@ -1,19 +1,27 @@
 //! [`State`]: what the cache's lock guards. The node map, plus an index from pod UID
 //! to the node where the pod is reserved or bound, so deletions and unreserves of pods
 //! that never got a `nodeName` still find their node. Every change to a node goes
-//! through [`State::edit`], which keeps the dirty-nodes gauge in step.
+//! through [`State::edit`], which keeps the dirty-nodes gauge in step and stamps the
+//! node with a new [`crate::generation`] (a resync, which edits entries in place,
+//! stamps them with [`State::stamp`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::metrics::CacheMetrics;
 use super::node::NodeEntry;
+use crate::generation::NodeGenerations;
 
 #[derive(Debug, Default)]
 pub(super) struct State {
     pub(super) nodes: HashMap<String, NodeEntry>,
     /// Pod UID → the node where it is reserved or bound.
     pub(super) pod_nodes: HashMap<String, String>,
+    /// The generation of each node's latest change.
+    pub(super) generations: NodeGenerations,
+    /// The generation of the latest removal of an entry (its generation is forgotten
+    /// with it).
+    pub(super) removed: u64,
 }
 
 impl State {
@@ -34,8 +42,17 @@ impl State {
         metrics.dirty_changed(was_dirty, entry.is_dirty());
         if entry.is_empty() {
             self.nodes.remove(node);
+            self.generations.forget(node);
+            self.removed = crate::generation::next();
+        } else {
+            self.generations.bump(node);
         }
         result
+    }
+
+    /// Stamps `node` as changed (its entry was edited in place).
+    pub(super) fn stamp(&mut self, node: &str) {
+        self.generations.bump(node);
     }
 
     /// Removes pod `uid` from `node`: its bound record (noting the deletion when

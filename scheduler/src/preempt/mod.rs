@@ -32,7 +32,7 @@ pub use victims::Plan;
 
 use crate::cycle::{CycleSettings, PodInput};
 use crate::shared::Shared;
-use crate::snapshot::with_snapshot;
+use crate::snapshot::Snapshot;
 
 /// Plans kept to fall back on when an eviction is refused.
 pub const PLANS_KEPT: usize = 3;
@@ -73,6 +73,16 @@ impl Outcome {
 
 /// Steps 1 and 2 of the module documentation, for a pod no node fits.
 pub fn attempt(shared: &Shared, pod: &PodInput, settings: &CycleSettings) -> Outcome {
+    attempt_with(shared, &mut Snapshot::new(), pod, settings)
+}
+
+/// [`attempt`] over the scheduling loop's snapshot (brought up to date first).
+pub fn attempt_with(
+    shared: &Shared,
+    snapshot: &mut Snapshot,
+    pod: &PodInput,
+    settings: &CycleSettings,
+) -> Outcome {
     if !shared.settings.preemption || pod.filter.meta().never_preempts {
         return Outcome::Skipped;
     }
@@ -84,7 +94,7 @@ pub fn attempt(shared: &Shared, pod: &PodInput, settings: &CycleSettings) -> Out
     }
     shared.metrics.preemption_searches.inc();
     let budgets = shared.budgets.read().clone();
-    let plans = with_snapshot(shared, pod, |cluster, lookup| {
+    let plans = snapshot.with(shared, pod, |cluster, lookup| {
         let reserved = |node: &str, uid: &str| shared.cache.reserved_amounts(node, uid);
         victims::plans(
             pod, cluster, lookup, reserved, &budgets, settings, PLANS_KEPT,
