@@ -111,6 +111,24 @@ impl ClusterShape {
         }
     }
 
+    /// The allocatable of every node (as [`Self::fake_node`] declares it), in the units
+    /// of [`crate::run_end::Amounts`].
+    pub fn allocatable(&self) -> crate::run_end::Amounts {
+        let zones = u64::from(self.zones);
+        let mut amounts = BTreeMap::from([
+            ("cpu".to_string(), zones * u64::from(self.zone_cpus) * 1000),
+            ("memory".to_string(), zones * self.zone_memory_gib * GIB),
+            (crate::run_end::PODS.to_string(), u64::from(self.max_pods)),
+        ]);
+        if self.hugepages_gib_per_zone > 0 {
+            amounts.insert(HUGEPAGES.into(), zones * self.hugepages_gib_per_zone * GIB);
+        }
+        if self.devices_per_zone > 0 {
+            amounts.insert(DEVICE.into(), zones * u64::from(self.devices_per_zone));
+        }
+        amounts
+    }
+
     /// CPUs of the whole cluster.
     pub fn total_cpus(&self) -> u64 {
         self.nodes as u64 * u64::from(self.zones * self.zone_cpus)
@@ -315,6 +333,30 @@ mod tests {
         assert_eq!(node.name, "bench-node-0002");
         assert_eq!((node.cpu.as_str(), node.memory.as_str()), ("48", "256Gi"));
         assert_eq!(machine.allocatable()["memory"], 256 * GIB);
+    }
+
+    #[test]
+    fn allocatable_is_what_the_node_object_declares() {
+        use tas_api::quantity::{parse_milli, parse_value};
+        let saturation = ClusterShape {
+            devices_per_zone: 2,
+            hugepages_gib_per_zone: 4,
+            ..shape()
+        };
+        let node = saturation.fake_node(0);
+        let value = |q: &str| u64::try_from(parse_value(q).unwrap()).unwrap();
+        let declared = BTreeMap::from([
+            ("cpu".to_string(), u64::try_from(parse_milli(&node.cpu).unwrap()).unwrap()),
+            ("memory".to_string(), value(&node.memory)),
+            ("pods".to_string(), u64::from(node.pods)),
+            (HUGEPAGES.to_string(), value(node.hugepages_2mi.as_deref().unwrap())),
+            (DEVICE.to_string(), value(&node.extended[DEVICE])),
+        ]);
+        assert_eq!(saturation.allocatable(), declared);
+        assert_eq!(declared["cpu"], 48_000);
+        assert_eq!(declared[DEVICE], 8);
+        // Without hugepages or devices, neither is listed (a request for one fits nowhere).
+        assert_eq!(shape().allocatable().len(), 3);
     }
 
     #[test]
