@@ -46,11 +46,6 @@ use report::{Failure, Kind, Report, class_of};
 
 /// Nodes run side by side (each has its own podresources server and rate limit).
 const PARALLEL_NODES: usize = 4;
-/// Nodes side by side in the large run (`make bench`): each node's attempts wait on
-/// the podresources client's rate limit and on the referee, so more nodes in flight
-/// keep both cores busy. Nodes are independent (own seed, own referee node), so the
-/// report does not depend on it.
-const LARGE_PARALLEL_NODES: usize = 16;
 /// Admission attempts per node.
 const ATTEMPTS_PER_NODE: usize = 15;
 /// 200 nodes × 15 attempts.
@@ -91,7 +86,7 @@ async fn scheduler_agrees_with_the_kubelet_large() {
         Ok(_) => 0,
         Err(_) => KNOWN_LARGE_FALSE_ADMITS,
     };
-    run(seed(1015), NODES * 10, allowed, LARGE_PARALLEL_NODES).await;
+    run(seed(1015), NODES * 10, allowed, PARALLEL_NODES).await;
 }
 
 fn seed(default: u64) -> u64 {
