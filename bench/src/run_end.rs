@@ -127,7 +127,11 @@ pub enum Observed {
 
 impl Progress {
     /// A run of `pods` pods on `nodes` (name and allocatable), starting at `now`.
-    pub fn new(nodes: impl IntoIterator<Item = (String, Amounts)>, pods: usize, now: Instant) -> Self {
+    pub fn new(
+        nodes: impl IntoIterator<Item = (String, Amounts)>,
+        pods: usize,
+        now: Instant,
+    ) -> Self {
         Self {
             nodes: nodes
                 .into_iter()
@@ -177,10 +181,7 @@ impl Progress {
                 })
             }
         };
-        if state.node.is_none()
-            && !state.unschedulable
-            && is_marked_unschedulable(pod)
-        {
+        if state.node.is_none() && !state.unschedulable && is_marked_unschedulable(pod) {
             state.unschedulable = true;
             self.last_change = now;
         }
@@ -262,14 +263,12 @@ impl Progress {
     fn all_unbound_unplaceable(&self) -> bool {
         // Many pods share a shape: judge each distinct request once.
         let shapes: BTreeSet<&Amounts> = self.unbound().map(|p| &p.requests).collect();
-        shapes
-            .into_iter()
-            .all(|requests| {
-                !self
-                    .nodes
-                    .values()
-                    .any(|(allocatable, used)| fits(allocatable, used, requests))
-            })
+        shapes.into_iter().all(|requests| {
+            !self
+                .nodes
+                .values()
+                .any(|(allocatable, used)| fits(allocatable, used, requests))
+        })
     }
 }
 

@@ -159,14 +159,22 @@ pub enum Mix {
 }
 
 impl Workload {
-    /// Name of pod `i`.
-    pub fn pod_name(i: usize) -> String {
-        format!("bench-{i:05}")
+    /// Name of pod `i` of the run of `scheduler` (a run's own scheduler name): unique
+    /// across runs, so nothing left over from a deleted pod of an earlier run (kwok
+    /// deletes pods by name from a work queue that can lag behind by a minute) can
+    /// touch a pod of a later one.
+    pub fn pod_name(scheduler: &str, i: usize) -> String {
+        format!("{scheduler}-{i:05}")
     }
 
-    /// The index of a pod from its name, if it is a benchmark pod.
+    /// The index of a pod from its name (its last `-` segment), if it is a benchmark
+    /// pod.
     pub fn pod_index(name: &str) -> Option<usize> {
-        name.strip_prefix("bench-")?.parse().ok()
+        let (_, index) = name.rsplit_once('-')?;
+        if index.len() != 5 {
+            return None;
+        }
+        index.parse().ok()
     }
 
     /// CPUs of pod `i`: a fixed pseudo-random draw, the same in every run.
@@ -190,7 +198,7 @@ impl Workload {
         let cpus = self.cpus(i);
         let memory = format!("{}Gi", u64::from(cpus) * self.memory_per_cpu_gib);
         guaranteed_pod(
-            &Self::pod_name(i),
+            &Self::pod_name(scheduler, i),
             scheduler,
             run,
             &cpus.to_string(),
@@ -229,7 +237,7 @@ pub fn mixed_kind(i: usize) -> MixedKind {
 pub fn saturation_pod(workload: &Workload, i: usize, scheduler: &str, run: &str) -> Pod {
     let cpus = workload.cpus(i);
     let memory = format!("{}Gi", u64::from(cpus) * workload.memory_per_cpu_gib);
-    let name = Workload::pod_name(i);
+    let name = Workload::pod_name(scheduler, i);
     let (requests, limits) = match mixed_kind(i) {
         MixedKind::Guaranteed => {
             let r = serde_json::json!({ "cpu": cpus.to_string(), "memory": memory });
@@ -346,10 +354,16 @@ mod tests {
         let node = saturation.fake_node(0);
         let value = |q: &str| u64::try_from(parse_value(q).unwrap()).unwrap();
         let declared = BTreeMap::from([
-            ("cpu".to_string(), u64::try_from(parse_milli(&node.cpu).unwrap()).unwrap()),
+            (
+                "cpu".to_string(),
+                u64::try_from(parse_milli(&node.cpu).unwrap()).unwrap(),
+            ),
             ("memory".to_string(), value(&node.memory)),
             ("pods".to_string(), u64::from(node.pods)),
-            (HUGEPAGES.to_string(), value(node.hugepages_2mi.as_deref().unwrap())),
+            (
+                HUGEPAGES.to_string(),
+                value(node.hugepages_2mi.as_deref().unwrap()),
+            ),
             (DEVICE.to_string(), value(&node.extended[DEVICE])),
         ]);
         assert_eq!(saturation.allocatable(), declared);
@@ -379,6 +393,10 @@ mod tests {
         assert_eq!(pod.spec.unwrap().scheduler_name.as_deref(), Some("sched"));
         assert_eq!(Workload::pod_index("bench-00007"), Some(7));
         assert_eq!(Workload::pod_index("warmup"), None);
+        let name = Workload::pod_name("bench-numa-plugin-r2", 7);
+        assert_eq!(name, "bench-numa-plugin-r2-00007");
+        assert_eq!(Workload::pod_index(&name), Some(7));
+        assert_eq!(Workload::pod_index("warmup-bench-tas-r1"), None);
 
         let again: Vec<u32> = (0..50).map(|i| workload.cpus(i)).collect();
         assert_eq!(again, (0..50).map(|i| workload.cpus(i)).collect::<Vec<_>>());

@@ -73,7 +73,10 @@ fn a_run_with_every_pod_bound_ends_at_once() {
         Observed::Bound(node(0))
     );
     // The same bind seen again (a status update) is not a second bind.
-    assert_eq!(p.observe(0, &bound(pending("a", 1), &node(0)), t0), Observed::Other);
+    assert_eq!(
+        p.observe(0, &bound(pending("a", 1), &node(0)), t0),
+        Observed::Other
+    );
     assert_eq!(p.verdict(&rule(true), t0), None, "creation not finished");
     p.observe(1, &bound(pending("b", 1), &node(1)), t0);
     assert_eq!(p.bound(), 2);
@@ -126,15 +129,15 @@ fn every_pod_left_marked_unschedulable_settles_after_the_window_without_a_bind()
     let t2 = t0 + Duration::from_secs(4);
     p.observe(2, &marked(pending("c", 1)), t2);
     // A newly marked pod is a change: the window counts from it.
-    assert_eq!(p.verdict(&rule(true), t2 + SETTLE - Duration::from_millis(1)), None);
+    assert_eq!(
+        p.verdict(&rule(true), t2 + SETTLE - Duration::from_millis(1)),
+        None
+    );
     // A bind of a marked pod is one too.
     let t3 = t2 + Duration::from_secs(10);
     p.observe(1, &bound(marked(pending("b", 1)), &node(1)), t3);
     assert_eq!(p.verdict(&rule(true), t2 + SETTLE), None);
-    assert_eq!(
-        p.verdict(&rule(true), t3 + SETTLE),
-        Some(RunEnd::Settled)
-    );
+    assert_eq!(p.verdict(&rule(true), t3 + SETTLE), Some(RunEnd::Settled));
 }
 
 #[test]
@@ -148,7 +151,10 @@ fn with_early_ends_off_the_early_instant_is_only_noted() {
     assert_eq!(p.verdict(&rule(false), settled), None);
     assert_eq!(p.early(), Some((settled, RunEnd::Settled)));
     // The first instant stays.
-    assert_eq!(p.verdict(&rule(false), settled + Duration::from_secs(1)), None);
+    assert_eq!(
+        p.verdict(&rule(false), settled + Duration::from_secs(1)),
+        None
+    );
     assert_eq!(p.early(), Some((settled, RunEnd::Settled)));
     assert_eq!(p.verdict(&rule(false), t0 + IDLE), Some(RunEnd::Idle));
 }
@@ -225,8 +231,16 @@ fn every_resource_and_the_pod_count_are_judged() {
     let allocatable = Amounts::from([("cpu".into(), 4000), (PODS.into(), 1)]);
     let one = node_requests(&guaranteed_pod("x", "s", "r1", "1", "1Gi"));
     assert_eq!(one[PODS], 1);
-    assert!(fits(&allocatable, &Amounts::new(), &Amounts::from([("cpu".into(), 4000), (PODS.into(), 1)])));
-    assert!(!fits(&allocatable, &Amounts::from([(PODS.into(), 1)]), &Amounts::from([(PODS.into(), 1)])));
+    assert!(fits(
+        &allocatable,
+        &Amounts::new(),
+        &Amounts::from([("cpu".into(), 4000), (PODS.into(), 1)])
+    ));
+    assert!(!fits(
+        &allocatable,
+        &Amounts::from([(PODS.into(), 1)]),
+        &Amounts::from([(PODS.into(), 1)])
+    ));
 }
 
 #[test]
@@ -248,7 +262,10 @@ fn requests_are_what_node_level_fit_counts() {
         ])
     );
     let best_effort = guaranteed_pod("e", "s", "r1", "", "");
-    assert_eq!(node_requests(&best_effort), Amounts::from([(PODS.into(), 1)]));
+    assert_eq!(
+        node_requests(&best_effort),
+        Amounts::from([(PODS.into(), 1)])
+    );
 }
 
 #[test]

@@ -200,11 +200,8 @@ impl IdleUpdater {
         pids.push(self.updater.0.id());
         let before = cpu_ticks(&pids);
         let idle_writes = count_writes(&self.client, &self.node, self.window).await?;
-        let idle_cpu = procfs::cpu_between(
-            before,
-            cpu_ticks(&pids),
-            procfs::clock_ticks_per_second(),
-        );
+        let idle_cpu =
+            procfs::cpu_between(before, cpu_ticks(&pids), procfs::clock_ticks_per_second());
         Ok(UpdaterResult {
             runs: self.runs,
             idle_writes,
