@@ -65,8 +65,10 @@ demo: ## The whole stack on a local control plane with simulated NUMA nodes; pri
 
 # Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS
 # vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on local
-# control planes, scenarios backlog, paced, saturation, scale and updater, 5 runs each;
-# about 3 hours on 2 cores with the defaults). BENCH_ARGS go to tas-bench, e.g.
+# control planes, scenarios backlog, paced, updater, saturation and scale, 5 runs each;
+# about 2.5 hours on 2 cores with the defaults, most of it the NUMA plugin draining
+# 5,000 pods at 15-35/s; bench/README.md says where the time goes). BENCH_ARGS go to
+# tas-bench, e.g.
 # BENCH_ARGS="--quick" or "--scenario backlog --runs 5".
 # The criterion settings of every micro-benchmark (one place for all three crates).
 CRITERION_ARGS ?= --sample-size 20 --warm-up-time 1 --measurement-time 3

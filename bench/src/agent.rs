@@ -10,7 +10,7 @@
 //! Without this, both would run on their pessimistic reservations (or their staleness
 //! fallbacks) for the whole run.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -149,12 +149,18 @@ async fn apply(api: &Api<NodeResourceTopology>, object: &NodeResourceTopology) -
         .map(drop)
 }
 
-/// Publishes every node of `kubelets` now, `MAX_IN_FLIGHT` at a time: the initial
-/// objects, and the reset to full availability between runs.
-pub async fn publish_all(client: &Client, kubelets: &Kubelets) -> kube::Result<()> {
+/// Publishes the nodes of `kubelets` now (those in `only`, when given), `MAX_IN_FLIGHT`
+/// at a time: the initial objects, and the reset to full availability between runs
+/// (where only the nodes the last run changed need it: the others already say so).
+pub async fn publish_all(
+    client: &Client,
+    kubelets: &Kubelets,
+    only: Option<&BTreeSet<String>>,
+) -> kube::Result<()> {
     let api: Api<NodeResourceTopology> = Api::all(client.clone());
     let objects: Vec<NodeResourceTopology> = kubelets
         .names()
+        .filter(|n| only.is_none_or(|only| only.contains(*n)))
         .filter_map(|n| kubelets.node(n).map(|state| nrt(n, state)))
         .collect();
     let mut writes = JoinSet::new();

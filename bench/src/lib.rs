@@ -8,8 +8,8 @@
 //! [`run::run_once`] resets the nodes' kubelet models ([`kubelet`]) and NRTs
 //! ([`agent`]), starts the scheduler ([`schedulers`], or the in-runner [`binder`]),
 //! creates the [`workload::Workload`] at a fixed rate ([`create`]) and watches the
-//! binds, which feed the kubelet models and the node agent. Each run yields a
-//! [`run::RunResult`]. [`scenarios`] shape the runs (backlog, paced, saturation,
+//! binds, which feed the kubelet models and the node agent, until [`run_end`] says
+//! the run is over. Each run yields a [`run::RunResult`]. [`scenarios`] shape the runs (backlog, paced, saturation,
 //! scale) and run the updater on its own; [`report`] renders each scenario's medians
 //! with min–max and the goals with the [`environment`] as markdown, optionally
 //! with the criterion figures ([`criterion`]).
@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod procfs;
 pub mod report;
 pub mod run;
+pub mod run_end;
 pub mod scenarios;
 pub mod schedulers;
 pub mod setup;
@@ -66,6 +67,10 @@ pub struct Options {
     pub nrt_debounce: Duration,
     /// A run ends when nothing was bound for this long after the last creation.
     pub idle_timeout: Duration,
+    /// Whether a run also ends as soon as no pod left can be bound, or every pod left
+    /// is reported Unschedulable and nothing changed for [`run_end::SETTLE`]
+    /// ([`run_end`]); off: only all bound or the idle timeout end it.
+    pub early_end: bool,
     /// The scheduler binaries.
     pub binaries: Binaries,
     /// Where the NodeResourceTopology CRD manifests are.
@@ -98,6 +103,9 @@ pub struct Bench {
     /// placements, when `TAS_REFEREE_BIN` names it; otherwise the node simulator's
     /// Rust model judges.
     pub referee: Option<std::sync::Arc<tas_nodesim::referee::Referee>>,
+    /// The nodes whose NRT the last run changed (`None`: not known, e.g. before the
+    /// first run): the next run resets only these.
+    pub nrt_changed: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
 }
 
 /// Why the benchmark stopped.
@@ -153,7 +161,13 @@ pub async fn run_all(
     options: Options,
     mut progress: impl FnMut(&run::RunResult),
 ) -> Result<(Bench, Vec<run::RunResult>), BenchError> {
+    let started = std::time::Instant::now();
     let bench = setup::setup(options).await?;
+    eprintln!(
+        "tas-bench: cluster of {} nodes ready in {:.1} s",
+        bench.options.shape.nodes,
+        started.elapsed().as_secs_f64()
+    );
     let mut results = Vec::new();
     for round in 1..=bench.options.runs {
         for &kind in &bench.options.schedulers {

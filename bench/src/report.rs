@@ -107,15 +107,40 @@ fn setup_line(section: &Section<'_>) -> String {
             o.rate, o.create_concurrency
         ),
     };
+    let ends = if o.early_end {
+        format!(
+            "every pod is bound, every pod left fits no node even at node level, every pod left is reported Unschedulable by its scheduler and nothing was bound for {} s, or nothing was bound for {} s",
+            crate::run_end::SETTLE.as_secs(),
+            o.idle_timeout.as_secs()
+        )
+    } else {
+        format!(
+            "every pod is bound or nothing was bound for {} s",
+            o.idle_timeout.as_secs()
+        )
+    };
     format!(
-        "{} nodes × {} zones of {} CPUs / {} GiB{extras}; {pods}, {how}; {} run(s) per scheduler, interleaved; a run ends when every pod is bound or nothing was bound for {} s.",
+        "{} nodes × {} zones of {} CPUs / {} GiB{extras}; {pods}, {how}; {} run(s) per scheduler, interleaved; a run ends when {ends}{}.",
         shape.nodes,
         shape.zones,
         shape.zone_cpus,
         shape.zone_memory_gib,
         o.runs,
-        o.idle_timeout.as_secs()
+        run_ends(section.results),
     )
+}
+
+/// How the runs ended, e.g. ` (here: all bound 10, settled 5)`; empty without runs.
+pub fn run_ends(results: &[RunResult]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for r in results {
+        *counts.entry(r.end.id()).or_default() += 1;
+    }
+    if counts.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = counts.iter().map(|(id, n)| format!("{id} {n}")).collect();
+    format!(" (here: {})", parts.join(", "))
 }
 
 fn ms(d: Option<std::time::Duration>) -> Option<f64> {
@@ -151,6 +176,21 @@ pub fn updater_section(result: &UpdaterResult) -> String {
         result.idle_writes,
         result.idle_window.as_secs(),
         per_hour.map_or("–".into(), |v| format!("{v:.1}"))
+    );
+    let beside = if result.idle_beside.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The window ran beside the {} scenario(s): the updater writes only when what it reads changes or its heartbeat is due, which CPU contention does not change.",
+            result.idle_beside.join(", ")
+        )
+    };
+    let window = result.idle_window.as_secs_f64().max(1e-9);
+    let _ = writeln!(
+        out,
+        "The idle updater and its control plane used {:.1} CPU-s in the window ({:.1} % of one CPU).{beside}\n",
+        result.idle_cpu.as_secs_f64(),
+        100.0 * result.idle_cpu.as_secs_f64() / window,
     );
     for line in updater_goals(result) {
         let _ = writeln!(out, "{line}  ");

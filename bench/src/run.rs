@@ -1,7 +1,7 @@
 //! One measured run of one scheduler, on a clean slate:
 //!
 //! 1. every node's kubelet model starts empty and its NRT is rewritten to full
-//!    availability;
+//!    availability (after the first run, only the NRTs the last run changed);
 //! 2. the scheduler starts and must bind a BestEffort warm-up pod (so startup and cache
 //!    sync are not measured), which is then deleted;
 //! 3. a watch on the run's pods starts and lists; the scheduler process is sampled;
@@ -9,9 +9,11 @@
 //!    it was first seen bound, admits it into its node's kubelet model (bind order) and
 //!    lets the node agent publish; for the bind-only ceiling it also hands pending pods
 //!    to the in-runner binder;
-//! 5. the run ends when every pod is bound, or when nothing was bound for the idle
-//!    timeout after the last creation; the process is sampled again and stopped;
-//! 6. the run's pods are deleted (no grace) and gone before the next run.
+//! 5. the run ends when every pod is bound, when no pod left can be bound or its
+//!    scheduler has settled, or when nothing was bound for the idle timeout after the
+//!    last creation ([`crate::run_end`]); the process is sampled again and stopped;
+//! 6. the run's pods are deleted (no grace) and gone before the next run, while the
+//!    placements are replayed through the kubelet referee.
 //!
 //! In [`Mode::Backlog`] steps 2–4 go differently, as in kube-scheduler's scheduler_perf
 //! SchedulingThroughput: every pod is created first (as fast as the API server takes
@@ -34,6 +36,7 @@ use crate::create::{CreateOutcome, create_pods};
 use crate::kubelet::{AdmissionTally, Kubelets, referee_replay};
 use crate::metrics::{DecisionTimes, scrape_tas_decisions};
 use crate::procfs::{self, ProcessSample};
+use crate::run_end::{EndRule, Observed, Progress, RunEnd, SETTLE};
 use crate::schedulers::{Launch, SchedulerKind, SchedulerProcess};
 use crate::stats::{per_second_counts, percentile, quantile};
 use crate::workload::{ClusterShape, RUN_LABEL, Workload, guaranteed_pod};
@@ -82,6 +85,44 @@ pub struct RunResult {
     pub per_second_p90: Option<f64>,
     /// The TAS scheduler's own decision-time histogram at the end of the run.
     pub decisions: Option<DecisionTimes>,
+    /// Why the run ended.
+    pub end: RunEnd,
+    /// With early ends off (`Options::early_end`), the pods bound after the run could
+    /// have ended early (`None`: it could not, or early ends were on).
+    pub binds_after_early_end: Option<usize>,
+    /// Wall time of the run's phases.
+    pub phases: Phases,
+}
+
+/// Wall time of each phase of a run, for the log (where a full benchmark's hours go).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// Every NRT reset to full availability.
+    pub reset: Duration,
+    /// The scheduler started and warmed up (paced), or the backlog created and listed
+    /// and the scheduler started.
+    pub start: Duration,
+    /// From the first sample of the scheduler process to the last: creation and binds.
+    pub measured: Duration,
+    /// The scheduler stopped, the node agent's last writes, the pods deleted and gone.
+    pub clean_up: Duration,
+    /// The placements replayed through the kubelet referee (beside the clean-up).
+    pub replay: Duration,
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |d: Duration| d.as_secs_f64();
+        write!(
+            f,
+            "reset {:.1} s, start {:.1} s, measured {:.1} s, clean-up {:.1} s, replay {:.1} s",
+            s(self.reset),
+            s(self.start),
+            s(self.measured),
+            s(self.clean_up),
+            s(self.replay)
+        )
+    }
 }
 
 impl RunResult {
@@ -117,7 +158,14 @@ pub async fn run_once(
         &machine,
         ClusterShape::kubelet(),
     );
-    publish_all(&bench.client, &kubelets).await?;
+    let started = Instant::now();
+    let changed = lock(&bench.nrt_changed).take();
+    publish_all(&bench.client, &kubelets, changed.as_ref()).await?;
+    let mut phases = Phases {
+        reset: started.elapsed(),
+        ..Phases::default()
+    };
+    let phase = Instant::now();
 
     let launch = Launch {
         dir: bench.cluster.base_dir(),
@@ -179,6 +227,8 @@ pub async fn run_once(
     });
     let agent = NodeAgent::start(&bench.client, kubelets, options.nrt_debounce);
 
+    phases.start = phase.elapsed();
+    let phase = Instant::now();
     let pid = process.as_ref().map(SchedulerProcess::pid);
     let before = procfs::sample(pid).map_err(sample_error)?;
     if !backlog {
@@ -190,62 +240,88 @@ pub async fn run_once(
     // Every bind in the order the watch saw it, for the referee's replay.
     let mut placements: Vec<(String, Pod)> = Vec::with_capacity(n);
     let mut submitted = vec![false; n];
-    let mut bound = 0;
-    let mut last_progress = Instant::now();
-    for pod in listed {
+    let allocatable = options.shape.allocatable();
+    let nodes = options
+        .shape
+        .node_names()
+        .into_iter()
+        .map(|name| (name, allocatable.clone()));
+    let mut progress = Progress::new(nodes, n, Instant::now());
+    let rule = EndRule {
+        early: options.early_end && kind != SchedulerKind::BindOnly,
+        settle: SETTLE,
+        idle_timeout: options.idle_timeout,
+    };
+    if let Some(outcome) = &created {
+        progress.creation_done(n - outcome.errors.min(n), Instant::now());
+    }
+    let mut seen = |pod: Pod, progress: &mut Progress| {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let Some(i) = Workload::pod_index(name).filter(|&i| i < n) else {
-            continue;
+            return;
         };
-        let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.is_none());
-        if let Some(binder) = binder.as_ref().filter(|_| unbound && !submitted[i]) {
-            submitted[i] = true;
-            binder.submit(name.to_string());
-        }
-    }
-    let mut ticks = tokio::time::interval(Duration::from_millis(500));
-    while bound < n {
-        tokio::select! {
-            event = events.next() => {
-                let Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) = event else {
-                    continue;
-                };
-                let name = pod.metadata.name.as_deref().unwrap_or_default();
-                let Some(i) = Workload::pod_index(name).filter(|&i| i < n) else { continue };
-                match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-                    Some(node) if bound_at[i].is_none() => {
-                        let now = Instant::now();
-                        bound_at[i] = Some(now);
-                        bound += 1;
-                        last_progress = now;
-                        agent.on_bound(node, &pod);
-                        placements.push((node.to_owned(), pod.clone()));
-                    }
-                    None if !submitted[i] => {
-                        if let Some(binder) = &binder {
-                            submitted[i] = true;
-                            binder.submit(name.to_string());
-                        }
-                    }
-                    _ => {}
+        let now = Instant::now();
+        match progress.observe(i, &pod, now) {
+            Observed::Bound(node) => {
+                bound_at[i] = Some(now);
+                agent.on_bound(&node, &pod);
+                placements.push((node, pod));
+            }
+            Observed::Other => {
+                let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.is_none());
+                if let Some(binder) = binder.as_ref().filter(|_| unbound && !submitted[i]) {
+                    submitted[i] = true;
+                    binder.submit(name.to_string());
                 }
             }
+        }
+    };
+    for pod in listed {
+        seen(pod, &mut progress);
+    }
+    let mut ticks = tokio::time::interval(Duration::from_millis(500));
+    let end = loop {
+        if progress.bound() == n {
+            break RunEnd::AllBound;
+        }
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) => {
+                    seen(pod, &mut progress);
+                }
+                Some(Ok(watcher::Event::Delete(pod))) => {
+                    let name = pod.metadata.name.as_deref().unwrap_or_default();
+                    if let Some(i) = Workload::pod_index(name) {
+                        progress.deleted(i);
+                    }
+                }
+                _ => {}
+            },
             _ = ticks.tick() => {
                 if let Some(process) = process.as_mut() {
                     process.check_alive()?;
                 }
                 if let Some(handle) = creator.take_if(|h| h.is_finished()) {
                     let outcome = handle.await.map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?;
-                    last_progress = last_progress.max(Instant::now());
+                    progress.creation_done(n - outcome.errors.min(n), Instant::now());
                     created = Some(outcome);
                 }
-                if created.is_some() && last_progress.elapsed() >= options.idle_timeout {
-                    break;
+                if let Some(end) = progress.verdict(&rule, Instant::now()) {
+                    break end;
                 }
             }
         }
-    }
+    };
+    // With early ends off: the binds after the run could have ended early.
+    let binds_after_early_end = match progress.early() {
+        Some((at, _)) if !rule.early && kind != SchedulerKind::BindOnly => {
+            Some(bound_at.iter().flatten().filter(|t| **t > at).count())
+        }
+        _ => None,
+    };
     let after = procfs::sample(pid).map_err(sample_error)?;
+    phases.measured = phase.elapsed();
+    let phase = Instant::now();
     let decisions = match (&process, kind) {
         (Some(process), SchedulerKind::Tas) => match process.http_port() {
             Some(port) => scrape_tas_decisions(&bench.cluster, port).await,
@@ -260,6 +336,7 @@ pub async fn run_once(
         binder.stop().await;
     }
     let (kubelets, published) = agent.stop().await;
+    *lock(&bench.nrt_changed) = Some(kubelets.changed());
     let created = match (created, creator) {
         (Some(outcome), _) => outcome,
         (None, Some(handle)) => handle
@@ -267,27 +344,42 @@ pub async fn run_once(
             .map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?,
         (None, None) => CreateOutcome::default(),
     };
-    delete_pods(&pods, &selector).await?;
-
     let result = summarise(kind, round, &created, &bound_at, before, after);
-    let tally = match &bench.referee {
-        Some(referee) => {
-            referee_replay(
-                referee,
-                &tag,
-                &options.shape.node_names(),
-                &machine,
-                ClusterShape::kubelet(),
-                &placements,
-            )
-            .await?
-        }
-        None => kubelets.tally().clone(),
+    // The pods' deletion (the API server's work) and the replay (the referee's) touch
+    // nothing in common and nothing measured: side by side.
+    let names = options.shape.node_names();
+    let clean_up = async {
+        delete_pods(&pods, &selector).await?;
+        Ok::<_, BenchError>(phase.elapsed())
     };
+    let replay = async {
+        let tally = match &bench.referee {
+            Some(referee) => {
+                referee_replay(
+                    referee,
+                    &tag,
+                    &names,
+                    &machine,
+                    ClusterShape::kubelet(),
+                    &placements,
+                )
+                .await?
+            }
+            None => kubelets.tally().clone(),
+        };
+        Ok::<_, BenchError>((tally, phase.elapsed()))
+    };
+    let (clean_up, replay) = tokio::join!(clean_up, replay);
+    phases.clean_up = clean_up?;
+    let (tally, replay) = replay?;
+    phases.replay = replay;
     Ok(RunResult {
         tally,
+        phases,
         published,
         decisions,
+        end,
+        binds_after_early_end,
         ..result
     })
 }
@@ -341,7 +433,14 @@ fn summarise(
         tally: AdmissionTally::default(),
         create_errors: created.errors,
         published: PublishStats::default(),
+        end: RunEnd::default(),
+        binds_after_early_end: None,
+        phases: Phases::default(),
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn sample_error(source: std::io::Error) -> BenchError {
@@ -383,11 +482,39 @@ async fn warm_up(
     delete_pods(pods, &format!("{RUN_LABEL}=warmup")).await
 }
 
+/// Deletions in flight at most when a run's pods are deleted.
+const DELETE_CONCURRENCY: usize = 64;
+
 /// Deletes the pods matching `selector` without grace and waits until they are gone.
+///
+/// One DELETE per pod, many in flight: the API server works off a delete-collection
+/// request one pod after the other, which at 5,000 pods took most of a minute per run.
 async fn delete_pods(pods: &Api<Pod>, selector: &str) -> Result<(), BenchError> {
     let list = ListParams::default().labels(selector);
-    pods.delete_collection(&DeleteParams::default().grace_period(0), &list)
-        .await?;
+    let names: Vec<String> = pods
+        .list_metadata(&list)
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let params = DeleteParams::default().grace_period(0);
+    let deleted: Vec<kube::Result<()>> = futures::stream::iter(names)
+        .map(|name| {
+            let params = params.clone();
+            async move {
+                match pods.delete(&name, &params).await {
+                    Ok(_) => Ok(()),
+                    // Gone already.
+                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(DELETE_CONCURRENCY)
+        .collect()
+        .await;
+    deleted.into_iter().collect::<kube::Result<Vec<()>>>()?;
     let ids = ListParams::default().labels(selector).limit(1);
     wait_for(
         format!("pods {selector} to be deleted"),

@@ -66,6 +66,7 @@ pub async fn setup(options: Options) -> Result<Bench, BenchError> {
         namespace,
         options,
         referee,
+        nrt_changed: std::sync::Mutex::new(None),
     })
 }
 

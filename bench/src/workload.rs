@@ -111,6 +111,24 @@ impl ClusterShape {
         }
     }
 
+    /// The allocatable of every node (as [`Self::fake_node`] declares it), in the units
+    /// of [`crate::run_end::Amounts`].
+    pub fn allocatable(&self) -> crate::run_end::Amounts {
+        let zones = u64::from(self.zones);
+        let mut amounts = BTreeMap::from([
+            ("cpu".to_string(), zones * u64::from(self.zone_cpus) * 1000),
+            ("memory".to_string(), zones * self.zone_memory_gib * GIB),
+            (crate::run_end::PODS.to_string(), u64::from(self.max_pods)),
+        ]);
+        if self.hugepages_gib_per_zone > 0 {
+            amounts.insert(HUGEPAGES.into(), zones * self.hugepages_gib_per_zone * GIB);
+        }
+        if self.devices_per_zone > 0 {
+            amounts.insert(DEVICE.into(), zones * u64::from(self.devices_per_zone));
+        }
+        amounts
+    }
+
     /// CPUs of the whole cluster.
     pub fn total_cpus(&self) -> u64 {
         self.nodes as u64 * u64::from(self.zones * self.zone_cpus)
@@ -141,14 +159,22 @@ pub enum Mix {
 }
 
 impl Workload {
-    /// Name of pod `i`.
-    pub fn pod_name(i: usize) -> String {
-        format!("bench-{i:05}")
+    /// Name of pod `i` of the run of `scheduler` (a run's own scheduler name): unique
+    /// across runs, so nothing left over from a deleted pod of an earlier run (kwok
+    /// deletes pods by name from a work queue that can lag behind by a minute) can
+    /// touch a pod of a later one.
+    pub fn pod_name(scheduler: &str, i: usize) -> String {
+        format!("{scheduler}-{i:05}")
     }
 
-    /// The index of a pod from its name, if it is a benchmark pod.
+    /// The index of a pod from its name (its last `-` segment), if it is a benchmark
+    /// pod.
     pub fn pod_index(name: &str) -> Option<usize> {
-        name.strip_prefix("bench-")?.parse().ok()
+        let (_, index) = name.rsplit_once('-')?;
+        if index.len() != 5 {
+            return None;
+        }
+        index.parse().ok()
     }
 
     /// CPUs of pod `i`: a fixed pseudo-random draw, the same in every run.
@@ -172,7 +198,7 @@ impl Workload {
         let cpus = self.cpus(i);
         let memory = format!("{}Gi", u64::from(cpus) * self.memory_per_cpu_gib);
         guaranteed_pod(
-            &Self::pod_name(i),
+            &Self::pod_name(scheduler, i),
             scheduler,
             run,
             &cpus.to_string(),
@@ -211,7 +237,7 @@ pub fn mixed_kind(i: usize) -> MixedKind {
 pub fn saturation_pod(workload: &Workload, i: usize, scheduler: &str, run: &str) -> Pod {
     let cpus = workload.cpus(i);
     let memory = format!("{}Gi", u64::from(cpus) * workload.memory_per_cpu_gib);
-    let name = Workload::pod_name(i);
+    let name = Workload::pod_name(scheduler, i);
     let (requests, limits) = match mixed_kind(i) {
         MixedKind::Guaranteed => {
             let r = serde_json::json!({ "cpu": cpus.to_string(), "memory": memory });
@@ -318,6 +344,36 @@ mod tests {
     }
 
     #[test]
+    fn allocatable_is_what_the_node_object_declares() {
+        use tas_api::quantity::{parse_milli, parse_value};
+        let saturation = ClusterShape {
+            devices_per_zone: 2,
+            hugepages_gib_per_zone: 4,
+            ..shape()
+        };
+        let node = saturation.fake_node(0);
+        let value = |q: &str| u64::try_from(parse_value(q).unwrap()).unwrap();
+        let declared = BTreeMap::from([
+            (
+                "cpu".to_string(),
+                u64::try_from(parse_milli(&node.cpu).unwrap()).unwrap(),
+            ),
+            ("memory".to_string(), value(&node.memory)),
+            ("pods".to_string(), u64::from(node.pods)),
+            (
+                HUGEPAGES.to_string(),
+                value(node.hugepages_2mi.as_deref().unwrap()),
+            ),
+            (DEVICE.to_string(), value(&node.extended[DEVICE])),
+        ]);
+        assert_eq!(saturation.allocatable(), declared);
+        assert_eq!(declared["cpu"], 48_000);
+        assert_eq!(declared[DEVICE], 8);
+        // Without hugepages or devices, neither is listed (a request for one fits nowhere).
+        assert_eq!(shape().allocatable().len(), 3);
+    }
+
+    #[test]
     fn pods_are_guaranteed_and_the_mix_is_stable_and_even() {
         let workload = Workload {
             pods: 4000,
@@ -337,6 +393,10 @@ mod tests {
         assert_eq!(pod.spec.unwrap().scheduler_name.as_deref(), Some("sched"));
         assert_eq!(Workload::pod_index("bench-00007"), Some(7));
         assert_eq!(Workload::pod_index("warmup"), None);
+        let name = Workload::pod_name("bench-numa-plugin-r2", 7);
+        assert_eq!(name, "bench-numa-plugin-r2-00007");
+        assert_eq!(Workload::pod_index(&name), Some(7));
+        assert_eq!(Workload::pod_index("warmup-bench-tas-r1"), None);
 
         let again: Vec<u32> = (0..50).map(|i| workload.cpus(i)).collect();
         assert_eq!(again, (0..50).map(|i| workload.cpus(i)).collect::<Vec<_>>());

@@ -15,7 +15,8 @@
 //! `make test` runs the default size; `make bench` runs the ignored test: another seed,
 //! ten times the size. `TAS_DIFF_SEED` replaces the seed of either; `TAS_DIFF_CASES=DIR`
 //! writes every failing case (machine, kubelet config, pods on the node, the pod, both
-//! verdicts) to its own JSON file in DIR; `TAS_DIFF_NODES=3,17` runs only those nodes.
+//! verdicts) to its own JSON file in DIR; `TAS_DIFF_NODES=3,17` runs only those nodes;
+//! `TAS_DIFF_PARALLEL=N` runs N nodes side by side (the report is the same at any N).
 
 #[path = "differential/random.rs"]
 mod random;
@@ -75,7 +76,7 @@ async fn scheduler_agrees_with_the_kubelet() {
         Ok(_) => 0,
         Err(_) => KNOWN_FALSE_ADMITS,
     };
-    run(seed(15), NODES, allowed).await;
+    run(seed(15), NODES, allowed, PARALLEL_NODES).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +86,7 @@ async fn scheduler_agrees_with_the_kubelet_large() {
         Ok(_) => 0,
         Err(_) => KNOWN_LARGE_FALSE_ADMITS,
     };
-    run(seed(1015), NODES * 10, allowed).await;
+    run(seed(1015), NODES * 10, allowed, PARALLEL_NODES).await;
 }
 
 fn seed(default: u64) -> u64 {
@@ -95,7 +96,12 @@ fn seed(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-async fn run(seed: u64, nodes: usize, allowed: u64) {
+async fn run(seed: u64, nodes: usize, allowed: u64, parallel: usize) {
+    let parallel = std::env::var("TAS_DIFF_PARALLEL")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(parallel);
     let referee = Arc::new(Referee::start().unwrap_or_else(|e| panic!("{e}")));
     let dir = tempfile::tempdir().expect("a temporary directory");
     // `TAS_DIFF_NODES=3,17`: only these node indices (to re-check failing cases).
@@ -105,13 +111,20 @@ async fn run(seed: u64, nodes: usize, allowed: u64) {
     let indices: Vec<usize> = (0..nodes)
         .filter(|i| only.as_ref().is_none_or(|o| o.contains(i)))
         .collect();
-    let outcomes: Vec<Vec<Attempt>> = futures::stream::iter(indices)
-        .map(|i| run_node(referee.clone(), dir.path(), seed, i))
-        .buffer_unordered(PARALLEL_NODES)
+    let mut outcomes: Vec<(usize, Vec<Attempt>)> = futures::stream::iter(indices)
+        .map(|i| {
+            let referee = referee.clone();
+            let dir = dir.path();
+            async move { (i, run_node(referee, dir, seed, i).await) }
+        })
+        .buffer_unordered(parallel)
         .collect()
         .await;
+    // In node order, whatever order they finished in: the report (which case is the
+    // smallest of its kind, among equals the first) is the same at any parallelism.
+    outcomes.sort_by_key(|(i, _)| *i);
     let mut report = Report::default();
-    for attempt in outcomes.into_iter().flatten() {
+    for attempt in outcomes.into_iter().flat_map(|(_, attempts)| attempts) {
         attempt.tally(&mut report);
     }
     println!("differential test, seed {seed}, {nodes} nodes × {ATTEMPTS_PER_NODE} attempts");

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tas_bench::environment::Environment;
 use tas_bench::report::Section;
-use tas_bench::scenarios::updater::UpdaterOptions;
+use tas_bench::scenarios::updater::{UpdaterOptions, UpdaterResult};
 use tas_bench::scenarios::{self, Scenario, Sizes};
 use tas_bench::schedulers::{Binaries, SchedulerKind};
 use tas_bench::workload::{ClusterShape, Mix, Workload};
@@ -50,11 +50,13 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Scenarios to run, in order: backlog, paced, saturation, scale, updater.
+    /// Scenarios to run, in order: backlog, paced, updater, saturation, scale. The
+    /// updater's idle window (its writes per hour) runs on beside the scenarios after it
+    /// that measure no speed (saturation); the next one that does waits for it.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "backlog,paced,saturation,scale,updater"
+        default_value = "backlog,paced,updater,saturation,scale"
     )]
     scenario: Vec<String>,
     /// Smoke test: every scenario scaled down (tens of nodes, a few hundred pods), 1 run
@@ -124,6 +126,12 @@ struct RunArgs {
     /// End a run when nothing was bound for this many seconds after the last creation.
     #[arg(long, default_value_t = 60)]
     idle_timeout_secs: u64,
+    /// End a run only when every pod is bound or by the idle timeout, not as soon as
+    /// no pod left can be bound or every pod left is reported Unschedulable and nothing
+    /// was bound for 20 s; the log then says how many pods were bound after the run
+    /// could have ended early (to check that rule).
+    #[arg(long)]
+    no_early_end: bool,
     /// The tas-scheduler binary [default: next to tas-bench].
     #[arg(long)]
     tas_scheduler: Option<PathBuf>,
@@ -224,6 +232,7 @@ impl RunArgs {
             binder_concurrency: self.binder_concurrency,
             nrt_debounce: Duration::from_millis(self.nrt_debounce_ms),
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            early_end: !self.no_early_end,
             binaries: Binaries {
                 tas: self.sibling(&self.tas_scheduler, "tas-scheduler")?,
                 kube_scheduler: tools.binary("kube-scheduler"),
@@ -271,7 +280,16 @@ async fn main() -> anyhow::Result<()> {
     let mut done: Vec<(Scenario, Options, Vec<tas_bench::run::RunResult>)> = Vec::new();
     let mut updater = None;
     let mut notes = args.note.clone();
+    // The updater's idle window, counting in the background, and the scenarios that ran
+    // beside it.
+    let mut idle: Option<IdleWindow> = None;
     for &scenario in &scenarios {
+        if let Some(window) = idle.take_if(|_| !scenario.beside_idle_updater()) {
+            finish_idle_window(window, &mut updater, &mut notes).await;
+        }
+        if let Some(window) = idle.as_mut() {
+            window.beside.push(scenario.id());
+        }
         let started = std::time::Instant::now();
         let Some(mut options) = scenarios::options(scenario, &base, &sizes) else {
             let mut options = UpdaterOptions::new(
@@ -284,12 +302,12 @@ async fn main() -> anyhow::Result<()> {
                 options.idle_window = Duration::from_secs(secs);
             }
             eprintln!(
-                "tas-bench: updater: {} run(s) of {} changes, then {} s idle",
+                "tas-bench: updater: {} run(s) of {} changes, then {} s idle (beside the next scenario if it measures no speed)",
                 options.runs,
                 options.changes,
                 options.idle_window.as_secs()
             );
-            let outcome = scenarios::updater::run(&options, |r| {
+            let outcome = scenarios::updater::run_timed(&options, |r| {
                 eprintln!(
                     "tas-bench: updater run {}: peak RSS {:.1} MiB, change → NRT p50 {:?}, p99 {:?}",
                     r.round,
@@ -300,15 +318,16 @@ async fn main() -> anyhow::Result<()> {
             })
             .await;
             match outcome {
-                Ok(result) => {
+                Ok(timed) => {
                     eprintln!(
-                        "tas-bench: updater idle: {} NRT writes in {} s ({:.1}/hour extrapolated); {:.0} s",
-                        result.idle_writes,
-                        result.idle_window.as_secs(),
-                        result.writes_per_hour().unwrap_or(f64::NAN),
+                        "tas-bench: updater runs done in {:.0} s; its idle window starts",
                         started.elapsed().as_secs_f64()
                     );
-                    updater = Some(result);
+                    idle = Some(IdleWindow {
+                        started,
+                        beside: Vec::new(),
+                        count: tokio::spawn(timed.count_writes()),
+                    });
                 }
                 Err(e) => {
                     eprintln!("tas-bench: the updater scenario failed: {e}");
@@ -332,9 +351,13 @@ async fn main() -> anyhow::Result<()> {
         );
         let outcome = run_all(options.clone(), |r| {
             eprintln!(
-                "tas-bench: {} run {}: {}/{} bound, created {:.1}/s, bound {:.1}/s, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}",
+                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}; {}",
                 r.kind.id(),
                 r.round,
+                r.end.id(),
+                r.binds_after_early_end
+                    .map(|k| format!("; {k} bound after it could have ended early"))
+                    .unwrap_or_default(),
                 r.bound,
                 r.pods,
                 r.creation_rate,
@@ -350,6 +373,7 @@ async fn main() -> anyhow::Result<()> {
                 r.tally.rejected,
                 r.pending(),
                 r.decisions,
+                r.phases,
             );
         })
         .await;
@@ -369,6 +393,9 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(window) = idle.take() {
+        finish_idle_window(window, &mut updater, &mut notes).await;
+    }
     let sections: Vec<Section<'_>> = done
         .iter()
         .map(|(scenario, options, results)| Section {
@@ -387,4 +414,41 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
+}
+
+/// The updater's idle window, counting NRT writes in the background.
+struct IdleWindow {
+    started: std::time::Instant,
+    beside: Vec<String>,
+    count: tokio::task::JoinHandle<Result<UpdaterResult, tas_bench::BenchError>>,
+}
+
+/// Waits for the idle window to end and takes its result (or notes its failure).
+async fn finish_idle_window(
+    window: IdleWindow,
+    updater: &mut Option<UpdaterResult>,
+    notes: &mut Vec<String>,
+) {
+    let outcome = match window.count.await {
+        Ok(outcome) => outcome.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match outcome {
+        Ok(mut result) => {
+            result.idle_beside = window.beside;
+            eprintln!(
+                "tas-bench: updater idle: {} NRT writes in {} s ({:.1}/hour extrapolated), {:.1} CPU-s; {:.0} s after its runs began",
+                result.idle_writes,
+                result.idle_window.as_secs(),
+                result.writes_per_hour().unwrap_or(f64::NAN),
+                result.idle_cpu.as_secs_f64(),
+                window.started.elapsed().as_secs_f64()
+            );
+            *updater = Some(result);
+        }
+        Err(e) => {
+            eprintln!("tas-bench: the updater scenario failed: {e}");
+            notes.push(format!("The updater scenario failed: {e}"));
+        }
+    }
 }

@@ -7,6 +7,7 @@ use super::*;
 use crate::agent::PublishStats;
 use crate::kubelet::AdmissionTally;
 use crate::metrics::DecisionTimes;
+use crate::run_end::RunEnd;
 use crate::scenarios::updater::UpdaterRun;
 use crate::schedulers::Binaries;
 use crate::workload::{ClusterShape, Mix, Workload};
@@ -38,6 +39,7 @@ fn options(runs: u32, schedulers: Vec<SchedulerKind>) -> Options {
         binder_concurrency: 32,
         nrt_debounce: Duration::from_millis(200),
         idle_timeout: Duration::from_secs(60),
+        early_end: true,
         binaries: Binaries {
             tas: PathBuf::new(),
             kube_scheduler: PathBuf::new(),
@@ -75,6 +77,9 @@ fn result(kind: SchedulerKind, round: u32, rate: f64, p99_ms: u64) -> RunResult 
         per_second_p50: Some(rate),
         per_second_p90: Some(rate + 10.0),
         decisions: None,
+        end: RunEnd::AllBound,
+        binds_after_early_end: None,
+        phases: crate::run::Phases::default(),
     }
 }
 
@@ -114,6 +119,7 @@ fn backlog_table_shows_median_min_max_and_the_goals() {
         [200.0, 220.0, 210.0, 190.0, 230.0],
         [1; 5],
     ));
+    results[0].end = RunEnd::Settled;
     let mut o = options(5, kinds);
     o.mode = Mode::Backlog;
     let section = Section {
@@ -152,6 +158,10 @@ fn backlog_table_shows_median_min_max_and_the_goals() {
     );
     assert!(
         text.contains("all created before the scheduler starts"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nothing was bound for 20 s, or nothing was bound for 60 s (here: all bound 14, settled 1)."),
         "{text}"
     );
     assert!(text.contains("- Scaled down."));
@@ -255,6 +265,8 @@ fn updater_section_extrapolates_idle_writes() {
         runs,
         idle_writes: 1,
         idle_window: Duration::from_secs(600),
+        idle_cpu: Duration::from_secs(12),
+        idle_beside: vec!["Saturation".into()],
     };
     let text = render(&env(), &[], Some(&updater), &[]);
     assert!(
@@ -270,6 +282,10 @@ fn updater_section_extrapolates_idle_writes() {
         "{text}"
     );
     assert!(text.contains("6.0 per hour extrapolated"), "{text}");
+    assert!(
+        text.contains("used 12.0 CPU-s in the window (2.0 % of one CPU). The window ran beside the Saturation scenario(s)"),
+        "{text}"
+    );
     assert!(text.contains("**met**."), "{text}");
     assert!(
         text.contains("- Updater: NRT visible p99 < 1 s — 700 ms: **met**."),

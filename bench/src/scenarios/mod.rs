@@ -51,6 +51,25 @@ impl Scenario {
         })
     }
 
+    /// Short name: its id, with the rate for `paced`.
+    pub fn id(self) -> String {
+        match self {
+            Self::Backlog => "backlog".into(),
+            Self::Paced(rate) => format!("paced {rate}/s"),
+            Self::Saturation => "saturation".into(),
+            Self::Scale => "scale".into(),
+            Self::Updater => "updater".into(),
+        }
+    }
+
+    /// Whether the scenario may run while the updater scenario's idle window counts
+    /// NRT writes beside it: only one whose figures are counts rather than speeds
+    /// (saturation: pods admitted, rejected, pending; its CPU seconds and peak memory
+    /// are the scheduler process's own). The others wait for the window to end.
+    pub fn beside_idle_updater(self) -> bool {
+        self == Self::Saturation
+    }
+
     /// Heading in the report.
     pub fn title(self) -> String {
         match self {

@@ -10,6 +10,13 @@
 //! read at the end. After the last run the updater is left idle for `idle_window` and
 //! every write of its NRT (each watch event) is counted; writes per hour are that
 //! count extrapolated from the window.
+//!
+//! [`run_timed`] does the runs and hands back the idle updater ([`IdleUpdater`]), so
+//! `tas-bench` can count its writes while a scenario that measures no speed runs beside
+//! it (the saturation scenario): the updater writes only when what it reads changes
+//! or its 10-minute heartbeat is due, neither of which CPU contention changes, and its
+//! idle control plane costs the other scenario little (the CPU it used in the window
+//! is reported, [`UpdaterResult::idle_cpu`]).
 
 use std::path::PathBuf;
 use std::pin::pin;
@@ -91,6 +98,10 @@ pub struct UpdaterResult {
     pub idle_writes: usize,
     /// How long the idle updater was watched.
     pub idle_window: Duration,
+    /// CPU time the idle updater and its control plane used in the window.
+    pub idle_cpu: Duration,
+    /// The scenarios that ran during the idle window (empty: none).
+    pub idle_beside: Vec<String>,
 }
 
 impl UpdaterResult {
@@ -117,8 +128,29 @@ impl Drop for KillOnDrop {
 /// Runs the scenario on a control plane of its own; `progress` is told about each run.
 pub async fn run(
     options: &UpdaterOptions,
-    mut progress: impl FnMut(&UpdaterRun),
+    progress: impl FnMut(&UpdaterRun),
 ) -> Result<UpdaterResult, BenchError> {
+    run_timed(options, progress).await?.count_writes().await
+}
+
+/// The scenario after its timed runs: the last run's updater, idle on its control
+/// plane, waiting for its writes to be counted.
+pub struct IdleUpdater {
+    // Field order is drop order: the updater before the referee and the cluster.
+    updater: KillOnDrop,
+    node: String,
+    client: Client,
+    runs: Vec<UpdaterRun>,
+    window: Duration,
+    _referee: Arc<Referee>,
+    cluster: TestCluster,
+}
+
+/// The timed runs; the last run's updater is handed back still running.
+pub async fn run_timed(
+    options: &UpdaterOptions,
+    mut progress: impl FnMut(&UpdaterRun),
+) -> Result<IdleUpdater, BenchError> {
     if !options.binary.is_file() {
         return Err(BenchError::MissingBinary {
             what: "tas-updater",
@@ -136,26 +168,60 @@ pub async fn run(
     let namespace = tas_testcluster::unique_namespace(&client, "updater").await?;
     let referee = Arc::new(Referee::start()?);
     let mut runs = Vec::new();
-    let mut idle_writes = 0;
+    let mut last = None;
     for round in 1..=options.runs.max(1) {
         let node = format!("bench-updater-r{round}");
-        let last = round == options.runs.max(1);
         let (run, updater) = one_run(
             &cluster, &client, &namespace, &referee, options, &node, round,
         )
         .await?;
         progress(&run);
         runs.push(run);
-        if last {
-            idle_writes = count_writes(&client, &node, options.idle_window).await?;
-        }
-        drop(updater);
+        // The previous round's updater stops here.
+        last = Some((node, updater));
     }
-    Ok(UpdaterResult {
+    let (node, updater) = last.ok_or_else(|| BenchError::Setup("no updater run".into()))?;
+    Ok(IdleUpdater {
+        updater,
+        node,
+        client,
         runs,
-        idle_writes,
-        idle_window: options.idle_window,
+        window: options.idle_window,
+        _referee: referee,
+        cluster,
     })
+}
+
+impl IdleUpdater {
+    /// Counts the NRT writes of the idle updater over the idle window, then stops it
+    /// and its control plane.
+    pub async fn count_writes(self) -> Result<UpdaterResult, BenchError> {
+        let mut pids = self.cluster.pids();
+        pids.push(self.updater.0.id());
+        let before = cpu_ticks(&pids);
+        let idle_writes = count_writes(&self.client, &self.node, self.window).await?;
+        let idle_cpu =
+            procfs::cpu_between(before, cpu_ticks(&pids), procfs::clock_ticks_per_second());
+        Ok(UpdaterResult {
+            runs: self.runs,
+            idle_writes,
+            idle_window: self.window,
+            idle_cpu,
+            idle_beside: Vec::new(),
+        })
+    }
+}
+
+/// The CPU time of `pids` together (a process that is gone counts 0).
+fn cpu_ticks(pids: &[u32]) -> procfs::ProcessSample {
+    procfs::ProcessSample {
+        cpu_ticks: pids
+            .iter()
+            .filter_map(|&pid| procfs::sample(Some(pid)).ok())
+            .map(|s| s.cpu_ticks)
+            .sum(),
+        peak_rss_bytes: 0,
+    }
 }
 
 /// Free CPUs of `object`, all zones together.
