@@ -104,6 +104,72 @@ fn phase(pod: &Pod) -> &str {
         .unwrap_or("Pending")
 }
 
+/// One round's stack: the simulated nodes, an updater per node (each NRT published) and
+/// a scheduler of its own name, in a namespace of its own.
+struct Stack {
+    ns: String,
+    group: String,
+    scheduler: String,
+    sim: Simulator,
+    updaters: Vec<tokio::task::JoinHandle<()>>,
+    scheduler_task: tokio::task::JoinHandle<()>,
+    _work: tempfile::TempDir,
+}
+
+impl Stack {
+    async fn start(client: &Client, prefix: &str, scenario: impl Fn(&str) -> Scenario) -> Self {
+        let ns = unique_namespace(client, prefix).await.expect("namespace");
+        let group = unique_name(prefix);
+        let scheduler = unique_name("tas");
+        let work = tempfile::tempdir().expect("work dir");
+        let sim = Simulator::start(client.clone(), &scenario(&group), work.path())
+            .await
+            .expect("simulator");
+        let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
+        let updaters: Vec<_> = nodes
+            .iter()
+            .map(|n| start_updater(client, &sim, n))
+            .collect();
+        let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
+        for n in &nodes {
+            wait_for(format!("the NRT of {n}"), TIMEOUT, || async {
+                Ok::<_, kube::Error>(nrts.get_opt(n).await?.map(|_| ()))
+            })
+            .await
+            .expect("NRT published");
+        }
+        let scheduler_task = start_scheduler(client, &scheduler, &ns);
+        Self {
+            ns,
+            group,
+            scheduler,
+            sim,
+            updaters,
+            scheduler_task,
+            _work: work,
+        }
+    }
+
+    async fn stop(self) {
+        self.scheduler_task.abort();
+        for u in self.updaters {
+            u.abort();
+        }
+        self.sim.shutdown().await;
+    }
+}
+
+/// The pods the kubelet rejected, with their reasons.
+fn rejected(list: &[Pod]) -> Vec<String> {
+    list.iter()
+        .filter(|p| phase(p) == "Failed")
+        .map(|p| {
+            let reason = p.status.as_ref().and_then(|s| s.reason.clone());
+            format!("{} ({reason:?})", p.name_any())
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
     let cluster = TestCluster::shared().expect("cluster");
@@ -111,29 +177,10 @@ async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
     apply_crds_from_dir(&client, &crd_dir())
         .await
         .expect("CRDs");
-    let ns = unique_namespace(&client, "burst").await.expect("namespace");
-    let group = unique_name("burst");
-    let scheduler = unique_name("tas");
-    let work = tempfile::tempdir().expect("work dir");
-    let sim = Simulator::start(client.clone(), &scenario(&group), work.path())
-        .await
-        .expect("simulator");
-    let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
-    let updaters: Vec<_> = nodes
-        .iter()
-        .map(|n| start_updater(&client, &sim, n))
-        .collect();
-    let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
-    for n in &nodes {
-        wait_for(format!("the NRT of {n}"), TIMEOUT, || async {
-            Ok::<_, kube::Error>(nrts.get_opt(n).await?.map(|_| ()))
-        })
-        .await
-        .expect("NRT published");
-    }
-    let scheduler_task = start_scheduler(&client, &scheduler, &ns);
+    let stack = Stack::start(&client, "burst", scenario).await;
+    let (scheduler, group) = (&stack.scheduler, &stack.group);
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &stack.ns);
     let started = Instant::now();
     for i in 0..BURST {
         let pod: Pod = serde_json::from_value(json!({
@@ -155,14 +202,7 @@ async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
     // Filled: as many pods admitted as the zones hold. A rejection fails at once.
     let filled = wait_for("the zones to fill", TIMEOUT, || async {
         let list = pods.list(&ListParams::default()).await?.items;
-        let rejected: Vec<String> = list
-            .iter()
-            .filter(|p| phase(p) == "Failed")
-            .map(|p| {
-                let reason = p.status.as_ref().and_then(|s| s.reason.clone());
-                format!("{} ({reason:?})", p.name_any())
-            })
-            .collect();
+        let rejected = rejected(&list);
         assert!(
             rejected.is_empty(),
             "the kubelet rejected pods the scheduler bound: {rejected:?}"
@@ -190,11 +230,7 @@ async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
     );
     assert!(list.iter().all(|p| phase(p) != "Failed"));
 
-    scheduler_task.abort();
-    for u in updaters {
-        u.abort();
-    }
-    sim.shutdown().await;
+    stack.stop().await;
 }
 
 /// Pods of one to two containers of 1, 2, 3 or 5 CPUs (5 CPUs and 9Gi need two zones),
@@ -234,29 +270,12 @@ async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
         .await
         .expect("CRDs");
     for (round, policy) in ["restricted", "single-numa-node"].into_iter().enumerate() {
-        let ns = unique_namespace(&client, "mixed").await.expect("namespace");
-        let group = unique_name("mixed");
-        let scheduler = unique_name("tas");
-        let work = tempfile::tempdir().expect("work dir");
-        let scenario = scenario_with(&group, 2, policy, "container");
-        let sim = Simulator::start(client.clone(), &scenario, work.path())
-            .await
-            .expect("simulator");
-        let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
-        let updaters: Vec<_> = nodes
-            .iter()
-            .map(|n| start_updater(&client, &sim, n))
-            .collect();
-        let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
-        for n in &nodes {
-            wait_for(format!("the NRT of {n}"), TIMEOUT, || async {
-                Ok::<_, kube::Error>(nrts.get_opt(n).await?.map(|_| ()))
-            })
-            .await
-            .expect("NRT published");
-        }
-        let scheduler_task = start_scheduler(&client, &scheduler, &ns);
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let stack = Stack::start(&client, "mixed", |group| {
+            scenario_with(group, 2, policy, "container")
+        })
+        .await;
+        let (scheduler, group) = (&stack.scheduler, &stack.group);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &stack.ns);
         let started = Instant::now();
         let mixed = mixed_pods(round as u64 + 17, 20);
         for (name, sizes) in &mixed {
@@ -290,14 +309,7 @@ async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
         let since: std::sync::Mutex<Option<(usize, Instant)>> = std::sync::Mutex::new(None);
         let running = wait_for("the burst to settle", TIMEOUT, || async {
             let list = pods.list(&ListParams::default()).await?.items;
-            let rejected: Vec<String> = list
-                .iter()
-                .filter(|p| phase(p) == "Failed")
-                .map(|p| {
-                    let reason = p.status.as_ref().and_then(|s| s.reason.clone());
-                    format!("{} ({reason:?})", p.name_any())
-                })
-                .collect();
+            let rejected = rejected(&list);
             assert!(
                 rejected.is_empty(),
                 "{policy}: the kubelet rejected pods the scheduler bound: {rejected:?}"
@@ -341,10 +353,6 @@ async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
         );
         assert!(running > 0, "{policy}: some pods fit");
 
-        scheduler_task.abort();
-        for u in updaters {
-            u.abort();
-        }
-        sim.shutdown().await;
+        stack.stop().await;
     }
 }
