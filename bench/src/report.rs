@@ -350,7 +350,7 @@ const SETUP: [&str; 3] = [
 fn describe(kind: SchedulerKind) -> &'static str {
     match kind {
         SchedulerKind::Tas => {
-            "`tas-scheduler` with its default configuration (LeastAllocated, reserve cache resync 5 s)."
+            "`tas-scheduler` with its default configuration (FragmentationAware scoring, adaptive sampling of nodes, reserve cache resync 5 s)."
         }
         SchedulerKind::NumaPlugin => {
             "kube-scheduler v1.33 built from scheduler-plugins, profile with `NodeResourceTopologyMatch` at every extension point (filter, score, reserve), LeastAllocated, `cacheResyncPeriodSeconds: 5` (the project's documented cache setup)."
