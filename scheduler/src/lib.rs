@@ -2,7 +2,8 @@
 //!
 //! Data flows from [`watch`] (nodes, bound pods, our pending pods, NodeResourceTopology
 //! objects, namespaces, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
-//! StorageClasses) into [`state`] (node usage and who runs
+//! StorageClasses), whose tasks only forward their streams to one index task, the
+//! single writer of what they feed: [`state`] (node usage and who runs
 //! where, as [`pod_meta`]), the [`cache`] (per-node NUMA views with pessimistic
 //! reservations) and the [`queue`], stamping each changed node with a [`generation`].
 //! The loop in [`scheduler`] pops a pod, brings its [`snapshot`] up to date (only the

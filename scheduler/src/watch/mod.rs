@@ -4,13 +4,15 @@
 //! PersistentVolumeClaims, PersistentVolumes and StorageClasses (`volumes.rs`, for the
 //! volume filters).
 //!
-//! Each watch is a `relist::Index` run by `relist::relisting_watch`: it applies its
-//! events to [`Shared`] and signals the scheduling loop when an event could help a
-//! waiting pod. A relist (`Init` … `InitDone`) replaces what the watch had delivered, so
+//! Each watch task only forwards its stream to the index task (`index.rs`), which owns
+//! every kind's `relist::Index` and applies the events to [`Shared`] in the order they
+//! arrive, signalling the scheduling loop when an event could help a waiting pod. A
+//! relist (`Init` … `InitDone`) replaces what the watch had delivered, so
 //! objects deleted while disconnected are forgotten — bound pods by the cluster state and
 //! the reserve cache alike.
 
 mod budgets;
+mod index;
 mod namespaces;
 mod nodes;
 mod pods;
@@ -18,100 +20,99 @@ mod relist;
 mod topologies;
 mod volumes;
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
-use kube::runtime::watcher::Config;
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Config};
 use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 
 use crate::shared::Shared;
-use relist::{Index, relisting_watch};
+use index::{Indexes, Item, Update};
 use tas_runtime::supervise::Supervisor;
 
-/// Start every watch; they run until the process ends.
+/// Start the index task and every watch feeding it; they run until the process ends.
 pub fn spawn_all(client: &Client, shared: &Arc<Shared>, tasks: &mut Supervisor) {
+    let (updates, received) = mpsc::channel(index::CAPACITY);
+    tasks.spawn("index", index::run(received, Indexes::new(shared)));
     let ours = format!(
         "spec.schedulerName={},spec.nodeName=",
         shared.settings.scheduler_name
     );
-    spawn(
-        tasks,
-        "watch nodes",
+    let mut feed = Feed {
         client,
-        Config::default(),
-        nodes::NodeWatch::new(shared.clone()),
-    );
-    spawn(
+        updates: &updates,
         tasks,
+    };
+    feed.spawn("watch nodes", Config::default(), Update::Nodes);
+    feed.spawn(
         "watch bound pods",
-        client,
         Config::default().fields("spec.nodeName!="),
-        pods::BoundPodWatch(shared.clone()),
+        Update::BoundPods,
     );
-    spawn(
-        tasks,
+    feed.spawn(
         "watch pending pods",
-        client,
         Config::default().fields(&ours),
-        pods::PendingPodWatch(shared.clone()),
+        Update::PendingPods,
     );
-    spawn(
-        tasks,
-        "watch topologies",
-        client,
-        Config::default(),
-        topologies::TopologyWatch::new(shared.clone()),
-    );
-    spawn(
-        tasks,
-        "watch namespaces",
-        client,
-        Config::default(),
-        namespaces::NamespaceWatch(shared.clone()),
-    );
-    spawn(
-        tasks,
-        "watch budgets",
-        client,
-        Config::default(),
-        budgets::BudgetWatch(shared.clone()),
-    );
-    spawn_volume_watches(client, shared, tasks);
-}
-
-/// The claims, volumes and storage classes the volume filters read.
-fn spawn_volume_watches(client: &Client, shared: &Arc<Shared>, tasks: &mut Supervisor) {
-    spawn(
-        tasks,
+    feed.spawn("watch topologies", Config::default(), Update::Topologies);
+    feed.spawn("watch namespaces", Config::default(), Update::Namespaces);
+    feed.spawn("watch budgets", Config::default(), Update::Budgets);
+    feed.spawn(
         "watch persistentvolumeclaims",
-        client,
         Config::default(),
-        volumes::ClaimWatch(shared.clone()),
+        Update::Claims,
     );
-    spawn(
-        tasks,
+    feed.spawn(
         "watch persistentvolumes",
-        client,
         Config::default(),
-        volumes::VolumeWatch(shared.clone()),
+        Update::Volumes,
     );
-    spawn(
-        tasks,
+    feed.spawn(
         "watch storageclasses",
-        client,
         Config::default(),
-        volumes::StorageClassWatch(shared.clone()),
+        Update::StorageClasses,
     );
 }
 
-/// Run one cluster-wide watch feeding `index` on its own supervised task.
-fn spawn<I>(tasks: &mut Supervisor, name: &str, client: &Client, config: Config, index: I)
-where
-    I: Index + Send + 'static,
-    I::Key: Send,
-    <I::Object as Resource>::DynamicType: Default,
+/// Where the watch tasks are spawned and what they feed.
+struct Feed<'a> {
+    client: &'a Client,
+    updates: &'a mpsc::Sender<Update>,
+    tasks: &'a mut Supervisor,
+}
+
+impl Feed<'_> {
+    /// Run one cluster-wide watch on its own supervised task, forwarding its stream to
+    /// the index task as `tag`ged updates.
+    fn spawn<K>(&mut self, name: &str, config: Config, tag: fn(Item<K>) -> Update)
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let updates = self.updates.clone();
+        self.tasks.spawn(name, forward(api, config, updates, tag));
+    }
+}
+
+/// Forward `api`'s watch stream to the index task until it stops receiving.
+async fn forward<K>(
+    api: Api<K>,
+    config: Config,
+    updates: mpsc::Sender<Update>,
+    tag: fn(Item<K>) -> Update,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
 {
-    tasks.spawn(
-        name,
-        relisting_watch(Api::all(client.clone()), config, index),
-    );
+    let mut items = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(item) = items.next().await {
+        if updates.send(tag(item)).await.is_err() {
+            return;
+        }
+    }
 }

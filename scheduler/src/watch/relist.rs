@@ -1,22 +1,22 @@
-//! The loop every watch runs, with the relist bookkeeping in one place.
+//! What each watch keeps ([`Index`]), and the relist bookkeeping in one place
+//! ([`Relisting`]).
 //!
 //! A `kube` watcher starts with a relist (`Init`, one `InitApply` per object,
 //! `InitDone`) and relists again after any disconnection it cannot resume. A relist
 //! replaces what the watch had delivered: objects deleted while the watch was away never
-//! come as `Delete`, so at `InitDone` the loop hands the keys it saw to
+//! come as `Delete`, so at `InitDone` [`Relisting`] hands the keys it saw to
 //! [`Index::retain`], and each watch forgets everything else.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 
-use futures::{Stream, StreamExt, TryStreamExt};
-use kube::runtime::WatchStreamExt;
+use kube::Resource;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
-/// What one watch keeps of the objects it sees, updated by [`relisting_watch`].
+/// What one watch keeps of the objects it sees, updated through [`Relisting`] by the
+/// index task (`super::index`).
 pub(super) trait Index {
     /// The watched kind.
     type Object: Resource + Clone + DeserializeOwned + Debug + Send + 'static;
@@ -41,42 +41,41 @@ pub(super) trait Index {
     }
 }
 
-/// Watch `api` with `config` and keep `index` up to date until the process ends.
-pub(super) async fn relisting_watch<I: Index>(
-    api: Api<I::Object>,
-    config: watcher::Config,
+/// A watch's [`Index`] with the bookkeeping of its relists: the keys a relist has
+/// delivered so far, handed to [`Index::retain`] at its end.
+pub(super) struct Relisting<I: Index> {
     index: I,
-) {
-    let events = watcher::watcher(api, config).default_backoff();
-    drive(events, index).await;
+    relist: Option<HashSet<I::Key>>,
 }
 
-/// Apply watch events to `index`, remembering what a relist delivers.
-async fn drive<I: Index>(
-    events: impl Stream<Item = Result<Event<I::Object>, watcher::Error>> + Send,
-    mut index: I,
-) {
-    let mut events = events.boxed();
-    let mut relist: Option<HashSet<I::Key>> = None;
-    loop {
-        match events.try_next().await {
-            Ok(Some(Event::Init)) => relist = Some(HashSet::new()),
-            Ok(Some(Event::Apply(object) | Event::InitApply(object))) => {
+impl<I: Index> Relisting<I> {
+    /// `index`, before its watch has listed anything.
+    pub(super) fn new(index: I) -> Self {
+        Self {
+            index,
+            relist: None,
+        }
+    }
+
+    /// Apply one item of the watch's stream: an event, or the error it retries after.
+    pub(super) fn handle(&mut self, item: Result<Event<I::Object>, watcher::Error>) {
+        match item {
+            Ok(Event::Init) => self.relist = Some(HashSet::new()),
+            Ok(Event::Apply(object) | Event::InitApply(object)) => {
                 let key = I::key(&object);
-                if let Some(seen) = relist.as_mut() {
+                if let Some(seen) = self.relist.as_mut() {
                     seen.insert(key.clone());
                 }
-                index.apply(key, object);
+                self.index.apply(key, object);
             }
-            Ok(Some(Event::Delete(object))) => index.delete(I::key(&object), object),
-            Ok(Some(Event::InitDone)) => {
-                if let Some(seen) = relist.take() {
-                    index.retain(seen);
+            Ok(Event::Delete(object)) => self.index.delete(I::key(&object), object),
+            Ok(Event::InitDone) => {
+                if let Some(seen) = self.relist.take() {
+                    self.index.retain(seen);
                 }
-                index.synced();
+                self.index.synced();
             }
-            Ok(None) => return,
-            Err(e) => index.failed(&e),
+            Err(e) => self.index.failed(&e),
         }
     }
 }
@@ -125,18 +124,17 @@ mod tests {
         cm
     }
 
-    async fn run(events: Vec<Event<ConfigMap>>) -> Names {
+    fn run(events: Vec<Event<ConfigMap>>) -> Names {
         let mut names = Names::default();
-        drive(
-            futures::stream::iter(events.into_iter().map(Ok)),
-            &mut names,
-        )
-        .await;
+        let mut relisting = Relisting::new(&mut names);
+        for event in events {
+            relisting.handle(Ok(event));
+        }
         names
     }
 
-    #[tokio::test]
-    async fn a_relist_forgets_what_vanished_meanwhile() {
+    #[test]
+    fn a_relist_forgets_what_vanished_meanwhile() {
         let names = run(vec![
             Event::Init,
             Event::InitApply(object("a")),
@@ -148,22 +146,20 @@ mod tests {
             Event::InitApply(object("a")),
             Event::InitApply(object("d")),
             Event::InitDone,
-        ])
-        .await;
+        ]);
         assert_eq!(names.present, BTreeSet::from(["a".into(), "d".into()]));
         assert_eq!(names.synced, 2);
     }
 
-    #[tokio::test]
-    async fn events_between_relists_are_applied_as_they_come() {
+    #[test]
+    fn events_between_relists_are_applied_as_they_come() {
         let names = run(vec![
             Event::Init,
             Event::InitApply(object("a")),
             Event::InitDone,
             Event::Apply(object("b")),
             Event::Delete(object("a")),
-        ])
-        .await;
+        ]);
         assert_eq!(names.present, BTreeSet::from(["b".into()]));
         assert_eq!(names.synced, 1);
     }
