@@ -82,7 +82,7 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	$(CARGO) build --release -p tas-scheduler -p tas-updater -p tas-bench && \
 	{ $(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture || \
 		echo "make bench: the large differential run found false-admits (table above)"; } && \
-	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --benches -- $(CRITERION_ARGS) && \
+	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --bench '*' -- $(CRITERION_ARGS) && \
 	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md
 

@@ -220,14 +220,14 @@ fn container_scope_takes_the_union_over_containers() {
     );
 }
 
-#[test]
-fn a_departed_pod_widens_the_narrowed_reservations() {
+/// A single-numa-node node of zones with 2 and 8 free CPUs, where another
+/// scheduler's running pod holds 6 CPUs of zone 0 (not reserved under this policy),
+/// and pod `a` (4 CPUs) reserved on zone 1 only.
+fn other_pod_and_a_narrowed_reservation(now: Instant) -> (TopologyCache, PodSpecBuilder) {
     let mut config = config();
     config.foreign_pods = ForeignPodsDetection::None;
     let cache = cache_with(config);
-    let now = Instant::now();
     cache.update_nrt(node("single-numa-node", "pod", &[(8, 2), (8, 8)]));
-    // Another scheduler's pod holds 6 CPUs of zone 0; not reserved under this policy.
     let other = pod("o", &[("cpu", "6"), ("memory", "1Gi")])
         .by("default-scheduler")
         .on(NODE)
@@ -238,6 +238,13 @@ fn a_departed_pod_widens_the_narrowed_reservations() {
         cache.reserved_zones(NODE, "uid-a"),
         Some(NumaSet::from_ids([1]))
     );
+    (cache, other)
+}
+
+#[test]
+fn a_departed_pod_widens_the_narrowed_reservations() {
+    let now = Instant::now();
+    let (cache, other) = other_pod_and_a_narrowed_reservation(now);
 
     // Gone: the kubelet may give zone 0's CPUs to `a` before any NRT says so.
     assert!(cache.pod_deleted(&other.build(), now));
@@ -253,21 +260,8 @@ fn a_departed_pod_widens_the_narrowed_reservations() {
 
 #[test]
 fn a_terminating_pod_widens_the_narrowed_reservations() {
-    let mut config = config();
-    config.foreign_pods = ForeignPodsDetection::None;
-    let cache = cache_with(config);
     let now = Instant::now();
-    cache.update_nrt(node("single-numa-node", "pod", &[(8, 2), (8, 8)]));
-    let other = pod("o", &[("cpu", "6"), ("memory", "1Gi")])
-        .by("default-scheduler")
-        .on(NODE)
-        .running();
-    cache.pod_bound(&other.build(), now);
-    reserve(&cache, NODE, &four_cpus("a"), now);
-    assert_eq!(
-        cache.reserved_zones(NODE, "uid-a"),
-        Some(NumaSet::from_ids([1]))
-    );
+    let (cache, other) = other_pod_and_a_narrowed_reservation(now);
 
     let mut terminating = other.build();
     terminating.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
