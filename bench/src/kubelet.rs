@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tas_nodesim::machine::{KubeletSettings, Machine};
 use tas_nodesim::referee::convert::{self, with_cpu_reservation};
 use tas_nodesim::referee::{AddNode, Referee, RefereeError};
-use tas_nodesim::request::PodRequest;
+use tas_nodesim::request::{ContainerKind, PodRequest};
 use tas_nodesim::{Admission, NodeState, TOPOLOGY_AFFINITY_ERROR};
 
 /// Nodes the referee replays side by side (its nodes run in parallel).
@@ -34,9 +34,28 @@ pub struct AdmissionTally {
     pub rejected: BTreeMap<String, usize>,
     /// Pods bound to a node the model does not know.
     pub unknown_node: usize,
+    /// Millicores the admitted pods request (app and sidecar containers).
+    pub admitted_millicpus: u64,
+    /// Admitted pods by the whole CPUs they request (rounded up).
+    pub admitted_by_cpus: BTreeMap<u64, usize>,
 }
 
 impl AdmissionTally {
+    /// Counts one admitted pod requesting `millicpus`.
+    pub fn admit(&mut self, millicpus: u64) {
+        self.admitted += 1;
+        self.admitted_millicpus += millicpus;
+        *self
+            .admitted_by_cpus
+            .entry(millicpus.div_ceil(1000))
+            .or_default() += 1;
+    }
+
+    /// Admitted pods requesting `cpus` whole CPUs.
+    pub fn admitted_of(&self, cpus: u64) -> usize {
+        self.admitted_by_cpus.get(&cpus).copied().unwrap_or(0)
+    }
+
     /// Rejections by the Topology Manager.
     pub fn topology_errors(&self) -> usize {
         self.rejected
@@ -77,7 +96,7 @@ impl Kubelets {
         };
         let admission = state.admit(pod);
         match &admission {
-            Admission::Admitted => self.tally.admitted += 1,
+            Admission::Admitted => self.tally.admit(running_millicpus(pod)),
             Admission::Rejected(r) => {
                 *self.tally.rejected.entry(r.reason.clone()).or_default() += 1
             }
@@ -108,6 +127,16 @@ impl Kubelets {
     pub fn tally(&self) -> &AdmissionTally {
         &self.tally
     }
+}
+
+/// Millicores `pod` requests while it runs: its app and sidecar containers (init
+/// containers have finished).
+pub fn running_millicpus(pod: &PodRequest) -> u64 {
+    pod.containers
+        .iter()
+        .filter(|c| c.kind != ContainerKind::Init)
+        .map(|c| c.get("cpu"))
+        .sum()
 }
 
 /// Replays `placements` (node, pod), in bind order, on fresh nodes and tallies the
@@ -149,7 +178,7 @@ pub async fn referee_replay(
     // A node nothing was bound to has nothing to judge: it is not added to the referee
     // (at 5,000 nodes that is most of them).
     per_node.retain(|_, pods| !pods.is_empty());
-    let verdicts: Vec<Vec<Result<(), String>>> = futures::stream::iter(per_node)
+    let verdicts: Vec<Vec<Result<u64, String>>> = futures::stream::iter(per_node)
         .map(|(node, pods)| {
             let name = format!("{run}-{node}");
             let add = AddNode {
@@ -169,7 +198,7 @@ pub async fn referee_replay(
                     }
                     let verdict = referee.admit(&name, &pod).await?;
                     out.push(if verdict.admit {
-                        Ok(())
+                        Ok(PodRequest::from_pod(&pod).map_or(0, |r| running_millicpus(&r)))
                     } else {
                         Err(verdict.reason)
                     });
@@ -183,7 +212,7 @@ pub async fn referee_replay(
         .await?;
     for verdict in verdicts.into_iter().flatten() {
         match verdict {
-            Ok(()) => tally.admitted += 1,
+            Ok(millicpus) => tally.admit(millicpus),
             Err(reason) => *tally.rejected.entry(reason).or_default() += 1,
         }
     }
@@ -240,6 +269,12 @@ mod tests {
         assert_eq!(tally.topology_errors(), 1);
         assert_eq!(tally.other_rejections(), 0);
         assert_eq!(tally.unknown_node, 1);
+        // a (3) and b (3) on n0, d (2) and e (4) on n1; c found no zone.
+        assert_eq!(tally.admitted_millicpus, 12_000);
+        assert_eq!(
+            tally.admitted_by_cpus,
+            BTreeMap::from([(2, 1), (3, 2), (4, 1)])
+        );
     }
 
     #[test]
@@ -315,6 +350,8 @@ mod tests {
         .await
         .expect("replay");
         assert_eq!(tally.admitted, 4, "{tally:?}");
+        assert_eq!(tally.admitted_millicpus, 12_000, "{tally:?}");
+        assert_eq!(tally.admitted_of(4), 1, "{tally:?}");
         assert_eq!(tally.topology_errors(), 1, "{tally:?}");
         assert_eq!(tally.other_rejections(), 0, "{tally:?}");
         assert_eq!(tally.unknown_node, 1);

@@ -59,6 +59,8 @@ pub struct Options {
     pub burst: u32,
     /// kube-scheduler log verbosity (`-v`), for debugging; `None`: its default.
     pub kube_scheduler_verbosity: Option<u32>,
+    /// The TAS scheduler's `scoring.strategy`; `None`: its default.
+    pub tas_scoring: Option<String>,
     /// Pod creations in flight at most.
     pub create_concurrency: usize,
     /// Binds in flight at most, for the bind-only ceiling.

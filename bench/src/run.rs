@@ -174,6 +174,7 @@ pub async fn run_once(
         qps: options.qps,
         burst: options.burst,
         verbosity: options.kube_scheduler_verbosity,
+        tas_scoring: options.tas_scoring.as_deref(),
     };
     let pods: Api<Pod> = Api::namespaced(bench.client.clone(), &bench.namespace);
     let backlog = options.mode == Mode::Backlog;

@@ -68,10 +68,15 @@ impl SchedulerKind {
     }
 }
 
-/// The TAS scheduler's configuration: the defaults (LeastAllocated, 5 s resync, 2 m
-/// maximum staleness, Shared informer), under this run's scheduler name.
-pub fn tas_config(scheduler_name: &str) -> String {
-    json!({ "schedulerName": scheduler_name }).to_string()
+/// The TAS scheduler's configuration: the defaults (FragmentationAware scoring unless
+/// `scoring` names another strategy, adaptive sampling, 5 s resync), under this run's
+/// scheduler name.
+pub fn tas_config(scheduler_name: &str, scoring: Option<&str>) -> String {
+    let mut config = json!({ "schedulerName": scheduler_name });
+    if let Some(strategy) = scoring {
+        config["scoring"] = json!({ "strategy": strategy });
+    }
+    config.to_string()
 }
 
 /// A KubeSchedulerConfiguration with one profile named `scheduler_name` and the client
@@ -135,6 +140,8 @@ pub struct Launch<'a> {
     pub burst: u32,
     /// kube-scheduler log verbosity (`-v`), if not its default.
     pub verbosity: Option<u32>,
+    /// The TAS scheduler's `scoring.strategy`, if not its default.
+    pub tas_scoring: Option<&'a str>,
 }
 
 /// A running scheduler process.
@@ -163,7 +170,7 @@ impl SchedulerProcess {
         let (binary, config, args) = match kind {
             SchedulerKind::Tas => (
                 &bin.tas,
-                tas_config(&name),
+                tas_config(&name, launch.tas_scoring),
                 vec![
                     format!("--config={}", config_path.display()),
                     format!("--kubeconfig={}", launch.kubeconfig.display()),
@@ -288,7 +295,7 @@ mod tests {
     #[test]
     fn tas_config_is_a_valid_scheduler_config() {
         let parsed: tas_api::config::scheduler::SchedulerConfig =
-            serde_norway::from_str(&tas_config("bench-tas-r1")).unwrap();
+            serde_norway::from_str(&tas_config("bench-tas-r1", None)).unwrap();
         assert_eq!(parsed.scheduler_name, "bench-tas-r1");
         assert!(!parsed.leader_election.enabled);
     }

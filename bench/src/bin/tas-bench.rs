@@ -69,6 +69,14 @@ struct RunArgs {
     /// Pods per run of every cluster scenario [default: each scenario's own].
     #[arg(long)]
     pods: Option<usize>,
+    /// Pods per run of the backlog and paced scenarios only (wins over --pods)
+    /// [default: 5,000].
+    #[arg(long)]
+    throughput_pods: Option<usize>,
+    /// Nodes of the saturation scenario only (wins over --nodes; its pods still request
+    /// 1.3× their CPUs) [default: 200].
+    #[arg(long)]
+    saturation_nodes: Option<usize>,
     /// Runs per scheduler (and updater runs); the report shows medians with min–max
     /// [default: 5; --quick: 1].
     #[arg(long)]
@@ -113,6 +121,11 @@ struct RunArgs {
     /// kube-scheduler log verbosity (-v), for debugging a run.
     #[arg(long)]
     kube_scheduler_verbosity: Option<u32>,
+    /// The TAS scheduler's scoring strategy (FragmentationAware, LeastAllocated,
+    /// MostAllocated, BalancedAllocation, LeastNUMANodes) [default: the scheduler's own,
+    /// FragmentationAware]; the report notes it.
+    #[arg(long)]
+    tas_scoring: Option<String>,
     /// Pod creations in flight at most (at least 512 in the paced scenario).
     #[arg(long, default_value_t = 64)]
     create_concurrency: usize,
@@ -161,6 +174,8 @@ impl RunArgs {
             quick: self.quick,
             nodes: self.nodes,
             pods: self.pods,
+            throughput_pods: self.throughput_pods,
+            saturation_nodes: self.saturation_nodes,
         }
     }
 
@@ -228,6 +243,7 @@ impl RunArgs {
             qps: self.qps,
             burst: self.burst,
             kube_scheduler_verbosity: self.kube_scheduler_verbosity,
+            tas_scoring: self.tas_scoring.clone(),
             create_concurrency: self.create_concurrency,
             binder_concurrency: self.binder_concurrency,
             nrt_debounce: Duration::from_millis(self.nrt_debounce_ms),
@@ -277,13 +293,18 @@ async fn main() -> anyhow::Result<()> {
     ];
     let env = Environment::collect(&versions, std::env::args());
     let sizes = args.sizes();
-    let mut done: Vec<(Scenario, Options, Vec<tas_bench::run::RunResult>)> = Vec::new();
+    let mut done: Done = Vec::new();
     let mut updater = None;
     let mut notes = args.note.clone();
+    if let Some(strategy) = &args.tas_scoring {
+        notes.push(format!(
+            "The TAS scheduler ran with scoring strategy {strategy}, not its default."
+        ));
+    }
     // The updater's idle window, counting in the background, and the scenarios that ran
     // beside it.
     let mut idle: Option<IdleWindow> = None;
-    for &scenario in &scenarios {
+    for (at, &scenario) in scenarios.iter().enumerate() {
         if let Some(window) = idle.take_if(|_| !scenario.beside_idle_updater()) {
             finish_idle_window(window, &mut updater, &mut notes).await;
         }
@@ -386,6 +407,14 @@ async fn main() -> anyhow::Result<()> {
                     started.elapsed().as_secs_f64()
                 );
                 done.push((scenario, options, results));
+                write_partial(
+                    &env,
+                    &done,
+                    updater.as_ref(),
+                    &notes,
+                    &args,
+                    &scenarios[at + 1..],
+                );
             }
             Err(e) => {
                 eprintln!("tas-bench: {} failed: {e}", scenario.title());
@@ -396,6 +425,25 @@ async fn main() -> anyhow::Result<()> {
     if let Some(window) = idle.take() {
         finish_idle_window(window, &mut updater, &mut notes).await;
     }
+    let text = report_text(&env, &done, updater.as_ref(), &notes, &args);
+    print!("{text}");
+    if let Some(out) = &args.out {
+        std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// The scenarios done so far, with their options and results.
+type Done = Vec<(Scenario, Options, Vec<tas_bench::run::RunResult>)>;
+
+/// The report of what `done` holds, with the criterion figures if asked for.
+fn report_text(
+    env: &Environment,
+    done: &Done,
+    updater: Option<&UpdaterResult>,
+    notes: &[String],
+    args: &RunArgs,
+) -> String {
     let sections: Vec<Section<'_>> = done
         .iter()
         .map(|(scenario, options, results)| Section {
@@ -404,16 +452,40 @@ async fn main() -> anyhow::Result<()> {
             results,
         })
         .collect();
-    let mut text = report::render(&env, &sections, updater.as_ref(), &notes);
+    let mut text = report::render(env, &sections, updater, notes);
     if let Some(dir) = &args.criterion {
         text.push('\n');
         text.push_str(&criterion::render(&criterion::collect(dir)));
     }
-    print!("{text}");
-    if let Some(out) = &args.out {
-        std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
+    text
+}
+
+/// Writes the report of the scenarios done so far to `--out`, marked partial with the
+/// scenarios still to run, so that a run stopped early leaves what it measured.
+fn write_partial(
+    env: &Environment,
+    done: &Done,
+    updater: Option<&UpdaterResult>,
+    notes: &[String],
+    args: &RunArgs,
+    remaining: &[Scenario],
+) {
+    let Some(out) = &args.out else {
+        return;
+    };
+    let mut notes = notes.to_vec();
+    let left: Vec<String> = remaining.iter().map(|s| s.id()).collect();
+    notes.push(format!(
+        "Partial report: still to run when it was written: {}.",
+        left.join(", ")
+    ));
+    let text = report_text(env, done, updater, &notes, args);
+    if let Err(e) = std::fs::write(out, text) {
+        eprintln!(
+            "tas-bench: writing the partial report to {}: {e}",
+            out.display()
+        );
     }
-    Ok(())
 }
 
 /// The updater's idle window, counting NRT writes in the background.

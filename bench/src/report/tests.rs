@@ -35,6 +35,7 @@ fn options(runs: u32, schedulers: Vec<SchedulerKind>) -> Options {
         qps: 1000.0,
         burst: 1000,
         kube_scheduler_verbosity: None,
+        tas_scoring: None,
         create_concurrency: 64,
         binder_concurrency: 32,
         nrt_debounce: Duration::from_millis(200),

@@ -19,7 +19,9 @@ pub fn options(base: &Options, sizes: &Sizes) -> Options {
     let mut options = base.clone();
     options.mode = Mode::Backlog;
     options.shape.nodes = sizes.nodes(500, 50);
-    options.workload.pods = sizes.pods(5000, 300);
+    options.workload.pods = sizes
+        .throughput_pods
+        .unwrap_or_else(|| sizes.pods(5000, 300));
     options.binder_concurrency = options.binder_concurrency.max(CEILING_CONCURRENCY);
     options.create_concurrency = options.create_concurrency.max(128);
     options

@@ -91,6 +91,10 @@ pub struct Sizes {
     pub nodes: Option<usize>,
     /// Pods per run.
     pub pods: Option<usize>,
+    /// Pods per run of the backlog and paced scenarios only (before `pods`).
+    pub throughput_pods: Option<usize>,
+    /// Nodes of the saturation scenario only (before `nodes`); its pods follow.
+    pub saturation_nodes: Option<usize>,
 }
 
 impl Sizes {

@@ -18,7 +18,9 @@ pub fn options(base: &Options, sizes: &Sizes, rate: f64) -> Options {
     options.mode = Mode::Paced;
     options.rate = rate;
     options.shape.nodes = sizes.nodes(500, 50);
-    options.workload.pods = sizes.pods(5000, 300);
+    options.workload.pods = sizes
+        .throughput_pods
+        .unwrap_or_else(|| sizes.pods(5000, 300));
     options.create_concurrency = options.create_concurrency.max(CREATE_CONCURRENCY);
     options
 }

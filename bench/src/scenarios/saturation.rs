@@ -25,7 +25,9 @@ pub fn options(base: &Options, sizes: &Sizes) -> Options {
     let mut options = base.clone();
     options.mode = Mode::Paced;
     options.rate = 200.0;
-    options.shape.nodes = sizes.nodes(200, 20);
+    options.shape.nodes = sizes
+        .saturation_nodes
+        .unwrap_or_else(|| sizes.nodes(200, 20));
     options.shape.zones = 4;
     options.shape.zone_cpus = 16;
     options.shape.zone_memory_gib = 64;
@@ -67,8 +69,13 @@ pub fn pods_to_request(workload: &Workload, cluster_cpus: u64, factor: f64) -> u
     pods
 }
 
-/// Bound pods and the kubelet's verdicts.
-pub const COLUMNS: [Column; 3] = [
+/// The largest pods of the mix, whose admissions show whether whole zones were kept.
+pub const LARGEST: u32 = CPU_SIZES[CPU_SIZES.len() - 1];
+
+/// Bound pods, the kubelet's verdicts, and what the admitted pods request: the CPUs
+/// and the largest pods, since admitting more small pods by turning large ones away
+/// raises the pod count without using the cluster better.
+pub const COLUMNS: [Column; 5] = [
     Column {
         title: "bound",
         value: |r| Some(r.bound as f64),
@@ -82,6 +89,16 @@ pub const COLUMNS: [Column; 3] = [
     Column {
         title: "TopologyAffinityError",
         value: |r| Some(r.tally.topology_errors() as f64),
+        format: whole,
+    },
+    Column {
+        title: "admitted CPUs",
+        value: |r| Some(r.tally.admitted_millicpus as f64 / 1000.0),
+        format: whole,
+    },
+    Column {
+        title: "16-CPU pods admitted",
+        value: |r| Some(r.tally.admitted_of(u64::from(LARGEST)) as f64),
         format: whole,
     },
 ];
@@ -117,7 +134,40 @@ pub fn goals(results: &[RunResult]) -> Vec<String> {
             rejected.map_or("–".into(), |r| format!("{r:.0}")),
             verdict(rejected.map(|r| r == 0.0))
         ),
+        requested_line(results),
     ]
+}
+
+/// What the admitted pods request, per scheduler (medians): not a goal, the context
+/// of the pod count.
+fn requested_line(results: &[RunResult]) -> String {
+    let parts: Vec<String> = [
+        SchedulerKind::Tas,
+        SchedulerKind::NumaPlugin,
+        SchedulerKind::KubeScheduler,
+    ]
+    .into_iter()
+    .filter_map(|k| {
+        let cpus = median(results, k, |r| {
+            Some(r.tally.admitted_millicpus as f64 / 1000.0)
+        })?;
+        let largest = median(results, k, |r| {
+            Some(r.tally.admitted_of(u64::from(LARGEST)) as f64)
+        })?;
+        Some(format!(
+            "{} {cpus:.0} CPUs, {largest:.0} of {LARGEST} CPUs",
+            k.id()
+        ))
+    })
+    .collect();
+    format!(
+        "Admitted pods request (medians): {}.",
+        if parts.is_empty() {
+            "–".to_owned()
+        } else {
+            parts.join("; ")
+        }
+    )
 }
 
 #[cfg(test)]
