@@ -13,6 +13,9 @@ pub struct ProcessSample {
     pub cpu_ticks: u64,
     /// `VmHWM`: the peak resident set size so far, in bytes.
     pub peak_rss_bytes: u64,
+    /// `RssAnon`: resident anonymous memory now (heap, stacks), in bytes; the rest of
+    /// the RSS is file-backed (the binary's code pages, shared with the page cache).
+    pub anon_rss_bytes: u64,
 }
 
 /// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, in clock ticks.
@@ -64,6 +67,7 @@ pub fn sample(pid: Option<u32>) -> std::io::Result<ProcessSample> {
     Ok(ProcessSample {
         cpu_ticks: parse_stat_cpu_ticks(&stat).ok_or_else(|| invalid("no utime/stime in stat"))?,
         peak_rss_bytes: parse_kb_field(&status, "VmHWM").ok_or_else(|| invalid("no VmHWM"))?,
+        anon_rss_bytes: parse_kb_field(&status, "RssAnon").unwrap_or(0),
     })
 }
 
@@ -132,6 +136,7 @@ mod tests {
     fn own_process_can_be_sampled() {
         let s = sample(None).unwrap();
         assert!(s.peak_rss_bytes > 0);
+        assert!(s.anon_rss_bytes > 0 && s.anon_rss_bytes <= s.peak_rss_bytes);
         let later = ProcessSample {
             cpu_ticks: s.cpu_ticks + 250,
             ..s

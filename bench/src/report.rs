@@ -158,19 +158,25 @@ pub fn updater_section(result: &UpdaterResult) -> String {
         .iter()
         .map(|r| r.peak_rss_bytes as f64 / f64::from(1 << 20))
         .collect();
+    let anon: Vec<f64> = result
+        .runs
+        .iter()
+        .map(|r| r.anon_rss_bytes as f64 / f64::from(1 << 20))
+        .collect();
     let p50: Vec<f64> = result.runs.iter().filter_map(|r| ms(r.p50)).collect();
     let p99: Vec<f64> = result.runs.iter().filter_map(|r| ms(r.p99)).collect();
     let per_hour = result.writes_per_hour();
     let _ = writeln!(
         out,
-        "| runs | peak RSS MiB | change → NRT visible p50 ms | p99 ms | idle NRT writes (window) | writes/hour (extrapolated) |"
+        "| runs | peak RSS MiB | of it anonymous MiB | change → NRT visible p50 ms | p99 ms | idle NRT writes (window) | writes/hour (extrapolated) |"
     );
-    let _ = writeln!(out, "| ---: | ---: | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(out, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let _ = writeln!(
         out,
-        "| {} | {} | {} | {} | {} in {} s | {} |\n",
+        "| {} | {} | {} | {} | {} | {} in {} s | {} |\n",
         result.runs.len(),
         spread(rss.clone(), |v| format!("{v:.1}")),
+        spread(anon, |v| format!("{v:.1}")),
         spread(p50.clone(), scenarios::whole),
         spread(p99.clone(), scenarios::whole),
         result.idle_writes,
@@ -373,7 +379,7 @@ const NOTES: [&str; 10] = [
     "CPU: utime + stime of the scheduler process from `/proc/<pid>/stat`, from just before the first creation to the end of the run (startup and warm-up excluded). Peak RSS: `VmHWM` from `/proc/<pid>/status` at the end of the run (startup included).",
     "Kubelet rejections: after each run every placement is replayed, in bind order per node, through the referee: the kubelet's own Topology, CPU, memory and device managers (k8s.io/kubernetes v1.34; Topology Manager single-numa-node, container scope, CPU manager static, memory manager Static, same zones as the NRTs). A TopologyAffinityError is a pod a real kubelet would have failed. Without `TAS_REFEREE_BIN` (`make bench` sets it) the node simulator's Rust model judges instead.",
     "Each scheduler starts fresh for each run; in paced runs it must first bind a BestEffort warm-up pod, which is deleted before the measured pods are created.",
-    "Updater: one `tas-updater` process with its default flags (periodic-and-events, 10 s period, 200 ms debounce, 10 min re-apply) on one node of 2 zones × 16 CPUs whose podresources server, sysfs and kubelet config are the referee's. A change is timed from just before the referee admits (or removes) a 2-CPU Guaranteed pod, whose Pod object is created bound to the node at the same time, to the NRT read (every 10 ms) showing the new free CPU count. Peak RSS is `VmHWM` at the end of the run. Idle writes: every watch event of the node's NRT during the idle window after the last run, extrapolated linearly to an hour.",
+    "Updater: one `tas-updater` process with its default flags (periodic-and-events, 10 s period, 200 ms debounce, 10 min re-apply) on one node of 2 zones × 16 CPUs whose podresources server, sysfs and kubelet config are the referee's. A change is timed from just before the referee admits (or removes) a 2-CPU Guaranteed pod, whose Pod object is created bound to the node at the same time, to the NRT read (every 10 ms) showing the new free CPU count. Peak RSS is `VmHWM` at the end of the run; of it anonymous is `RssAnon` then (heap and stacks), the rest being file-backed pages of the binary (its code, shared with the page cache and reclaimable). Idle writes: every watch event of the node's NRT during the idle window after the last run, extrapolated linearly to an hour.",
     "The machine is shared by the control plane, kwok, the runner and the scheduler: figures compare schedulers on the same machine, not absolute capacity.",
 ];
 

@@ -258,6 +258,7 @@ fn updater_section_extrapolates_idle_writes() {
         .map(|round| UpdaterRun {
             round,
             peak_rss_bytes: (8 + u64::from(round)) << 20,
+            anon_rss_bytes: (1 + u64::from(round)) << 20,
             p50: Some(Duration::from_millis(200 + u64::from(round))),
             p99: Some(Duration::from_millis(400 + 100 * u64::from(round))),
         })
@@ -271,7 +272,9 @@ fn updater_section_extrapolates_idle_writes() {
     };
     let text = render(&env(), &[], Some(&updater), &[]);
     assert!(
-        text.contains("| 5 | 11.0 (9.0–13.0) | 203 (201–205) | 700 (500–900) | 1 in 600 s | 6.0 |"),
+        text.contains(
+            "| 5 | 11.0 (9.0–13.0) | 4.0 (2.0–6.0) | 203 (201–205) | 700 (500–900) | 1 in 600 s | 6.0 |"
+        ),
         "{text}"
     );
     assert!(

@@ -83,6 +83,8 @@ pub struct UpdaterRun {
     pub round: u32,
     /// Peak resident memory (`VmHWM`) at the end of the run.
     pub peak_rss_bytes: u64,
+    /// Resident anonymous memory (`RssAnon`) at the end of the run.
+    pub anon_rss_bytes: u64,
     /// Allocation change → NRT visible: median.
     pub p50: Option<Duration>,
     /// … and 99th percentile.
@@ -221,6 +223,7 @@ fn cpu_ticks(pids: &[u32]) -> procfs::ProcessSample {
             .map(|s| s.cpu_ticks)
             .sum(),
         peak_rss_bytes: 0,
+        anon_rss_bytes: 0,
     }
 }
 
@@ -380,6 +383,7 @@ async fn one_run(
         UpdaterRun {
             round,
             peak_rss_bytes: sample.peak_rss_bytes,
+            anon_rss_bytes: sample.anon_rss_bytes,
             p50: percentile(&latencies, 0.5),
             p99: percentile(&latencies, 0.99),
         },
