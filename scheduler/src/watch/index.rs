@@ -34,26 +34,27 @@ pub(super) const CAPACITY: usize = 1024;
 /// One item of a watch's stream: an event, or the error the watcher retries after.
 pub(super) type Item<K> = Result<Event<K>, watcher::Error>;
 
-/// An item of one watch, tagged with the watch it came from.
+/// An item of one watch, tagged with the watch it came from (boxed: the kinds' objects
+/// differ much in size, and a channel slot takes the largest).
 pub(super) enum Update {
     /// Nodes.
-    Nodes(Item<Node>),
+    Nodes(Box<Item<Node>>),
     /// Pods bound to a node.
-    BoundPods(Item<Pod>),
+    BoundPods(Box<Item<Pod>>),
     /// Our pods not bound yet.
-    PendingPods(Item<Pod>),
+    PendingPods(Box<Item<Pod>>),
     /// NodeResourceTopology objects.
-    Topologies(Item<NodeResourceTopology>),
+    Topologies(Box<Item<NodeResourceTopology>>),
     /// Namespaces (metadata only).
-    Namespaces(Item<PartialObjectMeta<Namespace>>),
+    Namespaces(Box<Item<PartialObjectMeta<Namespace>>>),
     /// PodDisruptionBudgets.
-    Budgets(Item<PodDisruptionBudget>),
+    Budgets(Box<Item<PodDisruptionBudget>>),
     /// PersistentVolumeClaims.
-    Claims(Item<PersistentVolumeClaim>),
+    Claims(Box<Item<PersistentVolumeClaim>>),
     /// PersistentVolumes.
-    Volumes(Item<PersistentVolume>),
+    Volumes(Box<Item<PersistentVolume>>),
     /// StorageClasses.
-    StorageClasses(Item<StorageClass>),
+    StorageClasses(Box<Item<StorageClass>>),
 }
 
 /// Every watch's index, owned by the index task.
@@ -88,15 +89,15 @@ impl Indexes {
     /// Apply one update to the index of its kind.
     pub(super) fn apply(&mut self, update: Update) {
         match update {
-            Update::Nodes(item) => self.nodes.handle(item),
-            Update::BoundPods(item) => self.bound_pods.handle(item),
-            Update::PendingPods(item) => self.pending_pods.handle(item),
-            Update::Topologies(item) => self.topologies.handle(item),
-            Update::Namespaces(item) => self.namespaces.handle(item),
-            Update::Budgets(item) => self.budgets.handle(item),
-            Update::Claims(item) => self.claims.handle(item),
-            Update::Volumes(item) => self.volumes.handle(item),
-            Update::StorageClasses(item) => self.storage_classes.handle(item),
+            Update::Nodes(item) => self.nodes.handle(*item),
+            Update::BoundPods(item) => self.bound_pods.handle(*item),
+            Update::PendingPods(item) => self.pending_pods.handle(*item),
+            Update::Topologies(item) => self.topologies.handle(*item),
+            Update::Namespaces(item) => self.namespaces.handle(*item),
+            Update::Budgets(item) => self.budgets.handle(*item),
+            Update::Claims(item) => self.claims.handle(*item),
+            Update::Volumes(item) => self.volumes.handle(*item),
+            Update::StorageClasses(item) => self.storage_classes.handle(*item),
         }
     }
 }
@@ -140,17 +141,17 @@ mod tests {
         let (tx, rx) = mpsc::channel(CAPACITY);
         let task = tokio::spawn(run(rx, Indexes::new(&shared)));
         let sends = [
-            Update::Nodes(Ok(Event::Init)),
-            Update::Nodes(Ok(Event::InitApply(node("n1")))),
-            Update::Nodes(Ok(Event::InitApply(node("n2")))),
-            Update::Nodes(Ok(Event::InitDone)),
-            Update::BoundPods(Ok(Event::Apply(bound_pod("a", "n1")))),
-            Update::BoundPods(Ok(Event::Apply(bound_pod("b", "n2")))),
-            Update::BoundPods(Ok(Event::Delete(bound_pod("b", "n2")))),
+            Update::Nodes(Box::new(Ok(Event::Init))),
+            Update::Nodes(Box::new(Ok(Event::InitApply(node("n1"))))),
+            Update::Nodes(Box::new(Ok(Event::InitApply(node("n2"))))),
+            Update::Nodes(Box::new(Ok(Event::InitDone))),
+            Update::BoundPods(Box::new(Ok(Event::Apply(bound_pod("a", "n1"))))),
+            Update::BoundPods(Box::new(Ok(Event::Apply(bound_pod("b", "n2"))))),
+            Update::BoundPods(Box::new(Ok(Event::Delete(bound_pod("b", "n2"))))),
             // A relist of the nodes that no longer lists n2.
-            Update::Nodes(Ok(Event::Init)),
-            Update::Nodes(Ok(Event::InitApply(node("n1")))),
-            Update::Nodes(Ok(Event::InitDone)),
+            Update::Nodes(Box::new(Ok(Event::Init))),
+            Update::Nodes(Box::new(Ok(Event::InitApply(node("n1"))))),
+            Update::Nodes(Box::new(Ok(Event::InitDone))),
         ];
         for update in sends {
             tx.send(update).await.expect("the index task runs");

@@ -88,7 +88,7 @@ struct Feed<'a> {
 impl Feed<'_> {
     /// Run one cluster-wide watch on its own supervised task, forwarding its stream to
     /// the index task as `tag`ged updates.
-    fn spawn<K>(&mut self, name: &str, config: Config, tag: fn(Item<K>) -> Update)
+    fn spawn<K>(&mut self, name: &str, config: Config, tag: fn(Box<Item<K>>) -> Update)
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
         K::DynamicType: Default,
@@ -104,14 +104,14 @@ async fn forward<K>(
     api: Api<K>,
     config: Config,
     updates: mpsc::Sender<Update>,
-    tag: fn(Item<K>) -> Update,
+    tag: fn(Box<Item<K>>) -> Update,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
     let mut items = watcher::watcher(api, config).default_backoff().boxed();
     while let Some(item) = items.next().await {
-        if updates.send(tag(item)).await.is_err() {
+        if updates.send(tag(Box::new(item))).await.is_err() {
             return;
         }
     }
