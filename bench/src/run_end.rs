@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use tas_nodesim::request::PodRequest;
+pub use tas_testcluster::is_marked_unschedulable;
 use tokio::time::Instant;
 
 /// Resource name → amount (`cpu` in millicores, memory and hugepages in bytes, `pods`
@@ -270,21 +271,6 @@ impl Progress {
                 .any(|(allocatable, used)| fits(allocatable, used, requests))
         })
     }
-}
-
-/// `PodScheduled=False` with reason `Unschedulable`: the scheduler tried and found no
-/// node.
-pub fn is_marked_unschedulable(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
-        })
 }
 
 /// What `pod` takes of a node's allocatable: its effective requests and one pod.

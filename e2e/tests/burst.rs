@@ -315,15 +315,7 @@ async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
                 "{policy}: the kubelet rejected pods the scheduler bound: {rejected:?}"
             );
             let bound = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-            let unschedulable = |p: &Pod| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c.reason.as_deref() == Some("Unschedulable"))
-                    })
-            };
+            let unschedulable = tas_testcluster::is_marked_unschedulable;
             let settled = list.iter().all(|p| {
                 if bound(p) {
                     phase(p) == "Running"

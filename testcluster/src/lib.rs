@@ -34,6 +34,7 @@ mod https;
 mod kubeconfig;
 mod namespace;
 mod nodes;
+mod pods;
 mod ports;
 mod process;
 pub mod scope;
@@ -51,6 +52,7 @@ pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
     wait_node_schedulable,
 };
+pub use pods::is_marked_unschedulable;
 pub use ports::free_ports;
 pub use process::{Component, tail_lines};
 pub use tools::{BINARIES, KUBERNETES_VERSION, TOOLS_BIN_ENV, Tools};

@@ -83,8 +83,13 @@ pub fn numa_fit(
     request: &PodRequest,
     node: &NodeInfo,
 ) -> Result<numa::Placement, numa::Unfit> {
-    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
-    numa::fit(topology, request, &node_level)
+    numa::fit(topology, request, &node_level(node))
+}
+
+/// Whether `node` accounts resource `r` at node level (the NUMA fit then judges only
+/// the zones' share of it): a core resource, or any its allocatable lists.
+fn node_level(node: &NodeInfo) -> impl Fn(&str) -> bool + '_ {
+    |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r)
 }
 
 /// [`numa_fit`] without the per-container zones, the reason kept as codes: the
@@ -94,8 +99,7 @@ fn numa_check(
     request: &PodRequest,
     node: &NodeInfo,
 ) -> Result<numa::Placement, numa::UnfitCode> {
-    let node_level = |r: &str| node.allocatable().resources.scalar(r) > 0 || is_core(r);
-    numa::fits(topology, request, &node_level)
+    numa::fits(topology, request, &node_level(node))
 }
 
 fn is_core(r: &str) -> bool {

@@ -225,18 +225,11 @@ async fn a_pod_that_fits_nowhere_stays_pending_with_an_explanation() {
     );
     assert_eq!(env.node_of(&pod).await, None);
     let api: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
-    let cond = api
-        .get(&pod)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default();
+    let pod = api.get(&pod).await.unwrap();
     assert!(
-        cond.iter().any(|c| c.type_ == "PodScheduled"
-            && c.status == "False"
-            && c.reason.as_deref() == Some("Unschedulable")),
-        "{cond:?}"
+        tas_testcluster::is_marked_unschedulable(&pod),
+        "{:?}",
+        pod.status.and_then(|s| s.conditions)
     );
 }
 
@@ -269,15 +262,7 @@ async fn a_burst_never_overcommits_a_zone_and_a_matching_fingerprint_flushes_the
         let failed = list
             .items
             .iter()
-            .filter(|p| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c.reason.as_deref() == Some("Unschedulable"))
-                    })
-            })
+            .filter(|p| tas_testcluster::is_marked_unschedulable(p))
             .count();
         Ok::<_, kube::Error>((bound.len() + failed == 50).then_some(bound))
     })

@@ -1,0 +1,18 @@
+//! What tests read off a pod's status.
+
+use k8s_openapi::api::core::v1::Pod;
+
+/// `PodScheduled=False` with reason `Unschedulable`: the scheduler tried and found no
+/// node.
+pub fn is_marked_unschedulable(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+}
