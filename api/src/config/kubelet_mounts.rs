@@ -125,6 +125,8 @@ impl KubeletMounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tas::{HostPathRule, check_config_dir, check_config_file};
+    use proptest::prelude::*;
 
     fn paths(file: &str, dir: Option<&str>) -> KubeletPaths {
         KubeletPaths {
@@ -187,5 +189,63 @@ mod tests {
         assert_eq!(m.mounts.len(), 2);
         assert_eq!(m.mounts[1].host, "/etc/kubernetes/kubelet.conf.d");
         assert_eq!(m.config_dir.as_deref(), Some(KUBELET_DROPIN_MOUNT));
+    }
+
+    /// Directories the agent (root) must never see whole: the host's root, the shared
+    /// directories, and those holding sockets, keys or every pod's secrets.
+    const NEVER_WHOLE: [&str; 10] = [
+        "/",
+        "/etc",
+        "/var",
+        "/var/lib",
+        "/run",
+        "/var/run",
+        "/etc/kubernetes/pki",
+        "/var/lib/kubelet/pki",
+        "/var/lib/kubelet/pods",
+        "/run/containerd",
+    ];
+
+    fn allowed(rule: HostPathRule) -> impl Strategy<Value = String> {
+        let p = rule.pattern();
+        proptest::string::string_regex(&p[1..p.len() - 1]).unwrap()
+    }
+
+    proptest! {
+        /// For every config file and drop-in directory the allow-list accepts, the
+        /// mounts are the file alone or a directory of kubelet configuration: never `/`,
+        /// a shared directory, or a directory above one that holds sockets or keys.
+        #[test]
+        fn every_allowed_path_mounts_only_kubelet_configuration(
+            file in allowed(HostPathRule::ConfigFile),
+            dir in proptest::option::of(allowed(HostPathRule::ConfigDir)),
+        ) {
+            let m = KubeletMounts::for_paths(&paths(&file, dir.as_deref()));
+            let parent = Path::new(&file).parent().unwrap().to_str().unwrap().to_owned();
+            for mount in &m.mounts {
+                prop_assert!(mount.host.starts_with('/'), "{mount:?}");
+                match mount.kind {
+                    "File" => prop_assert_eq!(&mount.host, &file),
+                    "Directory" => {
+                        let host = Path::new(&mount.host);
+                        prop_assert!(
+                            mount.host == parent
+                                || Some(mount.host.as_str()) == dir.as_deref().map(|d| d.trim_end_matches('/')),
+                            "{mount:?} is neither the file's directory nor the drop-in directory"
+                        );
+                        for never in NEVER_WHOLE.iter().chain(SHARED_DIRS.iter()) {
+                            prop_assert!(
+                                !Path::new(never).starts_with(host),
+                                "{mount:?} shows {never}"
+                            );
+                        }
+                        prop_assert!(check_config_dir(&mount.host).is_ok()
+                            || (mount.host == parent && check_config_file(&file).is_ok()),
+                            "{mount:?}");
+                    }
+                    other => prop_assert!(false, "unexpected kind {other}"),
+                }
+            }
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! per node group counterparts of `spec.updater.kubelet` and the Topology Manager
 //! settings of kubelets configured by command-line flags (which no file shows).
 
+use super::host_paths::HostPathRule;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -46,25 +47,30 @@ impl TopologyManagerOverride {
     }
 }
 
+/// The field path of [`KubeletOverride`], named in refusals.
+const KUBELET: &str = "spec.nodeGroups[].updater.kubelet";
+
 /// Per node group overrides of `spec.updater.kubelet`: nodes whose kubelet keeps its
-/// files elsewhere (another distribution, another root directory).
+/// files elsewhere (another distribution, another root directory). The same allow-list
+/// as `spec.updater.kubelet` ([`super::host_paths`]): a group cannot name a host path
+/// the shared settings could not.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletOverride {
     /// Directory of the kubelet's pod-resources socket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.nodeGroups[].updater.kubelet.podResourcesDir must be an absolute path"))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = HostPathRule::PodResourcesDir.cel(KUBELET))]
     pub pod_resources_dir: Option<String>,
     /// The kubelet's configuration file (its `--config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.nodeGroups[].updater.kubelet.configFile must be an absolute path"))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = HostPathRule::ConfigFile.cel(KUBELET))]
     pub config_file: Option<String>,
     /// The kubelet's drop-in directory (its `--config-dir`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 4096))]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.nodeGroups[].updater.kubelet.configDir must be an absolute path"))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = HostPathRule::ConfigDir.cel(KUBELET))]
     pub config_dir: Option<String>,
     /// Read the running kubelet's configuration from its `/configz` endpoint instead of
     /// files (through the API server's node proxy: needs `nodes/proxy`).

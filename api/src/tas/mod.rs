@@ -9,6 +9,7 @@
 //! (defaults, enums, ranges and CEL rules declared on these types); what only the
 //! operator can judge (e.g. overlapping node groups) becomes a `Degraded` condition.
 
+pub mod host_paths;
 mod kubelet;
 mod network_policy;
 mod node_group;
@@ -20,6 +21,10 @@ mod updater;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use host_paths::{
+    HostPathError, HostPathRule, PathTrick, check_config_dir, check_config_file,
+    check_pod_resources_dir,
+};
 pub use kubelet::{KubeletOverride, TopologyManagerOverride};
 pub use network_policy::{EndpointError, NetworkPolicySpec, otlp_port};
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};

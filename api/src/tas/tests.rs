@@ -189,3 +189,31 @@ fn node_group_overrides_merge_field_by_field() {
     assert_eq!(merged.tolerations, base.tolerations);
     assert_eq!(NodeGroup::all_nodes().merged_updater(&base), base);
 }
+
+/// A node group cannot name a host path the shared settings could not: both kubelet
+/// blocks carry the allow-list's own rule, with the message naming each field.
+#[test]
+fn shared_and_per_group_kubelet_paths_carry_the_same_allow_list() {
+    let spec = &schema()["properties"]["spec"]["properties"];
+    let shared = &spec["updater"]["properties"]["kubelet"]["properties"];
+    let group = &spec["nodeGroups"]["items"]["properties"]["updater"]["properties"]["kubelet"]["properties"];
+    for rule in HostPathRule::ALL {
+        let field = rule.field();
+        for (props, path) in [
+            (shared, "spec.updater.kubelet"),
+            (group, "spec.nodeGroups[].updater.kubelet"),
+        ] {
+            let validations = &props[field]["x-kubernetes-validations"];
+            assert_eq!(
+                validations[0]["rule"],
+                rule.cel_expression(),
+                "{path}.{field}"
+            );
+            assert_eq!(
+                validations[0]["message"],
+                format!("{path}.{field} {}", rule.requirement())
+            );
+            assert_eq!(props[field]["maxLength"], 256, "{path}.{field}");
+        }
+    }
+}

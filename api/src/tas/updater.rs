@@ -8,6 +8,7 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::host_paths::HostPathRule;
 use super::kubelet::TopologyManagerOverride;
 
 /// A Go-style duration such as `10s`, `1m30s` or `500ms`.
@@ -243,54 +244,13 @@ pub enum PodsFingerprint {
     Disabled,
 }
 
-/// Where the kubelet keeps its pod-resources directory, by distribution: kubeadm, kind,
-/// Cluster API, EKS, GKE, AKS, OpenShift, k3s and RKE2 use `/var/lib/kubelet`; k0s and
-/// MicroK8s move the kubelet's root directory. Host paths outside this allow-list are
-/// refused, so editing the object cannot mount other host directories into the agent
-/// (which runs as root; see docs/user-guide.md, "Host paths").
-pub const POD_RESOURCES_DIR_PATTERN: &str = "^(/var/lib/kubelet|/var/lib/k0s/kubelet|/var/snap/microk8s/common/var/lib/kubelet)/pod-resources/?$";
-
-/// The kubelet configuration files the agent may read, by distribution:
-/// a `.yaml`/`.yml`/`.json`/`.conf` file directly in `/var/lib/kubelet` (kubeadm:
-/// `config.yaml`; not `kubeconfig`, not `pki/`), EKS (`/etc/kubernetes/kubelet/
-/// kubelet-config.json` on AL2, `config.json` on AL2023), GKE
-/// (`/home/kubernetes/kubelet-config.yaml`), OpenShift (`/etc/kubernetes/kubelet.conf`),
-/// Kubespray (`/etc/kubernetes/kubelet-config.yaml`),
-/// k3s and RKE2 (`/var/lib/rancher/{k3s,rke2}/agent/etc/kubelet.conf.d/*.conf`), k0s
-/// (`/var/lib/k0s/kubelet-config.yaml`).
-pub const KUBELET_CONFIG_FILE_PATTERN: &str = concat!(
-    "^(/var/lib/kubelet/[A-Za-z0-9_.-]+[.](yaml|yml|json|conf)",
-    "|/etc/kubernetes/kubelet/(kubelet-config|config)[.]json",
-    "|/home/kubernetes/kubelet-config[.]yaml",
-    "|/etc/kubernetes/kubelet[.]conf",
-    "|/etc/kubernetes/kubelet-config[.]yaml",
-    "|/var/lib/rancher/(k3s|rke2)/agent/etc/kubelet[.]conf[.]d/[A-Za-z0-9_.-]+[.]conf",
-    "|/var/lib/k0s/kubelet-config[.]yaml)$"
-);
-
-fn pod_resources_dir_rule() -> String {
-    format!("self.matches('{POD_RESOURCES_DIR_PATTERN}')")
-}
-
-/// The kubelet drop-in directories (`--config-dir`) the agent may read: a `*.d` directory
-/// in EKS's `/etc/kubernetes/kubelet`, or one named for the kubelet directly in a
-/// directory kubelet configuration lives in.
-pub const KUBELET_CONFIG_DIR_PATTERN: &str = concat!(
-    "^(/etc/kubernetes/kubelet/[A-Za-z0-9_.-]+[.]d",
-    "|(/etc|/etc/kubernetes|/var/lib/kubelet|/home/kubernetes|/var/lib/k0s|/var/lib/rancher/(k3s|rke2)/agent/etc)",
-    "/[A-Za-z0-9_.-]*kubelet[A-Za-z0-9_.-]*[.]d)/?$"
-);
-
-fn config_dir_rule() -> String {
-    format!("self.matches('{KUBELET_CONFIG_DIR_PATTERN}')")
-}
-
-fn config_file_rule() -> String {
-    format!("self.matches('{KUBELET_CONFIG_FILE_PATTERN}')")
-}
+/// The field path of [`KubeletPaths`], named in refusals.
+const KUBELET: &str = "spec.updater.kubelet";
 
 /// Host paths of the kubelet's files, mounted read-only into the agent. Each must be on
-/// the allow-list of kubelet paths of the common distributions (see the user guide).
+/// the allow-list of kubelet paths of the common distributions ([`super::host_paths`],
+/// the user guide), so editing the object cannot mount other host directories into the
+/// agent, which runs as root.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletPaths {
@@ -300,21 +260,21 @@ pub struct KubeletPaths {
     /// `/var/snap/microk8s/common/var/lib/kubelet/pod-resources`.
     #[serde(default = "default_pod_resources_dir")]
     #[schemars(length(min = 1, max = 256))]
-    #[x_kube(validation = Rule::new(pod_resources_dir_rule()).message("spec.updater.kubelet.podResourcesDir must be a kubelet pod-resources directory: /var/lib/kubelet/pod-resources (kubeadm, EKS, GKE, AKS, OpenShift, k3s, RKE2), /var/lib/k0s/kubelet/pod-resources or /var/snap/microk8s/common/var/lib/kubelet/pod-resources"))]
+    #[x_kube(validation = HostPathRule::PodResourcesDir.cel(KUBELET))]
     pub pod_resources_dir: String,
     /// The kubelet's configuration file, read for the Topology Manager policy and scope and
     /// the CPU and memory manager policies. A kubelet configuration file of a known layout
     /// (see the user guide), never a kubeconfig or a key.
     #[serde(default = "default_config_file")]
     #[schemars(length(min = 1, max = 256))]
-    #[x_kube(validation = Rule::new(config_file_rule()).message("spec.updater.kubelet.configFile must be a kubelet configuration file: a .yaml/.yml/.json/.conf file directly in /var/lib/kubelet (kubeadm: config.yaml), /etc/kubernetes/kubelet/kubelet-config.json or config.json (EKS), /home/kubernetes/kubelet-config.yaml (GKE), /etc/kubernetes/kubelet.conf (OpenShift), /etc/kubernetes/kubelet-config.yaml (Kubespray), /var/lib/rancher/k3s|rke2/agent/etc/kubelet.conf.d/*.conf (k3s, RKE2) or /var/lib/k0s/kubelet-config.yaml (k0s)"))]
+    #[x_kube(validation = HostPathRule::ConfigFile.cel(KUBELET))]
     pub config_file: String,
     /// The kubelet's drop-in directory (its `--config-dir`): files named `*.conf` in it
     /// are merged over the config file in lexical order, as the kubelet does. Unset: the
     /// kubelet has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 4096))]
-    #[x_kube(validation = Rule::new(config_dir_rule()).message("spec.updater.kubelet.configDir must be a kubelet drop-in directory: a directory named *.d directly in /etc/kubernetes/kubelet (EKS: config.json.d), or a *kubelet*.d directory directly in /etc, /etc/kubernetes, /var/lib/kubelet, /home/kubernetes, /var/lib/k0s or /var/lib/rancher/k3s|rke2/agent/etc"))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = HostPathRule::ConfigDir.cel(KUBELET))]
     pub config_dir: Option<String>,
     /// Read the running kubelet's configuration from its `/configz` endpoint, through the
     /// API server's node proxy, instead of the files. Off by default: it grants the node

@@ -497,7 +497,7 @@ async fn every_otlp_endpoint_form_the_operator_parses_is_accepted() {
 }
 
 /// Host directories the agent must not get as `podResourcesDir`.
-const REFUSED_POD_RESOURCES_DIRS: [&str; 8] = [
+pub(super) const REFUSED_POD_RESOURCES_DIRS: [&str; 8] = [
     "/",
     "/etc/kubernetes",
     "/var/lib/kubelet",
@@ -509,7 +509,7 @@ const REFUSED_POD_RESOURCES_DIRS: [&str; 8] = [
 ];
 
 /// Host files the agent must not get as `configFile`: credentials, keys, anything else.
-const REFUSED_CONFIG_FILES: [&str; 8] = [
+pub(super) const REFUSED_CONFIG_FILES: [&str; 8] = [
     "/",
     "/etc/kubernetes",
     "/etc/kubernetes/admin.conf",
@@ -521,7 +521,7 @@ const REFUSED_CONFIG_FILES: [&str; 8] = [
 ];
 
 /// Host directories the agent must not get as `configDir` (the drop-in directory).
-const REFUSED_CONFIG_DIRS: [&str; 6] = [
+pub(super) const REFUSED_CONFIG_DIRS: [&str; 6] = [
     "/",
     "/etc",
     "/etc/kubernetes",

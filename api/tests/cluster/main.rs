@@ -3,6 +3,7 @@
 //! objects (`cel_rules`). One shared control plane for the binary.
 
 mod cel_rules;
+mod host_paths;
 mod pod_rules;
 
 use kube::Api;
