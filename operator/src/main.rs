@@ -41,8 +41,8 @@ enum Command {
     /// Print every object the operator would apply for a TopologyAwareScheduling
     /// manifest, as a YAML stream, without a cluster (for GitOps review).
     ///
-    /// The manifest is validated first, as the operator validates it (images, node
-    /// selectors) and as the CRD's rules on the whole object do (the name `default`,
+    /// The manifest is validated first, as the operator validates it (images, host
+    /// paths, tolerations and node selectors, with the same flags as `run`) and as the CRD's rules on the whole object do (the name `default`,
     /// unique node-group names, deleteOnUninstall only with manage); anything refused
     /// exits with an error saying what to change. Overlapping node groups need the
     /// cluster's nodes, and field formats are the API server's schema: check those
@@ -52,26 +52,50 @@ enum Command {
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
         #[command(flatten)]
-        images: ImageArgs,
+        install: InstallArgs,
     },
 }
 
-/// Default operand images.
+/// What the installer decides and the CR only picks among: the operand images and
+/// the tolerations the CR may give them.
 #[derive(Args, Debug)]
-struct ImageArgs {
+struct InstallArgs {
     /// Node agent image for node groups whose CR sets none.
     #[arg(long, env = "TAS_UPDATER_IMAGE", default_value = DEFAULT_UPDATER_IMAGE)]
     updater_image: String,
     /// Scheduler image when the CR sets none.
     #[arg(long, env = "TAS_SCHEDULER_IMAGE", default_value = DEFAULT_SCHEDULER_IMAGE)]
     scheduler_image: String,
+    /// Images the CR may name besides the two above, exactly as written there:
+    /// `repository:tag`, `repository@sha256:<hex>` or both, separated by commas or
+    /// whitespace. Empty: the CR can only name the two defaults.
+    #[arg(long, env = "TAS_ALLOWED_IMAGES", default_value = "", value_parser = parse_allowed_images)]
+    allowed_images: AllowedImages,
+    /// Taint keys the CR's tolerations may name, separated by commas or whitespace; `*`
+    /// allows any toleration, also one without a key (every taint). Empty: none.
+    #[arg(long, env = "TAS_ALLOWED_TOLERATION_KEYS", default_value = "")]
+    allowed_toleration_keys: String,
 }
 
-impl ImageArgs {
+/// The parsed `--allowed-images` (a newtype: clap would read a `Vec` as a repeated flag).
+#[derive(Debug, Clone)]
+struct AllowedImages(Vec<String>);
+
+fn parse_allowed_images(list: &str) -> Result<AllowedImages, String> {
+    tas_operator::validate::images::parse_allowed_images(list)
+        .map(AllowedImages)
+        .map_err(|e| e.to_string())
+}
+
+impl InstallArgs {
     fn build_context(self) -> BuildContext {
         BuildContext {
             updater_image_default: Some(self.updater_image),
             scheduler_image_default: Some(self.scheduler_image),
+            allowed_images: self.allowed_images.0,
+            allowed_toleration_keys: tas_operator::validate::policy::parse_toleration_keys(
+                &self.allowed_toleration_keys,
+            ),
         }
     }
 }
@@ -81,7 +105,7 @@ struct RunArgs {
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
-    images: ImageArgs,
+    install: InstallArgs,
     /// Reconcile only while holding the `tas-operator` Lease, so that several replicas
     /// can run with one active.
     #[arg(long, default_value_t = false)]
@@ -98,7 +122,7 @@ struct RunArgs {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Crd { out } => print_crds(out),
-        Command::Render { file, images } => render(&file, images),
+        Command::Render { file, install } => render(&file, install),
         // Bounded: tasks still running once `run` returns get a second, not forever.
         Command::Run(args) => tas_runtime::shutdown::block_on_bounded(
             tokio::runtime::Builder::new_multi_thread()
@@ -128,7 +152,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<()> {
     let client = args.common.client().await?;
     let config = Config {
-        build: args.images.build_context(),
+        build: args.install.build_context(),
         instance: Some(instance.clone()),
         identity: Some(OperatorIdentity {
             namespace: args.leader_elect_namespace.clone(),
@@ -147,7 +171,7 @@ async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<
     Ok(())
 }
 
-fn render(file: &std::path::Path, images: ImageArgs) -> anyhow::Result<()> {
+fn render(file: &std::path::Path, install: InstallArgs) -> anyhow::Result<()> {
     let manifest = if file.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).context("reading stdin")?
     } else {
@@ -155,7 +179,7 @@ fn render(file: &std::path::Path, images: ImageArgs) -> anyhow::Result<()> {
     };
     print!(
         "{}",
-        tas_operator::render::render(&manifest, &images.build_context())?
+        tas_operator::render::render(&manifest, &install.build_context())?
     );
     Ok(())
 }

@@ -74,6 +74,7 @@ mod tests {
         BuildContext {
             updater_image_default: Some("registry.example/updater:1".into()),
             scheduler_image_default: Some("registry.example/scheduler:1".into()),
+            ..BuildContext::default()
         }
     }
 
@@ -128,5 +129,29 @@ mod tests {
             "{err:?}"
         );
         assert!(err.to_string().contains("must be 'default'"), "{err}");
+    }
+
+    /// Offline, nothing checks the CRD's rules: render re-checks the host paths, so a
+    /// manifest naming `/` for a group's pod-resources directory renders nothing.
+    #[test]
+    fn a_hostile_host_path_is_refused_offline() {
+        let manifest = sample().replace(
+            "node-role.kubernetes.io/numa: \"\"",
+            "node-role.kubernetes.io/numa: \"\"\n    updater:\n      kubelet:\n        podResourcesDir: /",
+        );
+        assert_ne!(manifest, sample(), "the sample has a numa-workers group");
+        let err = render(&manifest, &images()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RenderError::Invalid(ValidationError::HostPathNotAllowed { .. })
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("spec.nodeGroups[0].updater.kubelet.podResourcesDir: \"/\""),
+            "{err}"
+        );
     }
 }

@@ -20,6 +20,14 @@ fn ctx() -> BuildContext {
     BuildContext {
         updater_image_default: Some("registry.example/tas/updater:release".to_owned()),
         scheduler_image_default: Some("registry.example/tas/scheduler:release".to_owned()),
+        allowed_images: vec![
+            "registry.example/tas/updater:v0.3.0".to_owned(),
+            "registry.example/tas/updater:v0.3.1-rc.1".to_owned(),
+            // config_hash_changes_with_the_settings_and_only_with_them moves to it.
+            "registry.example/tas/updater:v0.3.2".to_owned(),
+            "registry.example/tas/scheduler:v0.3.0".to_owned(),
+        ],
+        allowed_toleration_keys: vec!["dedicated".to_owned()],
     }
 }
 

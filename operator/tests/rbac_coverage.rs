@@ -53,6 +53,12 @@ fn the_operator_holds_every_permission_it_grants_the_operands() {
     let ctx = BuildContext {
         updater_image_default: Some("u".into()),
         scheduler_image_default: Some("s".into()),
+        allowed_images: vec![
+            "registry.example/tas/updater:v0.3.0".to_owned(),
+            "registry.example/tas/updater:v0.3.1-rc.1".to_owned(),
+            "registry.example/tas/scheduler:v0.3.0".to_owned(),
+        ],
+        allowed_toleration_keys: vec!["dedicated".to_owned()],
     };
     let d = desired::build(&validate(&cr, &ctx, None).unwrap()).unwrap();
     assert!(!d.roles.is_empty(), "the fixture has leader election");

@@ -58,6 +58,11 @@ pub struct BuildContext {
     pub updater_image_default: Option<String>,
     /// Scheduler image when the CR names none (the operator's `--scheduler-image`).
     pub scheduler_image_default: Option<String>,
+    /// Images the CR may name besides the two defaults (`--allowed-images`).
+    pub allowed_images: Vec<String>,
+    /// Taint keys the CR's tolerations may name (`--allowed-toleration-keys`); `*`: any
+    /// toleration, also one without a key.
+    pub allowed_toleration_keys: Vec<String>,
 }
 
 /// The objects of one stack, one field per kind.

@@ -63,6 +63,61 @@ pub enum ValidationError {
         "spec.observability.otlpEndpoint: {0}; write it as http(s)://host:port, e.g. http://otel-collector.monitoring:4317"
     )]
     InvalidOtlpEndpoint(tas_api::tas::EndpointError),
+    /// A host path outside the allow-list (only possible when the CRD's rule was not
+    /// there at apply, or offline).
+    #[error("{field}: {error}")]
+    HostPathNotAllowed {
+        /// The field, with the node group's index, e.g.
+        /// `spec.nodeGroups[1].updater.kubelet.podResourcesDir`.
+        field: String,
+        /// The path and the rule refusing it.
+        error: tas_api::tas::HostPathError,
+    },
+    /// An image the operator's install does not allow.
+    #[error(
+        "{field} is '{image}': {why}. The images allowed are {}: the operator's --updater-image and --scheduler-image, and its --allowed-images (TAS_ALLOWED_IMAGES; the chart's operator.allowedImages). Unset {field} to run the default, or have the installer allow the image",
+        list(.allowed)
+    )]
+    ImageNotAllowed {
+        /// The field, e.g. `spec.nodeGroups[0].updater.image`.
+        field: String,
+        /// The image as written.
+        image: String,
+        /// Malformed, or not in the set.
+        why: String,
+        /// The images allowed.
+        allowed: Vec<String>,
+    },
+    /// A toleration whose taint key the operator's install does not allow.
+    #[error(
+        "{field} {}; the operator's install allows tolerations of the taint keys {} (its --allowed-toleration-keys, TAS_ALLOWED_TOLERATION_KEYS; the chart's operator.allowedTolerationKeys; '*' allows any toleration)",
+        toleration(.key),
+        list(.allowed)
+    )]
+    TolerationNotAllowed {
+        /// The field, e.g. `spec.updater.tolerations[0]`.
+        field: String,
+        /// The toleration's key; empty when it has none (it tolerates every taint).
+        key: String,
+        /// The taint keys allowed.
+        allowed: Vec<String>,
+    },
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn toleration(key: &str) -> String {
+    if key.is_empty() {
+        "has no key, so it tolerates every taint (control-plane nodes included)".to_owned()
+    } else {
+        format!("tolerates the taint key '{key}', which is not allowed")
+    }
 }
 
 impl ValidationError {
@@ -83,7 +138,10 @@ impl ValidationError {
             | Self::MissingSchedulerImage
             | Self::InvalidNodeSelector { .. }
             | Self::Overlap(_)
-            | Self::InvalidOtlpEndpoint(_) => true,
+            | Self::InvalidOtlpEndpoint(_)
+            | Self::HostPathNotAllowed { .. }
+            | Self::ImageNotAllowed { .. }
+            | Self::TolerationNotAllowed { .. } => true,
         }
     }
 
@@ -98,6 +156,9 @@ impl ValidationError {
             Self::InvalidNodeSelector { .. } => "InvalidNodeSelector",
             Self::Overlap(_) => super::OverlapError::REASON,
             Self::InvalidOtlpEndpoint(_) => "InvalidOtlpEndpoint",
+            Self::HostPathNotAllowed { .. } => "HostPathNotAllowed",
+            Self::ImageNotAllowed { .. } => "ImageNotAllowed",
+            Self::TolerationNotAllowed { .. } => "TolerationNotAllowed",
         }
     }
 }

@@ -2,7 +2,7 @@
 //! object, checked before anything is built.
 //!
 //! ```text
-//! CR + BuildContext (the operator's default images) + node-group membership (observed)
+//! CR + BuildContext (the operator's images and allow-lists) + node-group membership (observed)
 //!   └─ validate() ─┬─ Ok(ValidatedSpec: name, per group its settings, image, selector;
 //!                  │                    the scheduler image) ─► desired::build
 //!                  └─ Err(ValidationError) ─► Degraded with its reason; permanent or not
@@ -12,17 +12,22 @@
 //! 1. what the CRD's CEL rules refuse at apply, that `render` must refuse offline too:
 //!    the name (`default`), unique node-group names, `deleteOnUninstall` only with
 //!    `manage` (formats and ranges are left to the API server's schema);
-//! 2. per node group: an image (the group's, the shared one, or the operator's default),
+//! 2. what the installer decides ([`policy`]): every host path on the allow-list, every
+//!    image in the allowed set, every toleration of an allowed taint key — shared, per
+//!    node group and the scheduler's, each refusal naming the field;
+//! 3. per node group: an image (the group's, the shared one, or the operator's default),
 //!    and a valid label selector;
-//! 3. the scheduler's image, and the port of the OTLP endpoint (for the operands'
+//! 4. the scheduler's image, and the port of the OTLP endpoint (for the operands'
 //!    NetworkPolicies; the CRD's CEL rule refuses an endpoint without one at apply);
-//! 4. with the nodes observed (not offline): no node in two groups ([`overlap`]).
+//! 5. with the nodes observed (not offline): no node in two groups ([`overlap`]).
 //!
 //! The builders take a [`ValidatedSpec`], so they cannot run on an object that was not
 //! validated, and have nothing left to refuse.
 
 mod error;
+pub mod images;
 mod overlap;
+pub mod policy;
 
 pub use error::ValidationError;
 pub use overlap::{OverlapError, check_overlaps};
@@ -71,6 +76,7 @@ pub fn validate<'a>(
     membership: Option<&Membership>,
 ) -> Result<ValidatedSpec<'a>, ValidationError> {
     let name = object_rules(cr)?;
+    policy::check(cr, ctx)?;
     let groups = cr
         .effective_node_groups()
         .into_iter()

@@ -16,6 +16,13 @@ fn ctx() -> BuildContext {
     BuildContext {
         updater_image_default: Some("registry.example/tas/updater:release".to_owned()),
         scheduler_image_default: Some("registry.example/tas/scheduler:release".to_owned()),
+        // The fixture's own images and toleration.
+        allowed_images: vec![
+            "registry.example/tas/updater:v0.3.0".to_owned(),
+            "registry.example/tas/updater:v0.3.1-rc.1".to_owned(),
+            "registry.example/tas/scheduler:v0.3.0".to_owned(),
+        ],
+        allowed_toleration_keys: vec!["dedicated".to_owned()],
     }
 }
 
@@ -94,7 +101,12 @@ fn a_missing_image_is_a_permanent_error_saying_what_to_set() {
     // A group with its own image does not cover the others.
     let mut full = cr(FULL);
     full.spec.updater.image = None;
-    let err = validate(&full, &BuildContext::default(), None).unwrap_err();
+    let no_defaults = BuildContext {
+        updater_image_default: None,
+        scheduler_image_default: None,
+        ..ctx()
+    };
+    let err = validate(&full, &no_defaults, None).unwrap_err();
     assert!(err.to_string().contains("'numa-workers'"), "{err}");
 
     // An empty image in the object is no image, and does not fall back to the default.

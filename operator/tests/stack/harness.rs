@@ -24,6 +24,9 @@ pub const STACK: &str = "default";
 /// pod runner, see `testcluster/kwok/stages.yaml`).
 pub const UPDATER_IMAGE: &str = "registry.invalid/operand-updater:test";
 pub const SCHEDULER_IMAGE: &str = "registry.invalid/operand-scheduler:test";
+/// The taint of the infrastructure nodes `pods.rs` places the scheduler on: the only
+/// taint key the operator lets the object tolerate here.
+pub const INFRA_TAINT: &str = "e2e.tas.dev/infra";
 pub const TAS_CRD: &str = "topologyawareschedulings.tas.dev";
 pub const NRT_CRD: &str = tas_api::nrt::CRD_NAME;
 
@@ -45,6 +48,9 @@ pub fn start_operator_as(
         build: BuildContext {
             updater_image_default: Some(UPDATER_IMAGE.into()),
             scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
+            allowed_images: Vec::new(),
+            // pods.rs places the scheduler on tainted infrastructure nodes.
+            allowed_toleration_keys: vec![INFRA_TAINT.into()],
         },
         debounce: Duration::from_millis(200),
         ..Config::default()

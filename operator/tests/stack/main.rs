@@ -10,6 +10,7 @@ mod binary;
 mod coexistence;
 mod collector;
 mod harness;
+mod host_paths;
 mod install;
 mod least_privilege;
 mod network_policy;
@@ -59,6 +60,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     let operator = harness::start_operator(client.clone(), telemetry.clone());
     install::scenario(&client, &operator).await;
     overlap::scenario(&client).await;
+    host_paths::scenario(&client).await;
     paused::scenario(&client, &operator).await;
     no_nodes::scenario(&client).await;
     stale::scenario(&client).await;

@@ -15,7 +15,7 @@ use tas_operator::desired::{NAME_LABEL, updater_daemonset_name};
 use tas_testcluster::{FakeNode, create_fake_node, unique_name, wait_for, wait_node_ready};
 
 const POOL: &str = "e2e.tas.dev/pool";
-const INFRA: &str = "e2e.tas.dev/infra";
+const INFRA: &str = INFRA_TAINT;
 const GROUP: &str = "pods";
 const AGENT_PRIORITY: i32 = 1_000_000;
 

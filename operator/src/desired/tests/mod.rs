@@ -24,6 +24,13 @@ fn ctx() -> BuildContext {
     BuildContext {
         updater_image_default: Some("u:1".to_owned()),
         scheduler_image_default: Some("s:1".to_owned()),
+        // Builders only: what the installer allows has tests of its own (validate).
+        allowed_images: vec![
+            "registry.example/tas/updater:v0.3.0".to_owned(),
+            "registry.example/tas/updater:v0.3.1-rc.1".to_owned(),
+            "registry.example/tas/scheduler:v0.3.0".to_owned(),
+        ],
+        allowed_toleration_keys: vec!["*".to_owned()],
     }
 }
 
