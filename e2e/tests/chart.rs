@@ -21,7 +21,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::ListParams;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tas_e2e::chart::{self, CHART_DIR, Inputs, documents};
 use tas_e2e::stack::{self, start_nodes, wait_available, wait_ready_pods};
 use tas_nodesim::Scenario;
@@ -265,6 +265,41 @@ fn the_network_policies_switch_reaches_the_object() {
         )),
         (Value::Bool(false), vec!["tas-operator".to_owned()]),
         "the object's own setting wins"
+    );
+}
+
+/// What the installer allows the object to choose reaches the operator as the plain env
+/// values config/manager sets (the admission policy reads them there): empty by default.
+#[test]
+fn the_allowed_images_and_toleration_keys_reach_the_operator() {
+    let home = tempfile::tempdir().unwrap();
+    let env = |sets: &[&str]| {
+        let mut args = vec!["template", RELEASE, CHART_DIR, "--namespace", NAMESPACE];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let objects = documents(&helm(home.path(), &args)).expect("helm renders YAML");
+        let operator = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "tas-operator")
+            .expect("the operator Deployment")
+            .clone();
+        let env = &operator["spec"]["template"]["spec"]["containers"][0]["env"];
+        ["TAS_ALLOWED_IMAGES", "TAS_ALLOWED_TOLERATION_KEYS"].map(|name| {
+            let e = env.as_array().unwrap().iter().find(|e| e["name"] == name);
+            e.map(|e| e["value"].clone())
+        })
+    };
+    assert_eq!(env(&[]), [Some(json!("")), Some(json!(""))]);
+    assert_eq!(
+        env(&[
+            "operator.allowedImages={reg.example/a:1,reg.example/b:2}",
+            "operator.allowedTolerationKeys={dedicated}",
+        ]),
+        [
+            Some(json!("reg.example/a:1,reg.example/b:2")),
+            Some(json!("dedicated"))
+        ]
     );
 }
 
