@@ -60,16 +60,25 @@ pub fn start_operator_as(
 
 /// Installs only the TopologyAwareScheduling CRD: the NRT CRD is the operator's job.
 pub async fn install_tas_crd(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = read_crds(&crd_dir())
+    apply_tas_crd(client, &tas_crd()).await;
+}
+
+/// The TopologyAwareScheduling CRD of `config/crd`.
+pub fn tas_crd() -> CustomResourceDefinition {
+    read_crds(&crd_dir())
         .unwrap()
         .into_iter()
         .find(|c| c.metadata.name.as_deref() == Some(TAS_CRD))
-        .expect("config/crd holds the TopologyAwareScheduling CRD");
+        .expect("config/crd holds the TopologyAwareScheduling CRD")
+}
+
+/// Applies `crd` as the TopologyAwareScheduling CRD and waits until it is Established.
+pub async fn apply_tas_crd(client: &Client, crd: &(impl serde::Serialize + std::fmt::Debug)) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     api.patch(
         TAS_CRD,
         &PatchParams::apply("tas-e2e").force(),
-        &Patch::Apply(&crd),
+        &Patch::Apply(crd),
     )
     .await
     .unwrap();

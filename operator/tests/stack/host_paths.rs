@@ -4,12 +4,11 @@
 
 use crate::harness::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tas_api::tas::status::condition_type::DEGRADED;
-use tas_testcluster::{crd_dir, read_crds, unique_name, wait_for};
+use tas_testcluster::{unique_name, wait_for};
 
 const POOL: &str = "e2e.tas.dev/pool";
 /// The per-group rule the old CRD lacks.
@@ -83,23 +82,11 @@ pub async fn scenario(client: &Client) {
 /// Applies the TopologyAwareScheduling CRD of `config/crd` without the per-group
 /// `podResourcesDir` rule, as a CRD from before that rule.
 async fn install_crd_without_group_rule(client: &Client) {
-    let crd = read_crds(&crd_dir())
-        .unwrap()
-        .into_iter()
-        .find(|c| c.metadata.name.as_deref() == Some(TAS_CRD))
-        .expect("config/crd holds the TopologyAwareScheduling CRD");
-    let mut old = serde_json::to_value(&crd).unwrap();
+    let mut old = serde_json::to_value(tas_crd()).unwrap();
     let field = old
         .pointer_mut(GROUP_RULE)
         .and_then(Value::as_object_mut)
         .expect("the CRD has the per-group podResourcesDir field");
     assert!(field.remove("x-kubernetes-validations").is_some());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .patch(
-            TAS_CRD,
-            &PatchParams::apply("tas-e2e").force(),
-            &Patch::Apply(&old),
-        )
-        .await
-        .unwrap();
+    apply_tas_crd(client, &old).await;
 }
