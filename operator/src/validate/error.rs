@@ -90,7 +90,7 @@ pub enum ValidationError {
     },
     /// A toleration whose taint key the operator's install does not allow.
     #[error(
-        "{field} {}; the operator's install allows tolerations of the taint keys {} (its --allowed-toleration-keys, TAS_ALLOWED_TOLERATION_KEYS; the chart's operator.allowedTolerationKeys; '*' allows any toleration)",
+        "{field} {}; the taint keys the operator's install allows tolerations of: {} (its --allowed-toleration-keys, TAS_ALLOWED_TOLERATION_KEYS; the chart's operator.allowedTolerationKeys; '*' allows any toleration)",
         toleration(.key),
         list(.allowed)
     )]

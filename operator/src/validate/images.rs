@@ -166,7 +166,7 @@ fn valid_path_component(component: &str) -> bool {
 
 /// An entry of `--allowed-images` that is not a full image reference.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--allowed-images: '{entry}': {reason}")]
+#[error("'{entry}': {reason}")]
 pub struct AllowedImagesError {
     /// The entry as written.
     pub entry: String,

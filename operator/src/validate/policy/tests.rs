@@ -214,5 +214,5 @@ fn tolerations_are_the_installer_s_choice() {
         &cr(json!({"updater": {"tolerations": exists(Some("dedicated"))}})),
         &none,
     );
-    assert!(message.contains("taint keys none"), "{message}");
+    assert!(message.contains("allows tolerations of: none"), "{message}");
 }
