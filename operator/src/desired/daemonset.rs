@@ -7,7 +7,8 @@
 //! `updater/src/sysfs`), the directory of the kubelet's config file (and its drop-in
 //! directory when it lies elsewhere: see [`KubeletMounts`]) and the kubelet's
 //! pod-resources directory (the gRPC socket). Which host paths the kubelet settings may
-//! name is bounded by the CRD's allow-list (`tas_api::tas::KubeletPaths`).
+//! name is bounded by one allow-list (`tas_api::tas::host_paths`): the CRD's rules at
+//! apply, and the validate step again before anything is built (`crate::validate::policy`).
 
 use super::BuildError;
 use super::hash::config_hash;
