@@ -30,7 +30,8 @@ pub use network_policy::{EndpointError, NetworkPolicySpec, otlp_port};
 pub use node_group::{NodeGroup, NodeGroupUpdater, RefreshOverride};
 pub use pod::{
     DEFAULT_SCHEDULER_PRIORITY_CLASS, DEFAULT_UPDATER_PRIORITY_CLASS, ImagePullPolicy,
-    ImagePullSecret, RESERVED_KEY_PREFIX, RESERVED_POD_LABELS,
+    ImagePullSecret, RESERVED_KEY_PREFIX, RESERVED_POD_LABELS, SECURITY_ANNOTATION_PATTERN,
+    is_security_annotation,
 };
 pub use scheduler::{
     CacheSpec, DEFAULT_SCHEDULER_NAME, ForeignPodsDetection, InformerMode, NodesWithoutTopology,

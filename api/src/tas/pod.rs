@@ -154,11 +154,40 @@ pub(crate) fn reserved_label_keys(path: &str) -> Rule {
     )
 }
 
-/// CEL: no key of the annotation map at `path` is in the operator's `tas.dev/` domain.
+/// Annotation keys that change a container's confinement: the AppArmor and seccomp
+/// annotations (`container.apparmor.security.beta.kubernetes.io/<container>`,
+/// `seccomp.security.alpha.kubernetes.io/pod`, ...), which kubelets still honour or the
+/// API server still copies into the security context. The operator sets the operands'
+/// confinement itself; the object must not loosen it (e.g. AppArmor `unconfined` on the
+/// node agent, which runs as root).
+pub const SECURITY_ANNOTATION_PATTERN: &str =
+    r"^([^/]*[.])?security[.](alpha|beta)[.]kubernetes[.]io/";
+
+/// Whether `key` is one of the confinement annotations of [`SECURITY_ANNOTATION_PATTERN`].
+pub fn is_security_annotation(key: &str) -> bool {
+    let Some((domain, _)) = key.split_once('/') else {
+        return false;
+    };
+    [
+        "security.alpha.kubernetes.io",
+        "security.beta.kubernetes.io",
+    ]
+    .iter()
+    .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
+}
+
+/// CEL: no key of the annotation map at `path` is in the operator's `tas.dev/` domain or
+/// is a confinement annotation ([`SECURITY_ANNOTATION_PATTERN`]).
 pub(crate) fn reserved_annotation_keys(path: &str) -> Rule {
     rule(
-        format!("self.all(k, !k.startsWith('{RESERVED_KEY_PREFIX}'))"),
-        format!("{path} must not set {RESERVED_KEY_PREFIX}* annotations: the operator owns them"),
+        format!(
+            "self.all(k, !k.startsWith('{RESERVED_KEY_PREFIX}') && !k.matches('{SECURITY_ANNOTATION_PATTERN}'))"
+        ),
+        format!(
+            "{path} must not set {RESERVED_KEY_PREFIX}* annotations (the operator owns them) \
+             nor *security.alpha.kubernetes.io/* or *security.beta.kubernetes.io/* annotations \
+             (AppArmor and seccomp: the operator sets the operands' confinement)"
+        ),
     )
 }
 
@@ -238,6 +267,30 @@ mod tests {
     use crate::tas::{NodeGroup, TopologyAwareScheduling};
     use kube::CustomResourceExt;
     use serde_json::{Value, json};
+
+    #[test]
+    fn confinement_annotations_are_recognised_and_the_cel_pattern_agrees() {
+        let pattern = regex::Regex::new(SECURITY_ANNOTATION_PATTERN).unwrap();
+        for key in [
+            "container.apparmor.security.beta.kubernetes.io/tas-updater",
+            "seccomp.security.alpha.kubernetes.io/pod",
+            "container.seccomp.security.alpha.kubernetes.io/tas-scheduler",
+            "security.beta.kubernetes.io/x",
+        ] {
+            assert!(is_security_annotation(key), "{key}");
+            assert!(pattern.is_match(key), "{key}");
+        }
+        for key in [
+            "prometheus.io/scrape",
+            "cluster-autoscaler.kubernetes.io/safe-to-evict",
+            "example.com/security.beta.kubernetes.io",
+            "notsecurity.beta.kubernetes.io/x",
+            "apparmor",
+        ] {
+            assert!(!is_security_annotation(key), "{key}");
+            assert!(!pattern.is_match(key), "{key}");
+        }
+    }
 
     fn spec(spec: Value) -> crate::tas::TopologyAwareSchedulingSpec {
         let cr: TopologyAwareScheduling = serde_json::from_value(json!({

@@ -76,6 +76,16 @@ async fn pod_settings_rules_refuse_naming_the_field() {
             "spec.nodeGroups[].updater.podAnnotations must not set tas.dev/* annotations",
         ),
         (
+            "updater annotation: AppArmor unconfined",
+            json!({"updater": {"podAnnotations": {"container.apparmor.security.beta.kubernetes.io/tas-updater": "unconfined"}}}),
+            "spec.updater.podAnnotations must not set tas.dev/* annotations (the operator owns them) nor *security.alpha.kubernetes.io/*",
+        ),
+        (
+            "group annotation: seccomp",
+            json!({"nodeGroups": [{"name": "a", "updater": {"podAnnotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}}]}),
+            "spec.nodeGroups[].updater.podAnnotations must not set tas.dev/* annotations (the operator owns them) nor *security.alpha.kubernetes.io/*",
+        ),
+        (
             "too many labels",
             json!({"scheduler": {"podLabels": (0..33).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}}),
             "spec.scheduler.podLabels",

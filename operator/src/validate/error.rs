@@ -102,6 +102,17 @@ pub enum ValidationError {
         /// The taint keys allowed.
         allowed: Vec<String>,
     },
+    /// A pod annotation that would change the operands' confinement (AppArmor, seccomp;
+    /// only possible when the CRD's rule was not there at apply, or offline).
+    #[error(
+        "{field} sets the annotation '{key}', which changes the pod's AppArmor or seccomp confinement: the operator sets the operands' confinement itself; remove it"
+    )]
+    AnnotationNotAllowed {
+        /// The field, e.g. `spec.nodeGroups[0].updater.podAnnotations`.
+        field: String,
+        /// The annotation key.
+        key: String,
+    },
 }
 
 fn list(items: &[String]) -> String {
@@ -141,7 +152,8 @@ impl ValidationError {
             | Self::InvalidOtlpEndpoint(_)
             | Self::HostPathNotAllowed { .. }
             | Self::ImageNotAllowed { .. }
-            | Self::TolerationNotAllowed { .. } => true,
+            | Self::TolerationNotAllowed { .. }
+            | Self::AnnotationNotAllowed { .. } => true,
         }
     }
 
@@ -159,6 +171,7 @@ impl ValidationError {
             Self::HostPathNotAllowed { .. } => "HostPathNotAllowed",
             Self::ImageNotAllowed { .. } => "ImageNotAllowed",
             Self::TolerationNotAllowed { .. } => "TolerationNotAllowed",
+            Self::AnnotationNotAllowed { .. } => "AnnotationNotAllowed",
         }
     }
 }

@@ -1,5 +1,5 @@
 //! What the installer decides and the object only picks among: host paths, images and
-//! tolerations.
+//! tolerations; and the operands' confinement, which no pod annotation may loosen.
 //!
 //! The node agent runs as root with host directories mounted, and the scheduler may bind
 //! and evict any pod; so editing the object must not choose what they run, what they see
@@ -14,7 +14,10 @@ use super::ValidationError;
 use super::images::ImageRef;
 use crate::desired::BuildContext;
 use k8s_openapi::api::core::v1::Toleration;
-use tas_api::tas::{HostPathRule, KubeletOverride, KubeletPaths, TopologyAwareScheduling};
+use std::collections::BTreeMap;
+use tas_api::tas::{
+    HostPathRule, KubeletOverride, KubeletPaths, TopologyAwareScheduling, is_security_annotation,
+};
 
 /// `*` in `--allowed-toleration-keys`: any toleration, also one without a key.
 pub const ANY_TOLERATION: &str = "*";
@@ -26,6 +29,7 @@ pub(super) fn check(
 ) -> Result<(), ValidationError> {
     let spec = &cr.spec;
     shared_paths(&spec.updater.kubelet)?;
+    annotations("spec.updater.podAnnotations", &spec.updater.pod_annotations)?;
     image(ctx, "spec.updater.image", spec.updater.image.as_deref())?;
     tolerations(ctx, "spec.updater.tolerations", &spec.updater.tolerations)?;
     for (i, group) in spec.node_groups.iter().enumerate() {
@@ -36,11 +40,18 @@ pub(super) fn check(
         if let Some(k) = &over.kubelet {
             group_paths(&format!("{at}.kubelet"), k)?;
         }
+        if let Some(a) = &over.pod_annotations {
+            annotations(&format!("{at}.podAnnotations"), a)?;
+        }
         image(ctx, &format!("{at}.image"), over.image.as_deref())?;
         if let Some(t) = &over.tolerations {
             tolerations(ctx, &format!("{at}.tolerations"), t)?;
         }
     }
+    annotations(
+        "spec.scheduler.podAnnotations",
+        &spec.scheduler.pod_annotations,
+    )?;
     image(ctx, "spec.scheduler.image", spec.scheduler.image.as_deref())?;
     tolerations(
         ctx,
@@ -79,6 +90,17 @@ fn path(at: &str, rule: HostPathRule, value: Option<&String>) -> Result<(), Vali
             field: format!("{at}.{}", rule.field()),
             error,
         })
+}
+
+/// No annotation that loosens the pods' AppArmor or seccomp confinement.
+fn annotations(at: &str, map: &BTreeMap<String, String>) -> Result<(), ValidationError> {
+    match map.keys().find(|k| is_security_annotation(k)) {
+        Some(key) => Err(ValidationError::AnnotationNotAllowed {
+            field: at.to_owned(),
+            key: key.clone(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The images the object may name: the operator's defaults and `--allowed-images`.

@@ -43,7 +43,8 @@ fn refusal(cr: &TopologyAwareScheduling, ctx: &BuildContext) -> (String, &'stati
     let field = match &err {
         ValidationError::HostPathNotAllowed { field, .. }
         | ValidationError::ImageNotAllowed { field, .. }
-        | ValidationError::TolerationNotAllowed { field, .. } => field.clone(),
+        | ValidationError::TolerationNotAllowed { field, .. }
+        | ValidationError::AnnotationNotAllowed { field, .. } => field.clone(),
         other => panic!("not a policy refusal: {other:?}"),
     };
     (field, err.reason(), err.to_string())
@@ -215,4 +216,34 @@ fn tolerations_are_the_installer_s_choice() {
         &none,
     );
     assert!(message.contains("allows tolerations of: none"), "{message}");
+}
+
+#[test]
+fn annotations_cannot_loosen_the_operands_confinement() {
+    let apparmor = "container.apparmor.security.beta.kubernetes.io/tas-updater";
+    for (cr, field) in [
+        (
+            cr(json!({"updater": {"podAnnotations": {apparmor: "unconfined"}}})),
+            "spec.updater.podAnnotations",
+        ),
+        (
+            second_group(json!({"podAnnotations": {apparmor: "unconfined"}})),
+            "spec.nodeGroups[1].updater.podAnnotations",
+        ),
+        (
+            cr(json!({"scheduler": {"podAnnotations": {
+                "seccomp.security.alpha.kubernetes.io/pod": "unconfined"
+            }}})),
+            "spec.scheduler.podAnnotations",
+        ),
+    ] {
+        let (got, reason, message) = refusal(&cr, &ctx());
+        assert_eq!((got.as_str(), reason), (field, "AnnotationNotAllowed"));
+        assert!(message.contains("AppArmor or seccomp"), "{message}");
+    }
+    // Other annotations stay the user's.
+    let fine = cr(json!({"updater": {"podAnnotations": {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"
+    }}}));
+    validate(&fine, &ctx(), None).unwrap();
 }
