@@ -83,6 +83,7 @@ fn service(env: &Env) -> SchedulerService {
         name: SERVICE.into(),
         port: PORT_NAME.into(),
         scheme: String::new(),
+        token: None,
     }
 }
 

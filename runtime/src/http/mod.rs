@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `/healthz` | `200 ok` while the process serves at all (liveness), to anyone |
 //! | `/readyz` | `200 ok` when [`Readiness`] says ready, else `503 not ready`; the reason only to a caller allowed to `get` `/metrics` |
-//! | `/metrics` | the [`Metrics`] text, OpenMetrics format, to a caller allowed to `get` `/metrics` (401 without a valid token, 403 without the permission) |
+//! | `/metrics` | the [`Metrics`] text, OpenMetrics format, to a caller allowed to `get` `/metrics` (401 without a valid token, 403 without the permission, 429 while too many unknown tokens are being reviewed) |
 //!
 //! By default ([`Security::Secure`]) the server speaks TLS only ([`tls`]: certificate
 //! files, or self-signed at start) and asks the API server about each caller's bearer
@@ -12,13 +12,15 @@
 //! kubelet's probes keep working on the same port: HTTPS probes skip certificate
 //! verification and send no credentials, and `/healthz` and `/readyz` need none.
 //! [`Security::Insecure`] (plain HTTP, no authentication) exists only behind an
-//! explicit flag, for a trusted network or a proxy in front.
+//! explicit flag, for a trusted network or a proxy in front. At most
+//! [`MAX_CONNECTIONS`] TLS connections are open at once; more are closed on accept.
 //!
 //! The component keeps a [`Readiness`] clone and flips it; the server only reads it.
 //! A component adds its own routes (e.g. the scheduler's `/debug/reservations`) with
-//! [`serve_with`]: they are served on the same listener, over the same TLS, but without
-//! the `/metrics` authorisation (the API server's service proxy, which sends no
-//! credentials, must reach them; they carry no secrets).
+//! [`serve_with`]: they are served on the same listener, over the same TLS, and each
+//! only to a caller allowed to `get` its own path (a non-resource URL, as for
+//! `/metrics`). Through the API server's service proxy, which keeps no `Authorization`
+//! header, the token travels in [`auth::PROXIED_AUTHORIZATION`].
 
 pub mod auth;
 mod metrics;
@@ -31,8 +33,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -41,7 +44,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-pub use auth::{Authorizer, Decision};
+pub use auth::{AuthError, Authorizer, Decision, Limits as AuthLimits};
 pub use metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 pub use readiness::Readiness;
 pub use tls::{CertSource, TlsError};
@@ -51,6 +54,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// After shutdown, how long open connections get to finish the request in flight (an
 /// idle keep-alive connection is closed at once); then they are cut.
 pub const CONNECTION_DRAIN: Duration = Duration::from_secs(5);
+/// TLS connections open at most (each holds a task and its buffers; scrapers and
+/// probes need a handful). A connection past the bound is closed as soon as accepted.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// Whether and how callers are checked.
 #[derive(Debug, Clone)]
@@ -130,15 +136,18 @@ struct AppState {
 /// The routes, for embedding in a larger server. Without an `authorizer`, `/metrics`
 /// is open (the [`Security::Insecure`] mode).
 pub fn router(metrics: Metrics, readiness: Readiness, authorizer: Option<Authorizer>) -> Router {
+    routes().with_state(AppState {
+        metrics,
+        readiness,
+        authorizer,
+    })
+}
+
+fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(AppState {
-            metrics,
-            readiness,
-            authorizer,
-        })
 }
 
 /// Binds `addr` and serves until the process ends (or the socket fails).
@@ -238,8 +247,22 @@ pub async fn serve_on_with(
                 ?addr,
                 "serving /healthz, /readyz and /metrics over HTTPS (/metrics authorised by the API server)"
             );
-            let app = router(metrics, readiness, Some(authorizer)).merge(extra);
-            serve_tls(listener, acceptor, app, shutdown).await
+            let state = AppState {
+                metrics,
+                readiness,
+                authorizer: Some(authorizer),
+            };
+            // (axum refuses a route layer on a router without routes.)
+            let extra = if extra.has_routes() {
+                extra.route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    authorize_route,
+                ))
+            } else {
+                extra
+            };
+            let app = routes().with_state(state).merge(extra);
+            serve_tls(listener, acceptor, app, shutdown, MAX_CONNECTIONS).await
         }
     }
 }
@@ -255,8 +278,10 @@ async fn serve_tls(
     acceptor: TlsAcceptor,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    max_connections: usize,
 ) -> Result<(), ServeError> {
     tokio::pin!(shutdown);
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections));
     let (closing_tx, closing) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -274,11 +299,19 @@ async fn serve_tls(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             () = &mut shutdown => break,
         };
+        let Ok(place) = places.clone().try_acquire_owned() else {
+            // Refused before the handshake, so a flood of idle connections costs a
+            // socket each only until they are dropped here.
+            debug!(%peer, max_connections, "too many open connections; closing a new one");
+            drop(stream);
+            continue;
+        };
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         let mut closing = closing.clone();
         // Each handshake on its own task, so that a slow client stalls nobody else.
         connections.spawn(async move {
+            let _place = place;
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
@@ -319,25 +352,53 @@ async fn serve_tls(
     Ok(())
 }
 
+/// The caller's bearer token: from `Authorization`, else from the header the API
+/// server's service proxy passes on.
+fn request_token(headers: &HeaderMap) -> Option<&str> {
+    [header::AUTHORIZATION.as_str(), auth::PROXIED_AUTHORIZATION]
+        .into_iter()
+        .find_map(|name| auth::bearer_token(headers.get(name).and_then(|v| v.to_str().ok())))
+}
+
 /// The caller's decision for `path`, or the response refusing it.
 async fn authorize(state: &AppState, headers: &HeaderMap, path: &str) -> Result<(), Response> {
     let Some(authorizer) = &state.authorizer else {
         return Ok(());
     };
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    match authorizer.decide(auth::bearer_token(header), path).await {
+    match authorizer.decide(request_token(headers), path).await {
         Ok(Decision::Allowed) => Ok(()),
         Ok(Decision::Unauthenticated) => {
             Err((StatusCode::UNAUTHORIZED, "Unauthorized").into_response())
         }
         Ok(Decision::Forbidden) => Err((StatusCode::FORBIDDEN, "Forbidden").into_response()),
+        Err(AuthError::Busy) => {
+            debug!("refusing a request: too many token reviews");
+            let mut refused =
+                (StatusCode::TOO_MANY_REQUESTS, "too many token reviews").into_response();
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            Err(refused)
+        }
         Err(e) => {
             warn!(error = %e, "cannot authorise a request");
             Err((StatusCode::SERVICE_UNAVAILABLE, "authorization unavailable").into_response())
         }
     }
+}
+
+/// A component's own route: only for a caller allowed to `get` the route's path (the
+/// route as declared, so that the permission names what the caller reads).
+async fn authorize_route(
+    State(state): State<AppState>,
+    path: MatchedPath,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Err(refused) = authorize(&state, request.headers(), path.as_str()).await {
+        return refused;
+    }
+    next.run(request).await
 }
 
 async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -348,7 +409,7 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // metrics. Not `get /readyz`: the API server's default ClusterRole
     // system:public-info-viewer grants that to everyone.
     let detailed = state.authorizer.is_some()
-        && headers.contains_key(header::AUTHORIZATION)
+        && request_token(&headers).is_some()
         && authorize(&state, &headers, "/metrics").await.is_ok();
     let body = if detailed {
         reason
@@ -474,12 +535,11 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         // Never reached: no request here needs the API server.
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
         let security = Security::Secure {
             cert: CertSource::SelfSigned {
                 names: self_signed_names("tas-test"),
             },
-            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
+            authorizer: unreachable_authorizer(),
         };
         let readiness = Readiness::not_ready("watch failed: secret internal text");
         let server = tokio::spawn(serve_on(
@@ -521,12 +581,11 @@ mod tests {
     async fn shutdown_closes_a_kept_open_tls_connection() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
         let security = Security::Secure {
             cert: CertSource::SelfSigned {
                 names: self_signed_names("tas-test"),
             },
-            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
+            authorizer: unreachable_authorizer(),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(serve_on(
@@ -569,6 +628,95 @@ mod tests {
             .await
             .expect("the kept-open connection is closed by the server, not left open");
         assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+
+    fn unreachable_authorizer() -> Authorizer {
+        // Port 9 (discard): nothing answers, so a review fails as unavailable.
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        Authorizer::new(kube::Client::try_from(config).unwrap())
+    }
+
+    /// A component's own route (the scheduler's `/debug/reservations`) is authorised as
+    /// `/metrics` is: 401 without a token, before anybody is asked; with a token the
+    /// API server is asked (here unreachable: 503), never answered without it.
+    #[tokio::test]
+    async fn extra_routes_answer_no_anonymous_caller() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let security = Security::Secure {
+            cert: CertSource::SelfSigned {
+                names: self_signed_names("tas-test"),
+            },
+            authorizer: unreachable_authorizer(),
+        };
+        let extra = Router::new().route(
+            "/debug/reservations",
+            axum::routing::get(|| async { "secret" }),
+        );
+        let server = tokio::spawn(serve_on_with(
+            listener,
+            security,
+            Metrics::none(),
+            Readiness::not_ready("starting"),
+            extra,
+            std::future::pending(),
+        ));
+        let https = |path: &'static str, token: Option<&'static str>| {
+            tas_testcluster::https_get(addr, path, token)
+        };
+        assert_eq!(
+            https("/debug/reservations", None).await.unwrap(),
+            (401, "Unauthorized".into())
+        );
+        let asked = https("/debug/reservations", Some("a-token")).await.unwrap();
+        assert_eq!(asked.0, 503, "{asked:?}");
+        assert_eq!(https("/healthz", None).await.unwrap().0, 200);
+        assert_eq!(https("/nope", None).await.unwrap().0, 404);
+        server.abort();
+    }
+
+    /// Past the connection bound, a new connection is closed at once (here two idle
+    /// connections that never start TLS hold both places); when one closes, new
+    /// connections are served again.
+    #[tokio::test]
+    async fn connections_past_the_bound_are_closed_on_accept() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cert = CertSource::SelfSigned {
+            names: self_signed_names("tas-test"),
+        };
+        let acceptor = TlsAcceptor::from(tls::server_config(&cert).unwrap());
+        let app = router(Metrics::none(), Readiness::not_ready("starting"), None);
+        let server = tokio::spawn(serve_tls(
+            listener,
+            acceptor,
+            app,
+            std::future::pending(),
+            2,
+        ));
+        let first = TcpStream::connect(addr).await.unwrap();
+        let _second = TcpStream::connect(addr).await.unwrap();
+        // Accepted in order: the third is over the bound once the first two are in.
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), third.read(&mut buf))
+            .await
+            .expect("the connection past the bound is closed, not kept waiting");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+
+        drop(first);
+        let served = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match tas_testcluster::https_get(addr, "/healthz", None).await {
+                    Ok(answer) => break answer,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+        })
+        .await
+        .expect("a place frees when a connection closes");
+        assert_eq!(served, (200, "ok".into()));
+        server.abort();
     }
 
     #[tokio::test]
