@@ -527,6 +527,18 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
+    /// TLS with a self-signed certificate, and an authorizer whose API server never
+    /// answers (port 9, discard): a review fails as unavailable.
+    fn self_signed_security() -> Security {
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        Security::Secure {
+            cert: CertSource::SelfSigned {
+                names: self_signed_names("tas-test"),
+            },
+            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
+        }
+    }
+
     /// TLS with a self-signed certificate: the probes' paths answer anyone without
     /// detail, `/metrics` refuses a caller without a token before asking anybody, and
     /// plain HTTP gets no answer. (Authorised callers: `e2e/tests/admission.rs`.)
@@ -535,12 +547,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         // Never reached: no request here needs the API server.
-        let security = Security::Secure {
-            cert: CertSource::SelfSigned {
-                names: self_signed_names("tas-test"),
-            },
-            authorizer: unreachable_authorizer(),
-        };
+        let security = self_signed_security();
         let readiness = Readiness::not_ready("watch failed: secret internal text");
         let server = tokio::spawn(serve_on(
             listener,
@@ -581,12 +588,7 @@ mod tests {
     async fn shutdown_closes_a_kept_open_tls_connection() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let security = Security::Secure {
-            cert: CertSource::SelfSigned {
-                names: self_signed_names("tas-test"),
-            },
-            authorizer: unreachable_authorizer(),
-        };
+        let security = self_signed_security();
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(serve_on(
             listener,
@@ -630,12 +632,6 @@ mod tests {
         assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     }
 
-    fn unreachable_authorizer() -> Authorizer {
-        // Port 9 (discard): nothing answers, so a review fails as unavailable.
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-        Authorizer::new(kube::Client::try_from(config).unwrap())
-    }
-
     /// A component's own route (the scheduler's `/debug/reservations`) is authorised as
     /// `/metrics` is: 401 without a token, before anybody is asked; with a token the
     /// API server is asked (here unreachable: 503), never answered without it.
@@ -643,12 +639,7 @@ mod tests {
     async fn extra_routes_answer_no_anonymous_caller() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let security = Security::Secure {
-            cert: CertSource::SelfSigned {
-                names: self_signed_names("tas-test"),
-            },
-            authorizer: unreachable_authorizer(),
-        };
+        let security = self_signed_security();
         let extra = Router::new().route(
             "/debug/reservations",
             axum::routing::get(|| async { "secret" }),
