@@ -257,7 +257,7 @@ mod tests {
         );
         for regex in patterns {
             let entries = proptest::string::string_regex(&regex).unwrap();
-            let mut runner = TestRunner::new(Config::with_cases(2000));
+            let mut runner = TestRunner::new(Config::with_cases(3000));
             runner
                 .run(&entries, |entry| {
                     proptest::prop_assert!(

@@ -176,6 +176,12 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "spec.updater.excludePods entries must look like 'namespace/name'",
         ),
         (
+            "exclude glob whose set is never closed",
+            "default",
+            json!({"updater": {"excludePods": ["ns/[^]"]}}),
+            "spec.updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
             "exclude glob with a reversed range",
             "default",
             json!({"updater": {"excludePods": ["ns/[z-a]"]}}),
