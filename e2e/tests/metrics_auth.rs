@@ -158,3 +158,157 @@ async fn metrics_answer_only_an_authorised_token() {
     );
     server.abort();
 }
+
+/// The ClusterRole people who debug scheduling are bound to, from `config/rbac/`.
+fn debug_reader_role() -> ClusterRole {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/rbac/debug_reader_role.yaml");
+    let text = std::fs::read_to_string(path).expect("debug reader role readable");
+    serde_norway::from_str(&text).expect("a ClusterRole")
+}
+
+/// `GET path` over TLS with the token in the header the API server's service proxy
+/// passes on (it keeps no `Authorization`), as `kubectl tas` sends it.
+async fn get_proxied(addr: std::net::SocketAddr, path: &str, token: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut tls = tas_testcluster::tls_connect_insecure(tcp, addr.ip())
+        .await
+        .unwrap();
+    let header = tas_scheduler::debug::TOKEN_HEADER;
+    let request =
+        format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{header}: Bearer {token}\r\n\r\n");
+    tls.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw).await;
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    (code, body.to_owned())
+}
+
+/// The scheduler's `/debug/reservations` (a component's own route) against the real API
+/// server: 401 without a token, 403 for a known user without `get` on that path (a
+/// scraper bound to `tas-metrics-reader` included), 200 for a user bound to
+/// `tas-debug-reader`, with the token in `Authorization` or in the proxy's header.
+#[tokio::test]
+async fn debug_reservations_answer_only_a_debug_reader() {
+    use tas_runtime::http::{self, Authorizer, CertSource, Readiness, Security};
+    use tas_scheduler::debug::RESERVATIONS_PATH;
+
+    let cluster = TestCluster::shared().expect("the shared test cluster starts");
+    let _logs = cluster.log_guard();
+    let admin = cluster.client().await.unwrap();
+    let ns = unique_namespace(&admin, "debug-auth").await.unwrap();
+    let apply = PatchParams::apply(tas_testcluster::FIELD_MANAGER).force();
+    let roles = Api::<ClusterRole>::all(admin.clone());
+    for role in [metrics_reader_role(), debug_reader_role()] {
+        let name = role.metadata.name.clone().unwrap();
+        roles
+            .patch(&name, &apply, &Patch::Apply(&role))
+            .await
+            .expect("reader role applied");
+    }
+    let bindings = Api::<ClusterRoleBinding>::all(admin.clone());
+    let post = PostParams::default();
+    let debugger = account_token(&admin, &ns, "debugger").await;
+    let binding = access::service_account_binding(
+        &unique_name("debugger"),
+        "tas-debug-reader",
+        &ns,
+        "debugger",
+    );
+    bindings
+        .create(&post, &binding)
+        .await
+        .expect("debugger binding");
+    let scraper = account_token(&admin, &ns, "scraper").await;
+    let binding = access::service_account_binding(
+        &unique_name("scraper"),
+        "tas-metrics-reader",
+        &ns,
+        "scraper",
+    );
+    bindings
+        .create(&post, &binding)
+        .await
+        .expect("scraper binding");
+    let stranger = account_token(&admin, &ns, "stranger").await;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let extra = axum::Router::new().route(
+        RESERVATIONS_PATH,
+        axum::routing::get(|| async { "the reservations" }),
+    );
+    let server = tokio::spawn(http::serve_on_with(
+        listener,
+        Security::Secure {
+            cert: CertSource::SelfSigned {
+                names: vec!["localhost".into()],
+            },
+            authorizer: Authorizer::new(admin.clone()),
+        },
+        http::Metrics::none(),
+        Readiness::not_ready("starting"),
+        extra,
+        std::future::pending(),
+    ));
+    let get = |token: Option<String>| async move {
+        tas_testcluster::https_get(addr, RESERVATIONS_PATH, token.as_deref())
+            .await
+            .expect("an HTTPS answer")
+    };
+
+    let allowed = wait_for(
+        "the debugger's token authorised",
+        AUTHORISED_WITHIN,
+        || async {
+            let answer = get(Some(debugger.clone())).await;
+            Ok::<_, String>((answer.0 == 200).then_some(answer))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(allowed, (200, "the reservations".into()));
+    assert_eq!(
+        get_proxied(addr, RESERVATIONS_PATH, &debugger).await,
+        (200, "the reservations".into()),
+        "the token in the service proxy's header"
+    );
+    assert_eq!(get(None).await.0, 401, "anonymous");
+    assert_eq!(
+        get(Some("not-a-token".into())).await.0,
+        401,
+        "unknown token"
+    );
+    assert_eq!(
+        get(Some(stranger.clone())).await,
+        (403, "Forbidden".into()),
+        "a known user without the permission"
+    );
+    assert_eq!(
+        get_proxied(addr, RESERVATIONS_PATH, &stranger).await.0,
+        403,
+        "the same through the proxy's header"
+    );
+    // Wait until the scraper may read /metrics, so its 403 here is the path's refusal
+    // and not a binding not yet seen.
+    wait_for(
+        "the scraper's token authorised",
+        AUTHORISED_WITHIN,
+        || async {
+            let answer = tas_testcluster::https_get(addr, "/metrics", Some(scraper.as_str()))
+                .await
+                .expect("an HTTPS answer");
+            Ok::<_, String>((answer.0 == 200).then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        get(Some(scraper)).await.0,
+        403,
+        "/metrics grants no debug reading"
+    );
+    server.abort();
+}

@@ -30,6 +30,41 @@ pub struct Connection {
     pub client: Client,
     /// `-n`, else the context's namespace, else `default`.
     pub namespace: String,
+    /// The kubeconfig user's bearer token (`token` or `tokenFile`), if it has one: the
+    /// scheduler's debug endpoint asks the API server about it.
+    pub token: Option<BearerToken>,
+}
+
+/// A bearer token, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(pub String);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
+}
+
+impl BearerToken {
+    /// The token in a file, e.g. one `kubectl create token` wrote.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::TokenFile {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Self(text.trim().to_owned()))
+    }
+}
+
+/// The user's own bearer token from the kubeconfig; `None` for other credentials
+/// (client certificates, exec plugins: see `--scheduler-token-file`).
+fn kubeconfig_token(config: &Config) -> Option<BearerToken> {
+    use secrecy::ExposeSecret;
+    if let Some(token) = &config.auth_info.token {
+        return Some(BearerToken(token.expose_secret().trim().to_owned()));
+    }
+    let file = config.auth_info.token_file.as_deref()?;
+    BearerToken::from_file(std::path::Path::new(file)).ok()
 }
 
 /// Builds the client the flags describe.
@@ -50,6 +85,11 @@ pub async fn connect(options: &KubeOptions) -> Result<Connection, Error> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
+    let token = kubeconfig_token(&config).filter(|t| !t.0.is_empty());
     let client = Client::try_from(config).map_err(Error::api("building the client"))?;
-    Ok(Connection { client, namespace })
+    Ok(Connection {
+        client,
+        namespace,
+        token,
+    })
 }

@@ -25,6 +25,14 @@ pub enum Error {
         /// The parse error.
         source: serde_json::Error,
     },
+    /// `--scheduler-token-file` could not be read.
+    #[error("reading the token file {path}: {source}")]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// The pod cannot be parsed the way the scheduler parses it.
     #[error("pod {pod}: {message}")]
     Pod {

@@ -1,12 +1,16 @@
 //! The scheduler's debug endpoint, read through the API server's service proxy:
 //! `GET /api/v1/namespaces/NS/services/[SCHEME:]NAME:PORT/proxy/debug/reservations`.
 //! The API server authorises it as `get` on `services/proxy` in NS and connects to one
-//! ready endpoint of the Service (kube-proxy is not involved).
+//! ready endpoint of the Service (kube-proxy is not involved). The scheduler then asks
+//! the API server about the bearer token the request carries in [`TOKEN_HEADER`] (the
+//! proxy drops `Authorization`): its user needs `get` on the non-resource URL
+//! `/debug/reservations` (ClusterRole `tas-debug-reader`).
 
 use http::Request;
 use kube::Client;
-use tas_scheduler::debug::{RESERVATIONS_PATH, ReservationsReport};
+use tas_scheduler::debug::{RESERVATIONS_PATH, ReservationsReport, TOKEN_HEADER};
 
+use crate::connect::BearerToken;
 use crate::error::Error;
 
 /// The Service the operator renders in front of the scheduler's HTTP port.
@@ -27,6 +31,8 @@ pub struct SchedulerService {
     pub port: String,
     /// `http` or `https`; empty lets the API server pick (`http`).
     pub scheme: String,
+    /// What the scheduler is shown; without one it answers 401.
+    pub token: Option<BearerToken>,
 }
 
 impl SchedulerService {
@@ -46,7 +52,11 @@ impl SchedulerService {
     /// Reads the scheduler's reserve cache.
     pub async fn reservations(&self, client: &Client) -> Result<ReservationsReport, Error> {
         let path = self.proxy_path(RESERVATIONS_PATH);
-        let request = Request::get(&path)
+        let mut request = Request::get(&path);
+        if let Some(token) = &self.token {
+            request = request.header(TOKEN_HEADER, format!("Bearer {}", token.0));
+        }
+        let request = request
             .body(Vec::new())
             .map_err(|e| Error::api(path.clone())(kube::Error::HttpError(e)))?;
         let text = client
@@ -68,6 +78,7 @@ mod tests {
             name: DEFAULT_SERVICE.into(),
             port: DEFAULT_PORT.into(),
             scheme: String::new(),
+            token: None,
         };
         assert_eq!(
             s.proxy_path(RESERVATIONS_PATH),

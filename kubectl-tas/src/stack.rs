@@ -4,6 +4,7 @@
 use kube::{Api, Client};
 use tas_api::tas::{DEFAULT_NAMESPACE, NodesWithoutTopology, TopologyAwareScheduling};
 
+use crate::connect::BearerToken;
 use crate::error::Error;
 use crate::proxy::{DEFAULT_PORT, DEFAULT_SCHEME, DEFAULT_SERVICE, SchedulerService};
 
@@ -27,6 +28,11 @@ pub struct SchedulerFlags {
     /// server's default (`http`).
     #[arg(long, global = true, default_value = DEFAULT_SCHEME)]
     pub scheduler_scheme: String,
+    /// A file with the bearer token to show the scheduler's debug endpoint (e.g. from
+    /// `kubectl create token`), for a kubeconfig whose user has no token of its own
+    /// (client certificates, exec plugins). Default: the kubeconfig user's token.
+    #[arg(long, global = true)]
+    pub scheduler_token_file: Option<std::path::PathBuf>,
 }
 
 /// Reads the stack object; `None` when it does not exist (or its CRD is not installed).
@@ -40,20 +46,30 @@ pub async fn read(client: &Client) -> Result<Option<TopologyAwareScheduling>, Er
 }
 
 impl SchedulerFlags {
-    /// The Service, with the stack's namespace unless overridden.
-    pub fn service(&self, stack: Option<&TopologyAwareScheduling>) -> SchedulerService {
+    /// The Service, with the stack's namespace unless overridden, and the token to show
+    /// it: `--scheduler-token-file`, else `token` (the kubeconfig user's).
+    pub fn service(
+        &self,
+        stack: Option<&TopologyAwareScheduling>,
+        token: Option<BearerToken>,
+    ) -> Result<SchedulerService, Error> {
+        let token = match &self.scheduler_token_file {
+            Some(path) => Some(BearerToken::from_file(path)?),
+            None => token,
+        };
         let namespace = self.scheduler_namespace.clone().unwrap_or_else(|| {
             stack.map_or_else(
                 || DEFAULT_NAMESPACE.to_owned(),
                 |s| s.spec.namespace.clone(),
             )
         });
-        SchedulerService {
+        Ok(SchedulerService {
             namespace,
             name: self.scheduler_service.clone(),
             port: self.scheduler_port.clone(),
             scheme: self.scheduler_scheme.clone(),
-        }
+            token,
+        })
     }
 }
 

@@ -43,6 +43,12 @@ pub struct CommonArgs {
     /// authorisation (only behind a proxy that does both, or on a trusted network).
     #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
     pub insecure_http: bool,
+    /// Accept on /metrics (and the component's own routes) only bearer tokens meant for
+    /// this audience (repeatable; e.g. a scraper's projected ServiceAccount token with
+    /// `audience: tas-metrics`, which the component could not replay to the API server).
+    /// Default: tokens meant for the API server itself, as ServiceAccount tokens are.
+    #[arg(long = "auth-audience", conflicts_with = "insecure_http")]
+    pub auth_audiences: Vec<String>,
 }
 
 impl CommonArgs {
@@ -86,7 +92,7 @@ impl CommonArgs {
         };
         Security::Secure {
             cert,
-            authorizer: Authorizer::new(client.clone()),
+            authorizer: Authorizer::with_audiences(client.clone(), self.auth_audiences.clone()),
         }
     }
 
@@ -124,6 +130,7 @@ mod tests {
         assert_eq!(defaults.identity, None);
         assert!(!defaults.insecure_http);
         assert_eq!(defaults.tls_cert_file, None);
+        assert!(defaults.auth_audiences.is_empty());
 
         let set = Binary::try_parse_from([
             "binary",
@@ -134,6 +141,8 @@ mod tests {
             "--identity=replica-a",
             "--tls-cert-file=certs/tls.crt",
             "--tls-private-key-file=certs/tls.key",
+            "--auth-audience=tas-metrics",
+            "--auth-audience=other",
         ])
         .unwrap()
         .common;
@@ -147,6 +156,7 @@ mod tests {
             set.tls_private_key_file,
             Some(PathBuf::from("certs/tls.key"))
         );
+        assert_eq!(set.auth_audiences, ["tas-metrics", "other"]);
     }
 
     #[test]

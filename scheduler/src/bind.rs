@@ -5,12 +5,20 @@
 //! that state when the bound pod is observed or the bind failed. A bind the writer
 //! refuses because this process no longer leads for long enough is undone and retried
 //! at once, by whichever replica leads next.
+//!
+//! A bind without a definite answer (no answer within the write timeout, or the
+//! connection lost) may still be applied by the API server. Its reservation is kept,
+//! and the pod stays in flight, until the pod is seen bound (the bound-pods watch takes
+//! over) or a read after the write timeout shows it still unbound, or gone: only then
+//! is the reservation freed and the pod requeued ([`settle`]). Freeing it at once would
+//! let the next decision give the same NUMA resources to another pod while the kubelet
+//! may be admitting this one.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
+use kube::{Api, Client, ResourceExt};
 
 use crate::events::EventSender;
 use crate::reserve::unreserve;
@@ -45,7 +53,7 @@ pub(crate) async fn start(
             node: target.node.clone(),
         })
         .await;
-    let (shared, events) = (shared.clone(), events.clone());
+    let (shared, events, reads) = (shared.clone(), events.clone(), writer.reads());
     tokio::spawn(async move {
         let outcome = reply.outcome().await;
         let record = BindRecord {
@@ -56,8 +64,87 @@ pub(crate) async fn start(
             pod_scheduling_seconds: None,
             error: None,
         };
-        finish(&shared, &events, &uid, &target, record, outcome);
+        if finish(&shared, &events, &uid, &target, record, outcome) == Finished::Unknown {
+            let recheck = shared.settings.leader_election.write_timeout();
+            settle_when_known(&shared, &reads, &pod, &uid, &target.node, recheck).await;
+        }
     });
+}
+
+/// What [`finish`] made of a bind's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finished {
+    /// Bound, or refused: settled.
+    Settled,
+    /// Maybe applied: the reservation is kept until [`settle`] is told what happened.
+    Unknown,
+}
+
+/// Whether the API server may have applied a bind that failed with `e`: it was sent,
+/// and no answer said it was refused.
+fn maybe_applied(e: &WriteError) -> bool {
+    match e {
+        WriteError::TimedOut(_) => true,
+        WriteError::Api(kube::Error::Api(_)) | WriteError::NotLeader | WriteError::Stopped => false,
+        // Transport failures: the request may have reached the API server.
+        WriteError::Api(_) => true,
+    }
+}
+
+/// Reads the pod every `recheck` (the write timeout: a bind still in the API server is
+/// applied or given up by then) until [`settle`] knows what became of the bind, or the
+/// pod leaves the in-flight set otherwise (the bound-pods watch saw it bound).
+async fn settle_when_known(
+    shared: &Shared,
+    reads: &Client,
+    pod: &Pod,
+    uid: &str,
+    node: &str,
+    recheck: Duration,
+) {
+    let pods: Api<Pod> = Api::namespaced(reads.clone(), &pod.namespace().unwrap_or_default());
+    loop {
+        tokio::time::sleep(recheck).await;
+        if !shared.is_in_flight(uid) {
+            return;
+        }
+        match pods.get_opt(&pod.name_any()).await {
+            Ok(seen) => {
+                if settle(shared, uid, node, seen.as_ref()) {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(pod = %pod.name_any(), error = %e, "reading a pod whose bind timed out")
+            }
+        }
+    }
+}
+
+/// Settles a bind whose outcome was unknown on `seen`, the pod as read after the write
+/// timeout: still unbound (or gone, or replaced by a pod of the same name) frees the
+/// reservation and requeues it; bound leaves it to the bound-pods watch. Returns
+/// whether it is settled.
+pub(crate) fn settle(shared: &Shared, uid: &str, node: &str, seen: Option<&Pod>) -> bool {
+    let same = seen.filter(|p| p.uid().as_deref() == Some(uid));
+    if same
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
+        return true;
+    }
+    unreserve(shared, uid, node);
+    {
+        let mut q = shared.queue.lock();
+        if same.is_some() {
+            q.unschedulable(uid, Instant::now());
+        } else {
+            q.remove(uid);
+        }
+    }
+    shared.wake.notify_one();
+    true
 }
 
 fn finish(
@@ -67,7 +154,7 @@ fn finish(
     target: &BindTarget,
     mut record: BindRecord<'_>,
     outcome: Result<(), WriteError>,
-) {
+) -> Finished {
     let (pod, node) = (record.pod, target.node.as_str());
     let key = || format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
     match outcome {
@@ -87,6 +174,14 @@ fn finish(
             // Nothing was sent.
             unreserve(shared, uid, node);
             shared.queue.lock().retry_now(uid);
+        }
+        Err(e) if maybe_applied(&e) => {
+            shared.metrics.bind_errors.inc();
+            shared.metrics.attempt("error");
+            record.error = Some((e.code(), e.to_string()));
+            shared.telemetry.bind(target.attempt.as_ref(), &record);
+            tracing::warn!(pod = %key(), node, error = %e, "bind outcome unknown; the pod stays reserved on the node until it is seen bound or unbound");
+            return Finished::Unknown;
         }
         Err(e) => {
             shared.metrics.bind_errors.inc();
@@ -108,5 +203,93 @@ fn finish(
             }
             shared.wake.notify_one();
         }
+    }
+    Finished::Settled
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::reserve::reserve;
+    use crate::test_support::{guaranteed_container, input, pod, shared};
+
+    /// A reserved pod on `node-a` and what finishing its bind with `outcome` left.
+    fn finish_with(outcome: Result<(), WriteError>) -> (Arc<Shared>, Pod, Finished) {
+        let shared = shared();
+        let pod = pod("big", &[], json!({"containers": guaranteed_container(4)}));
+        reserve(&shared, &pod, &input(&pod), "node-a");
+        let target = BindTarget {
+            node: "node-a".into(),
+            attempt: None,
+        };
+        let record = BindRecord {
+            pod: &pod,
+            node: "node-a",
+            started: SystemTime::now(),
+            duration: Duration::from_secs(5),
+            pod_scheduling_seconds: None,
+            error: None,
+        };
+        let events = EventSender::disabled();
+        let finished = finish(&shared, &events, "uid-big", &target, record, outcome);
+        (shared, pod, finished)
+    }
+
+    fn reserved_on_a(shared: &Shared) -> bool {
+        shared
+            .cache
+            .inspect(Instant::now())
+            .iter()
+            .any(|n| n.node == "node-a" && n.reservations.iter().any(|r| r.uid == "uid-big"))
+    }
+
+    /// A bind that timed out may still be applied: the pod keeps its reservation and
+    /// stays in flight (not requeued), so no other pod is given its resources.
+    #[test]
+    fn a_timed_out_bind_keeps_its_reservation() {
+        let (shared, _, finished) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
+        assert_eq!(finished, Finished::Unknown);
+        assert!(shared.is_in_flight("uid-big"));
+        assert!(
+            reserved_on_a(&shared),
+            "{:?}",
+            shared.cache.inspect(Instant::now())
+        );
+        assert!(!shared.queue.lock().contains("uid-big"), "not requeued");
+    }
+
+    /// Read back unbound after the timeout: the reservation is freed and the pod
+    /// requeued. Read back bound: the reservation stays for the bound-pods watch.
+    #[test]
+    fn an_unknown_bind_is_settled_by_reading_the_pod() {
+        let (shared, unbound, _) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
+        assert!(settle(&shared, "uid-big", "node-a", Some(&unbound)));
+        assert!(!shared.is_in_flight("uid-big"));
+        assert!(!reserved_on_a(&shared));
+
+        let (shared, mut bound, _) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
+        bound.spec.as_mut().unwrap().node_name = Some("node-a".into());
+        assert!(settle(&shared, "uid-big", "node-a", Some(&bound)));
+        assert!(shared.is_in_flight("uid-big"), "the watch settles it");
+        assert!(reserved_on_a(&shared));
+
+        let (shared, _, _) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
+        assert!(settle(&shared, "uid-big", "node-a", None), "deleted");
+        assert!(!reserved_on_a(&shared));
+    }
+
+    /// A definite refusal still frees the reservation at once.
+    #[test]
+    fn a_refused_bind_frees_its_reservation() {
+        let status = kube::core::Status::failure("conflict", "Conflict").with_code(409);
+        let refused = WriteError::Api(kube::Error::Api(Box::new(status)));
+        let (shared, _, finished) = finish_with(Err(refused));
+        assert_eq!(finished, Finished::Settled);
+        assert!(!shared.is_in_flight("uid-big"));
+        assert!(!reserved_on_a(&shared));
     }
 }

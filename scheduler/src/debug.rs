@@ -1,7 +1,10 @@
 //! The scheduler's debug endpoint, `GET /debug/reservations`: the reserve cache as JSON
 //! ([`ReservationsReport`]), for `kubectl tas explain` and `kubectl tas nodes`, which read
 //! it through the API server's service proxy. It is an ordinary route of the HTTP server
-//! (`tas_runtime::http`), so it is served, and protected, like `/metrics`.
+//! (`tas_runtime::http`), so it is served, and protected, like `/metrics`: only to a
+//! bearer token whose user may `get` the non-resource URL [`RESERVATIONS_PATH`]
+//! (ClusterRole `tas-debug-reader`). Through the service proxy, which keeps no
+//! `Authorization` header, the token travels in [`TOKEN_HEADER`].
 //!
 //! Amounts are integers in the scheduler's units: CPU in millicores, memory and
 //! hugepages in bytes, devices in units. Only the leader places pods, so only its
@@ -14,6 +17,8 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +28,9 @@ use crate::shared::Shared;
 
 /// The endpoint's path.
 pub const RESERVATIONS_PATH: &str = "/debug/reservations";
+
+/// The header that carries `Bearer <token>` through the API server's service proxy.
+pub use tas_runtime::http::auth::PROXIED_AUTHORIZATION as TOKEN_HEADER;
 
 /// The answer of [`RESERVATIONS_PATH`].
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -177,9 +185,21 @@ pub fn report(shared: &Shared) -> ReservationsReport {
 /// The debug routes, for [`tas_runtime::http::serve_with`].
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route(
-            RESERVATIONS_PATH,
-            get(|State(shared): State<Arc<Shared>>| async move { axum::Json(report(&shared)) }),
-        )
+        .route(RESERVATIONS_PATH, get(reservations))
         .with_state(shared)
+}
+
+/// The report, built off the async workers: it walks every node.
+async fn reservations(State(shared): State<Arc<Shared>>) -> Response {
+    match tokio::task::spawn_blocking(move || report(&shared)).await {
+        Ok(report) => axum::Json(report).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "building the reservations report");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "building the report failed",
+            )
+                .into_response()
+        }
+    }
 }

@@ -393,10 +393,8 @@ fn bench_publish_pass(c: &mut Criterion) {
     let opts = AccountingOptions {
         reserved_cpus: reserved_cpus(),
     };
-    let all = FingerprintPolicy::new(Some(Method::All), &["kube-system/*".to_owned()])
-        .expect("valid excludes");
-    let exclusive =
-        FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).expect("no excludes");
+    let all = FingerprintPolicy::new(Some(Method::All), &["kube-system/*".to_owned()]);
+    let exclusive = FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]);
     let node = NodeRef {
         name: "worker-256c-0042".to_owned(),
         uid: "6f1c2a9e-3b4d-4e8f-9a7b-1c2d3e4f5a6b".to_owned(),

@@ -139,6 +139,12 @@ impl Agent {
             self.cfg.heartbeat_period
         };
         self.metrics.set_publish_interval(tick);
+        for why in self.cfg.fingerprint.ignored() {
+            // Left out, not fatal: the stack object feeds every agent, so one bad entry
+            // would otherwise stop them all. Fix it in spec.updater.excludePods.
+            tracing::error!(error = %why, "pod fingerprint exclude entry ignored");
+            self.metrics.pod_exclude_ignored();
+        }
         tasks.spawn("ticker", triggers::ticker(tick, tx.clone()));
         if self.cfg.mode.events() {
             let (raw_tx, raw_rx) = mpsc::channel(256);
@@ -394,7 +400,7 @@ mod tests {
             period: Duration::from_secs(3600),
             debounce: Duration::from_millis(100),
             reapply_interval: Duration::from_secs(600),
-            fingerprint: FingerprintPolicy::new(None, &[]).unwrap(),
+            fingerprint: FingerprintPolicy::new(None, &[]),
             heartbeat_period: Duration::from_secs(600),
         };
         Agent::new(

@@ -115,9 +115,6 @@ pub enum ArgsError {
     /// `--pods-fingerprint` is not all, with-exclusive-resources or disabled.
     #[error("--pods-fingerprint: {0}")]
     Fingerprint(String),
-    /// An `--exclude-pods` entry is malformed.
-    #[error("--exclude-pods: {0}")]
-    Exclude(#[from] crate::pods_fingerprint::ExcludeError),
 }
 
 impl Args {
@@ -150,7 +147,7 @@ impl Args {
             period: self.refresh_period,
             debounce: self.debounce,
             reapply_interval: self.reapply_interval,
-            fingerprint: FingerprintPolicy::new(method, &self.exclude_pods)?,
+            fingerprint: FingerprintPolicy::new(method, &self.exclude_pods),
             heartbeat_period: self.heartbeat_period.max(Duration::from_secs(1)),
         })
     }
@@ -178,6 +175,26 @@ mod tests {
         assert_eq!(
             config.kubelet.host_path(&config.kubelet.file),
             "/var/lib/kubelet/config.yaml"
+        );
+    }
+
+    /// An exclude entry the glob library refuses (the shape the CRD allowed) no longer
+    /// stops the agent: the configuration is built without it.
+    #[test]
+    fn a_bad_exclude_glob_does_not_stop_the_agent() {
+        let args = Args::try_parse_from([
+            "tas-updater",
+            "--node-name=n",
+            "--exclude-pods=ns/[unclosed",
+            "--exclude-pods=kube-system/*",
+        ])
+        .unwrap();
+        let config = args.agent_config().expect("the agent starts");
+        assert_eq!(config.fingerprint.ignored().len(), 1);
+        assert!(config.fingerprint.ignored()[0].contains("ns/[unclosed"));
+        assert_eq!(
+            config.fingerprint.exclude_attribute().as_deref(),
+            Some("kube-system/*")
         );
     }
 

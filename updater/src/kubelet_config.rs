@@ -202,20 +202,22 @@ impl KubeletConfig {
         Ok(config)
     }
 
-    /// Reads and parses the config file at `path`.
+    /// Reads and parses the config file at `path` (refused past
+    /// [`CONFIG_LIMIT`](crate::bounded::CONFIG_LIMIT)).
     pub fn load(path: &Path) -> Result<Self, KubeletConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| {
-            if source.kind() == io::ErrorKind::NotFound {
-                KubeletConfigError::NotFound {
-                    path: path.to_owned(),
+        let text =
+            crate::bounded::read_file(path, crate::bounded::CONFIG_LIMIT).map_err(|source| {
+                if source.kind() == io::ErrorKind::NotFound {
+                    KubeletConfigError::NotFound {
+                        path: path.to_owned(),
+                    }
+                } else {
+                    KubeletConfigError::Read {
+                        path: path.to_owned(),
+                        source,
+                    }
                 }
-            } else {
-                KubeletConfigError::Read {
-                    path: path.to_owned(),
-                    source,
-                }
-            }
-        })?;
+            })?;
         Self::from_yaml(&text).map_err(|source| KubeletConfigError::Parse {
             path: path.to_owned(),
             source,

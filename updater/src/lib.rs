@@ -12,6 +12,7 @@
 
 pub mod accounting;
 pub mod agent;
+pub mod bounded;
 pub mod cli;
 pub mod kubelet_config;
 pub mod kubelet_source;

@@ -249,6 +249,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Count an `--exclude-pods` entry left out as malformed (errors{kind="pod_exclude"}).
+    pub fn pod_exclude_ignored(&self) {
+        self.errors
+            .get_or_create(&KindLabel {
+                kind: "pod_exclude",
+            })
+            .inc();
+    }
+
     /// Record a failed attempt.
     pub fn failed(&self, kind: &'static str) {
         self.publishes

@@ -5,7 +5,7 @@ use crate::podresources::v1::PodResources;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use tas_api::fingerprint::{Fingerprint, Method};
 
-/// A bad `--exclude-pods` entry.
+/// A bad `--exclude-pods` entry (left out, see [`FingerprintPolicy::ignored`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ExcludeError {
     /// Not of the form `namespace/name`.
@@ -28,35 +28,45 @@ pub struct FingerprintPolicy {
     method: Option<Method>,
     exclude: GlobSet,
     patterns: Vec<String>,
+    ignored: Vec<String>,
 }
 
 impl FingerprintPolicy {
-    /// `method: None` publishes no fingerprint.
-    pub fn new(method: Option<Method>, exclude_list: &[String]) -> Result<Self, ExcludeError> {
+    /// `method: None` publishes no fingerprint. A malformed exclude entry is left out
+    /// (see [`Self::ignored`]) rather than refused: the entries come from the stack
+    /// object, shared by every agent, and refusing one would stop them all. Only the
+    /// entries kept are published, so the scheduler excludes the same pods.
+    pub fn new(method: Option<Method>, exclude_list: &[String]) -> Self {
         let mut set = GlobSetBuilder::new();
+        let mut patterns = Vec::new();
+        let mut ignored = Vec::new();
         for pattern in exclude_list {
-            let mut parts = pattern.split('/');
-            let (Some(ns), Some(name), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(ExcludeError::Shape(pattern.clone()));
-            };
-            if ns.is_empty() || name.is_empty() || pattern.contains(char::is_whitespace) {
-                return Err(ExcludeError::Shape(pattern.clone()));
+            match exclude_glob(pattern) {
+                Ok(glob) => {
+                    set.add(glob);
+                    patterns.push(pattern.clone());
+                }
+                Err(e) => ignored.push(e.to_string()),
             }
-            let glob = Glob::new(pattern).map_err(|source| ExcludeError::Glob {
-                pattern: pattern.clone(),
-                source,
-            })?;
-            set.add(glob);
         }
-        let exclude = set.build().map_err(|source| ExcludeError::Glob {
-            pattern: exclude_list.join(","),
-            source,
-        })?;
-        Ok(Self {
+        // Every glob compiled on its own; a set of them builds (an error here would be
+        // a size limit of the matcher: then no exclusion at all, and said so).
+        let exclude = set.build().unwrap_or_else(|e| {
+            ignored.push(format!("pod excludes {patterns:?} left out: {e}"));
+            patterns.clear();
+            GlobSet::empty()
+        });
+        Self {
             method,
             exclude,
-            patterns: exclude_list.to_vec(),
-        })
+            patterns,
+            ignored,
+        }
+    }
+
+    /// Why each left-out exclude entry was left out.
+    pub fn ignored(&self) -> &[String] {
+        &self.ignored
     }
 
     /// The value of the `nodeTopologyPodsFingerprintExclude` attribute: the exclude
@@ -100,6 +110,21 @@ impl FingerprintPolicy {
     }
 }
 
+/// One `namespace/name` glob.
+fn exclude_glob(pattern: &str) -> Result<Glob, ExcludeError> {
+    let mut parts = pattern.split('/');
+    let (Some(ns), Some(name), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(ExcludeError::Shape(pattern.to_owned()));
+    };
+    if ns.is_empty() || name.is_empty() || pattern.contains(char::is_whitespace) {
+        return Err(ExcludeError::Shape(pattern.to_owned()));
+    }
+    Glob::new(pattern).map_err(|source| ExcludeError::Glob {
+        pattern: pattern.to_owned(),
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,7 +144,7 @@ mod tests {
 
     #[test]
     fn all_covers_every_pod_but_the_excluded() {
-        let p = FingerprintPolicy::new(Some(Method::All), &["kube-system/*".into()]).unwrap();
+        let p = FingerprintPolicy::new(Some(Method::All), &["kube-system/*".into()]);
         let pods = [pod("default", "a", &[]), pod("kube-system", "dns", &[])];
         assert_eq!(
             p.compute(&pods),
@@ -133,28 +158,21 @@ mod tests {
             "kube-system/*".to_owned(),
             "monitoring/node-{a,b}".to_owned(),
         ];
-        let p = FingerprintPolicy::new(Some(Method::All), &ex).unwrap();
+        let p = FingerprintPolicy::new(Some(Method::All), &ex);
         assert_eq!(
             p.exclude_attribute().as_deref(),
             Some("kube-system/* monitoring/node-{a,b}")
         );
         assert_eq!(
-            FingerprintPolicy::new(Some(Method::All), &[])
-                .unwrap()
-                .exclude_attribute(),
+            FingerprintPolicy::new(Some(Method::All), &[]).exclude_attribute(),
             None
         );
-        assert_eq!(
-            FingerprintPolicy::new(None, &ex)
-                .unwrap()
-                .exclude_attribute(),
-            None
-        );
+        assert_eq!(FingerprintPolicy::new(None, &ex).exclude_attribute(), None);
     }
 
     #[test]
     fn exclusive_method_covers_only_pinned_pods() {
-        let p = FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap();
+        let p = FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]);
         let pods = [
             pod("default", "shared", &[]),
             pod("default", "pinned", &[2, 3]),
@@ -167,15 +185,89 @@ mod tests {
 
     #[test]
     fn disabled_publishes_nothing() {
-        let p = FingerprintPolicy::new(None, &[]).unwrap();
+        let p = FingerprintPolicy::new(None, &[]);
         assert_eq!(p.compute(&[pod("a", "b", &[1])]), None);
     }
 
+    /// A bad entry does not stop the agent: it is left out, said why, and not
+    /// published; the good entries still apply.
     #[test]
-    fn malformed_excludes_are_refused() {
-        for bad in ["no-slash", "a/b/c", "/x", "x/", "ns/[unclosed", "ns/a b"] {
-            let err = FingerprintPolicy::new(Some(Method::All), &[bad.into()]).unwrap_err();
-            assert!(err.to_string().contains(bad), "{err}");
+    fn malformed_excludes_are_left_out_and_the_rest_applies() {
+        for bad in [
+            "no-slash",
+            "a/b/c",
+            "/x",
+            "x/",
+            "ns/[unclosed",
+            "ns/a b",
+            "ns/{a",
+            "ns/x\\",
+        ] {
+            let list = [bad.to_owned(), "kube-system/*".to_owned()];
+            let p = FingerprintPolicy::new(Some(Method::All), &list);
+            assert_eq!(p.ignored().len(), 1, "{bad}: {:?}", p.ignored());
+            assert!(p.ignored()[0].contains(bad), "{:?}", p.ignored());
+            assert_eq!(p.exclude_attribute().as_deref(), Some("kube-system/*"));
+            assert!(!p.covers(&pod("kube-system", "dns", &[])));
+            assert!(p.covers(&pod("default", "app", &[])));
+        }
+    }
+
+    /// The regular expressions of the CRD's `excludePods` rules, CEL string escapes
+    /// undone, anchors dropped (the generator below matches whole strings).
+    fn crd_exclude_patterns() -> Vec<String> {
+        use kube::CustomResourceExt;
+        fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(map) => {
+                    if let (Some(rule), Some(message)) = (
+                        map.get("rule").and_then(|r| r.as_str()),
+                        map.get("message").and_then(|m| m.as_str()),
+                    ) && message.contains("excludePods")
+                        && let Some((_, rest)) = rule.split_once("p.matches('")
+                        && let Some((regex, _)) = rest.rsplit_once("'))")
+                    {
+                        let regex = regex.replace("\\\\", "\\");
+                        let regex = regex.trim_start_matches('^').trim_end_matches('$');
+                        out.push(regex.to_owned());
+                    }
+                    map.values().for_each(|v| walk(v, out));
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let crd = serde_json::to_value(tas_api::tas::TopologyAwareScheduling::crd()).unwrap();
+        let mut out = Vec::new();
+        walk(&crd, &mut out);
+        out
+    }
+
+    /// Whatever the CRD admits in `excludePods` (top level and per group), the agent
+    /// compiles: entries generated from the rules' own regular expressions all become
+    /// globs, so no stored object can make every agent leave an entry out.
+    #[test]
+    fn every_exclude_the_crd_admits_compiles() {
+        use proptest::test_runner::{Config, TestRunner};
+        let patterns = crd_exclude_patterns();
+        assert_eq!(
+            patterns.len(),
+            2,
+            "the top-level and the group rule: {patterns:?}"
+        );
+        for regex in patterns {
+            let entries = proptest::string::string_regex(&regex).unwrap();
+            let mut runner = TestRunner::new(Config::with_cases(3000));
+            runner
+                .run(&entries, |entry| {
+                    proptest::prop_assert!(
+                        exclude_glob(&entry).is_ok(),
+                        "{entry:?}: {:?}",
+                        exclude_glob(&entry).err()
+                    );
+                    Ok(())
+                })
+                .unwrap_or_else(|e| panic!("{regex}: {e}"));
         }
     }
 }

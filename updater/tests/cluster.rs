@@ -124,7 +124,7 @@ async fn start_with_heartbeat(
     };
     let cfg = AgentConfig {
         mode,
-        fingerprint: FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]).unwrap(),
+        fingerprint: FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]),
         heartbeat_period,
         ..agent_config(&name, dir.path(), source, period)
     };

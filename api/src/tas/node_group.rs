@@ -107,7 +107,7 @@ pub struct NodeGroupUpdater {
     /// Pods left out of the fingerprint (replaces, not extends, `spec.updater.excludePods`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(max = 253)))]
-    #[x_kube(validation = Rule::new("self.all(p, p.matches('^[^/ ]+/[^/ ]+$'))").message("spec.nodeGroups[].updater.excludePods entries must look like 'namespace/name' (globs allowed)"))]
+    #[x_kube(validation = Rule::new(r#"self.all(p, p.matches('^([^/\\s\\[\\]{}\\\\]|\\[!?[^/\\s\\[\\]\\\\^!-]+\\]|\\{[^/\\s\\[\\]{}\\\\]+\\})+/([^/\\s\\[\\]{}\\\\]|\\[!?[^/\\s\\[\\]\\\\^!-]+\\]|\\{[^/\\s\\[\\]{}\\\\]+\\})+$'))"#).message("spec.nodeGroups[].updater.excludePods entries must look like 'namespace/name' (globs: *, ?, [class] without ranges, {a,b} without nesting)"))]
     pub exclude_pods: Option<Vec<String>>,
     /// Tolerations for this group's agents (replaces `spec.updater.tolerations`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

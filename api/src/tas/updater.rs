@@ -41,10 +41,11 @@ pub struct UpdaterSpec {
     pub kubelet: KubeletPaths,
 
     /// Pods left out of the fingerprint, as `namespace/name` globs (`*` matches any run
-    /// of characters), e.g. `kube-system/*`.
+    /// of characters, `?` one, `[abc]` or `[!abc]` one of a set without ranges, `{a,b}`
+    /// either word), e.g. `kube-system/*`. Only globs every agent compiles are accepted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(length(max = 253)))]
-    #[x_kube(validation = Rule::new("self.all(p, p.matches('^[^/ ]+/[^/ ]+$'))").message("spec.updater.excludePods entries must look like 'namespace/name' (globs allowed), e.g. 'kube-system/*'"))]
+    #[x_kube(validation = Rule::new(r#"self.all(p, p.matches('^([^/\\s\\[\\]{}\\\\]|\\[!?[^/\\s\\[\\]\\\\^!-]+\\]|\\{[^/\\s\\[\\]{}\\\\]+\\})+/([^/\\s\\[\\]{}\\\\]|\\[!?[^/\\s\\[\\]\\\\^!-]+\\]|\\{[^/\\s\\[\\]{}\\\\]+\\})+$'))"#).message("spec.updater.excludePods entries must look like 'namespace/name' (globs: *, ?, [class] without ranges, {a,b} without nesting), e.g. 'kube-system/*'"))]
     pub exclude_pods: Vec<String>,
 
     /// Tolerations of the agent's pods. Default: none beyond the ones every DaemonSet pod

@@ -170,6 +170,24 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "spec.updater.excludePods entries must look like 'namespace/name'",
         ),
         (
+            "exclude glob the agent cannot compile",
+            "default",
+            json!({"updater": {"excludePods": ["ns/[unclosed"]}}),
+            "spec.updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
+            "exclude glob whose set is never closed",
+            "default",
+            json!({"updater": {"excludePods": ["ns/[^]"]}}),
+            "spec.updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
+            "exclude glob with a reversed range",
+            "default",
+            json!({"updater": {"excludePods": ["ns/[z-a]"]}}),
+            "spec.updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
             "podResourcesDir absolute",
             "default",
             json!({"updater": {"kubelet": {"podResourcesDir": "var/lib"}}}),
@@ -209,6 +227,12 @@ async fn every_schema_rule_refuses_a_bad_object_naming_the_field() {
             "group excludes",
             "default",
             json!({"nodeGroups": [{"name": "a", "updater": {"excludePods": ["x"]}}]}),
+            "spec.nodeGroups[].updater.excludePods entries must look like 'namespace/name'",
+        ),
+        (
+            "group exclude glob the agent cannot compile",
+            "default",
+            json!({"nodeGroups": [{"name": "a", "updater": {"excludePods": ["ns/{a,{b}}"]}}]}),
             "spec.nodeGroups[].updater.excludePods entries must look like 'namespace/name'",
         ),
         (
@@ -455,7 +479,7 @@ async fn a_full_object_is_accepted() {
             "image": "example.test/tas-updater:v1",
             "refresh": {"mode": "Events", "period": "1m30s", "debounce": "0s"},
             "podsFingerprint": "All",
-            "excludePods": ["kube-system/*", "monitoring/node-exporter-*"],
+            "excludePods": ["kube-system/*", "monitoring/node-exporter-*", "ns/pod-[!0]", "ns/{a,b}-?"],
         },
         "nodeGroups": [
             {"name": "workers", "nodeSelector": {"matchLabels": {"numa": "true"}}},

@@ -82,10 +82,18 @@ impl Env {
         )
         .expect("valid config");
         let client = self.client.clone();
-        // Plain HTTP (as `--insecure-http`): the service proxy reaches it with scheme http.
-        let addr = tas_runtime::http::Endpoint::insecure(
-            format!("0.0.0.0:{}", self.http_port).parse().expect("addr"),
-        );
+        // HTTPS with the reviews every TAS binary makes (as without `--insecure-http`):
+        // the service proxy reaches it with scheme https, and `/debug/reservations`
+        // answers only a token allowed to read it.
+        let addr = tas_runtime::http::Endpoint {
+            address: format!("0.0.0.0:{}", self.http_port).parse().expect("addr"),
+            security: tas_runtime::http::Security::Secure {
+                cert: tas_runtime::http::CertSource::SelfSigned {
+                    names: vec!["localhost".into()],
+                },
+                authorizer: tas_runtime::http::Authorizer::new(self.client.clone()),
+            },
+        };
         self.scope.spawn(async move {
             let r =
                 tas_scheduler::run::run(client, settings, addr, "test".into(), "default".into())
@@ -189,9 +197,8 @@ impl Env {
                 SERVICE,
                 "--scheduler-port",
                 PORT_NAME,
-                // The in-process scheduler serves plain HTTP (as --insecure-http).
                 "--scheduler-scheme",
-                "http",
+                "https",
             ])
             .env_remove("KUBECONFIG")
             .output()

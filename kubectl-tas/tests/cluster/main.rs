@@ -7,12 +7,12 @@ mod env;
 use env::{Env, PORT_NAME, SERVICE, TIMEOUT, env};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use kubectl_tas::connect::BearerToken;
 use kubectl_tas::proxy::SchedulerService;
 use serde_json::{Value, json};
 use tas_api::tas::TopologyAwareScheduling;
 use tas_scheduler::debug::ReservationsReport;
 use tas_testcluster::{wait_event_note, wait_for};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_conditions_node_groups_and_stale_nodes() {
@@ -61,28 +61,23 @@ async fn status_shows_conditions_node_groups_and_stale_nodes() {
     assert_eq!(json["conditions"][1]["reason"], "NRTStale");
 }
 
-/// `GET path` on the scheduler's own port: status and body.
-async fn get_direct(port: u16, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+/// `GET path` on the scheduler's own port, over TLS with `token`: status and body.
+async fn get_direct(port: u16, path: &str, token: &str) -> (u16, String) {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    tas_testcluster::https_get(addr, path, Some(token))
         .await
-        .unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    (
-        head.split(' ').nth(1).unwrap().parse().unwrap(),
-        body.to_owned(),
-    )
+        .expect("an HTTPS answer")
 }
 
-fn service(env: &Env) -> SchedulerService {
+/// The scheduler's Service, shown `token` (the kubeconfig user's, as `kubectl tas`
+/// does).
+fn service(env: &Env, token: Option<String>) -> SchedulerService {
     SchedulerService {
         namespace: env.ns.clone(),
         name: SERVICE.into(),
         port: PORT_NAME.into(),
-        scheme: String::new(),
+        scheme: "https".into(),
+        token: token.map(BearerToken),
     }
 }
 
@@ -114,9 +109,19 @@ async fn nodes_and_explain_see_the_reservations_the_scheduler_holds() {
     let big = env.pod(6, &env.scheduler).await;
     assert_eq!(env.wait_bound(&big).await, a);
 
-    // The debug endpoint through the API server's service proxy.
+    // The debug endpoint through the API server's service proxy: refused without a
+    // token (the proxy sends no credentials of its own), answered to the admin's token
+    // carried in the proxy-safe header.
     let client = env.client.clone();
-    let svc = service(&env);
+    let admin_token = env.cluster.admin_token().expect("the admin token");
+    let anonymous = service(&env, None).reservations(&client).await;
+    assert!(
+        anonymous
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("401")),
+        "{anonymous:?}"
+    );
+    let svc = service(&env, Some(admin_token.clone()));
     let report: ReservationsReport =
         wait_for("the reservation on a, via the proxy", TIMEOUT, || async {
             let r = svc.reservations(&client).await?;
@@ -144,7 +149,7 @@ async fn nodes_and_explain_see_the_reservations_the_scheduler_holds() {
         "6 of 6 free CPUs held on every zone: {on_a:?}"
     );
     // The same answer on the scheduler's own port.
-    let (code, body) = get_direct(env.http_port, "/debug/reservations").await;
+    let (code, body) = get_direct(env.http_port, "/debug/reservations", &admin_token).await;
     assert_eq!(code, 200, "{body}");
     let direct: ReservationsReport = serde_json::from_str(&body).unwrap();
     let held = |r: &ReservationsReport| {

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `/healthz` | `200 ok` while the process serves at all (liveness), to anyone |
 //! | `/readyz` | `200 ok` when [`Readiness`] says ready, else `503 not ready`; the reason only to a caller allowed to `get` `/metrics` |
-//! | `/metrics` | the [`Metrics`] text, OpenMetrics format, to a caller allowed to `get` `/metrics` (401 without a valid token, 403 without the permission) |
+//! | `/metrics` | the [`Metrics`] text, OpenMetrics format, to a caller allowed to `get` `/metrics` (401 without a valid token, 403 without the permission, 429 while too many unknown tokens are being reviewed) |
 //!
 //! By default ([`Security::Secure`]) the server speaks TLS only ([`tls`]: certificate
 //! files, or self-signed at start) and asks the API server about each caller's bearer
@@ -12,13 +12,15 @@
 //! kubelet's probes keep working on the same port: HTTPS probes skip certificate
 //! verification and send no credentials, and `/healthz` and `/readyz` need none.
 //! [`Security::Insecure`] (plain HTTP, no authentication) exists only behind an
-//! explicit flag, for a trusted network or a proxy in front.
+//! explicit flag, for a trusted network or a proxy in front. At most
+//! [`MAX_CONNECTIONS`] TLS connections are open at once; more are closed on accept.
 //!
 //! The component keeps a [`Readiness`] clone and flips it; the server only reads it.
 //! A component adds its own routes (e.g. the scheduler's `/debug/reservations`) with
-//! [`serve_with`]: they are served on the same listener, over the same TLS, but without
-//! the `/metrics` authorisation (the API server's service proxy, which sends no
-//! credentials, must reach them; they carry no secrets).
+//! [`serve_with`]: they are served on the same listener, over the same TLS, and each
+//! only to a caller allowed to `get` its own path (a non-resource URL, as for
+//! `/metrics`). Through the API server's service proxy, which keeps no `Authorization`
+//! header, the token travels in [`auth::PROXIED_AUTHORIZATION`].
 
 pub mod auth;
 mod metrics;
@@ -31,8 +33,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -41,7 +44,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-pub use auth::{Authorizer, Decision};
+pub use auth::{AuthError, Authorizer, Decision, Limits as AuthLimits};
 pub use metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 pub use readiness::Readiness;
 pub use tls::{CertSource, TlsError};
@@ -51,6 +54,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// After shutdown, how long open connections get to finish the request in flight (an
 /// idle keep-alive connection is closed at once); then they are cut.
 pub const CONNECTION_DRAIN: Duration = Duration::from_secs(5);
+/// TLS connections open at most (each holds a task and its buffers; scrapers and
+/// probes need a handful). A connection past the bound is closed as soon as accepted.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// Whether and how callers are checked.
 #[derive(Debug, Clone)]
@@ -130,15 +136,18 @@ struct AppState {
 /// The routes, for embedding in a larger server. Without an `authorizer`, `/metrics`
 /// is open (the [`Security::Insecure`] mode).
 pub fn router(metrics: Metrics, readiness: Readiness, authorizer: Option<Authorizer>) -> Router {
+    routes().with_state(AppState {
+        metrics,
+        readiness,
+        authorizer,
+    })
+}
+
+fn routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(AppState {
-            metrics,
-            readiness,
-            authorizer,
-        })
 }
 
 /// Binds `addr` and serves until the process ends (or the socket fails).
@@ -238,8 +247,22 @@ pub async fn serve_on_with(
                 ?addr,
                 "serving /healthz, /readyz and /metrics over HTTPS (/metrics authorised by the API server)"
             );
-            let app = router(metrics, readiness, Some(authorizer)).merge(extra);
-            serve_tls(listener, acceptor, app, shutdown).await
+            let state = AppState {
+                metrics,
+                readiness,
+                authorizer: Some(authorizer),
+            };
+            // (axum refuses a route layer on a router without routes.)
+            let extra = if extra.has_routes() {
+                extra.route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    authorize_route,
+                ))
+            } else {
+                extra
+            };
+            let app = routes().with_state(state).merge(extra);
+            serve_tls(listener, acceptor, app, shutdown, MAX_CONNECTIONS).await
         }
     }
 }
@@ -255,8 +278,10 @@ async fn serve_tls(
     acceptor: TlsAcceptor,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    max_connections: usize,
 ) -> Result<(), ServeError> {
     tokio::pin!(shutdown);
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections));
     let (closing_tx, closing) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -274,11 +299,19 @@ async fn serve_tls(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             () = &mut shutdown => break,
         };
+        let Ok(place) = places.clone().try_acquire_owned() else {
+            // Refused before the handshake, so a flood of idle connections costs a
+            // socket each only until they are dropped here.
+            debug!(%peer, max_connections, "too many open connections; closing a new one");
+            drop(stream);
+            continue;
+        };
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         let mut closing = closing.clone();
         // Each handshake on its own task, so that a slow client stalls nobody else.
         connections.spawn(async move {
+            let _place = place;
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
@@ -319,25 +352,53 @@ async fn serve_tls(
     Ok(())
 }
 
+/// The caller's bearer token: from `Authorization`, else from the header the API
+/// server's service proxy passes on.
+fn request_token(headers: &HeaderMap) -> Option<&str> {
+    [header::AUTHORIZATION.as_str(), auth::PROXIED_AUTHORIZATION]
+        .into_iter()
+        .find_map(|name| auth::bearer_token(headers.get(name).and_then(|v| v.to_str().ok())))
+}
+
 /// The caller's decision for `path`, or the response refusing it.
 async fn authorize(state: &AppState, headers: &HeaderMap, path: &str) -> Result<(), Response> {
     let Some(authorizer) = &state.authorizer else {
         return Ok(());
     };
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    match authorizer.decide(auth::bearer_token(header), path).await {
+    match authorizer.decide(request_token(headers), path).await {
         Ok(Decision::Allowed) => Ok(()),
         Ok(Decision::Unauthenticated) => {
             Err((StatusCode::UNAUTHORIZED, "Unauthorized").into_response())
         }
         Ok(Decision::Forbidden) => Err((StatusCode::FORBIDDEN, "Forbidden").into_response()),
+        Err(AuthError::Busy) => {
+            debug!("refusing a request: too many token reviews");
+            let mut refused =
+                (StatusCode::TOO_MANY_REQUESTS, "too many token reviews").into_response();
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            Err(refused)
+        }
         Err(e) => {
             warn!(error = %e, "cannot authorise a request");
             Err((StatusCode::SERVICE_UNAVAILABLE, "authorization unavailable").into_response())
         }
     }
+}
+
+/// A component's own route: only for a caller allowed to `get` the route's path (the
+/// route as declared, so that the permission names what the caller reads).
+async fn authorize_route(
+    State(state): State<AppState>,
+    path: MatchedPath,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Err(refused) = authorize(&state, request.headers(), path.as_str()).await {
+        return refused;
+    }
+    next.run(request).await
 }
 
 async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -348,7 +409,7 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // metrics. Not `get /readyz`: the API server's default ClusterRole
     // system:public-info-viewer grants that to everyone.
     let detailed = state.authorizer.is_some()
-        && headers.contains_key(header::AUTHORIZATION)
+        && request_token(&headers).is_some()
         && authorize(&state, &headers, "/metrics").await.is_ok();
     let body = if detailed {
         reason
@@ -381,210 +442,4 @@ pub fn self_signed_names(identity: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use prometheus_client::metrics::gauge::Gauge;
-    use prometheus_client::registry::Registry;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpStream;
-    use tokio::sync::oneshot;
-
-    use super::*;
-
-    /// A response as seen on the wire: status code, headers (lowercased names), body.
-    struct Reply {
-        status: u16,
-        headers: String,
-        body: String,
-    }
-
-    async fn get(addr: SocketAddr, path: &str) -> Reply {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).await.unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        Reply {
-            status,
-            headers: head.to_ascii_lowercase(),
-            body: body.to_owned(),
-        }
-    }
-
-    #[tokio::test]
-    async fn serves_health_readiness_and_metrics_over_tcp() {
-        let registry = Arc::new(Mutex::new(Registry::default()));
-        let zones: Gauge = Gauge::default();
-        zones.set(2);
-        registry
-            .lock()
-            .unwrap()
-            .register("numa_zones", "NUMA zones seen", zones);
-        let readiness = Readiness::not_ready("caches not synced");
-
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(serve_on(
-            listener,
-            Security::Insecure,
-            Metrics::from(registry),
-            readiness.clone(),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-
-        let health = get(addr, "/healthz").await;
-        assert_eq!((health.status, health.body.as_str()), (200, "ok"));
-
-        let not_ready = get(addr, "/readyz").await;
-        assert_eq!(not_ready.status, 503);
-        assert_eq!(not_ready.body, "not ready", "no internal detail to anyone");
-        readiness.set_ready();
-        let ready = get(addr, "/readyz").await;
-        assert_eq!((ready.status, ready.body.as_str()), (200, "ok"));
-
-        let metrics = get(addr, "/metrics").await;
-        assert_eq!(metrics.status, 200);
-        assert!(
-            metrics
-                .headers
-                .contains("content-type: application/openmetrics-text"),
-            "{}",
-            metrics.headers
-        );
-        assert!(metrics.body.contains("numa_zones 2"), "{}", metrics.body);
-        assert!(metrics.body.ends_with("# EOF\n"), "{}", metrics.body);
-
-        assert_eq!(get(addr, "/nope").await.status, 404);
-
-        stop.send(()).unwrap();
-        server.await.unwrap().unwrap();
-    }
-
-    /// TLS with a self-signed certificate: the probes' paths answer anyone without
-    /// detail, `/metrics` refuses a caller without a token before asking anybody, and
-    /// plain HTTP gets no answer. (Authorised callers: `e2e/tests/admission.rs`.)
-    #[tokio::test]
-    async fn tls_serves_probes_to_anyone_and_metrics_to_no_anonymous_caller() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        // Never reached: no request here needs the API server.
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-        let security = Security::Secure {
-            cert: CertSource::SelfSigned {
-                names: self_signed_names("tas-test"),
-            },
-            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
-        };
-        let readiness = Readiness::not_ready("watch failed: secret internal text");
-        let server = tokio::spawn(serve_on(
-            listener,
-            security,
-            Metrics::none(),
-            readiness.clone(),
-            std::future::pending(),
-        ));
-        let https = |path: &'static str, token: Option<&'static str>| {
-            tas_testcluster::https_get(addr, path, token)
-        };
-        assert_eq!(https("/healthz", None).await.unwrap(), (200, "ok".into()));
-        assert_eq!(
-            https("/readyz", None).await.unwrap(),
-            (503, "not ready".into())
-        );
-        readiness.set_ready();
-        assert_eq!(https("/readyz", None).await.unwrap(), (200, "ok".into()));
-        assert_eq!(https("/metrics", None).await.unwrap().0, 401);
-
-        let mut plain = TcpStream::connect(addr).await.unwrap();
-        plain
-            .write_all(b"GET /healthz HTTP/1.0\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = Vec::new();
-        let _ = plain.read_to_end(&mut answer).await;
-        assert!(
-            !String::from_utf8_lossy(&answer).contains("200"),
-            "plain HTTP is not served"
-        );
-        server.abort();
-    }
-
-    /// A scraper's keep-alive TLS connection, idle between requests, does not outlive
-    /// the server: on shutdown the server closes it and returns.
-    #[tokio::test]
-    async fn shutdown_closes_a_kept_open_tls_connection() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
-        let security = Security::Secure {
-            cert: CertSource::SelfSigned {
-                names: self_signed_names("tas-test"),
-            },
-            authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
-        };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(serve_on(
-            listener,
-            security,
-            Metrics::none(),
-            Readiness::not_ready("starting"),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let mut tls = tas_testcluster::tls_connect_insecure(tcp, addr.ip())
-            .await
-            .unwrap();
-        // HTTP/1.1 without `Connection: close`: the connection stays open after the answer.
-        tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !answer.ends_with(b"ok") {
-            let n = tokio::time::timeout(Duration::from_secs(10), tls.read(&mut buf))
-                .await
-                .expect("an answer")
-                .unwrap();
-            assert!(n > 0, "closed before answering");
-            answer.extend_from_slice(&buf[..n]);
-        }
-        assert!(answer.starts_with(b"HTTP/1.1 200"));
-
-        stop.send(()).unwrap();
-        tokio::time::timeout(CONNECTION_DRAIN + Duration::from_secs(5), server)
-            .await
-            .expect("the server returns after shutdown")
-            .unwrap()
-            .unwrap();
-        // The server closed the connection: end of stream (or a reset), not silence.
-        let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
-            .await
-            .expect("the kept-open connection is closed by the server, not left open");
-        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
-    }
-
-    #[tokio::test]
-    async fn a_failing_metrics_source_answers_500() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let metrics = Metrics::from_fn(|| Err(std::fmt::Error));
-        let readiness = Readiness::not_ready("starting");
-        let server = tokio::spawn(serve_on(
-            listener,
-            Security::Insecure,
-            metrics,
-            readiness,
-            std::future::pending(),
-        ));
-        assert_eq!(get(addr, "/metrics").await.status, 500);
-        server.abort();
-    }
-}
+mod tests;

@@ -1,5 +1,8 @@
 //! [`TopologyCache::inspect`]: a read-only picture of every node the cache knows, for
-//! the scheduler's `/debug/reservations` endpoint and `kubectl tas`.
+//! the scheduler's `/debug/reservations` endpoint and `kubectl tas`. The entries are
+//! copied under the read lock and judged after it is released: hashing every node's
+//! pods for the fingerprint must not hold back the watches and the scheduling cycle,
+//! which write the cache.
 
 use std::time::{Instant, SystemTime};
 
@@ -64,10 +67,16 @@ pub struct ReservationInspection {
 impl TopologyCache {
     /// Every node the cache knows, sorted by name.
     pub fn inspect(&self, now: Instant) -> Vec<NodeInspection> {
-        let state = self.read();
+        let entries: Vec<(String, NodeEntry)> = {
+            let state = self.read();
+            state
+                .nodes
+                .iter()
+                .map(|(name, entry)| (name.clone(), entry.clone()))
+                .collect()
+        };
         let wall = SystemTime::now();
-        let mut out: Vec<NodeInspection> = state
-            .nodes
+        let mut out: Vec<NodeInspection> = entries
             .iter()
             .map(|(name, entry)| {
                 let mut inspection = self.inspect_node(name, entry, now);

@@ -62,8 +62,9 @@ pub enum NrtUpdate {
     Confirmed,
 }
 
-/// One node's cache state; see the module documentation.
-#[derive(Debug, Default)]
+/// One node's cache state; see the module documentation. Cloned only for a picture
+/// taken outside the lock ([`super::TopologyCache::inspect`]).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct NodeEntry {
     /// The latest NRT object observed, accepted into the view or not.
     latest: Option<Arc<NodeResourceTopology>>,

@@ -113,6 +113,9 @@ pub struct Writer {
     fence: Arc<Fence>,
     writes: mpsc::Sender<Envelope>,
     events: EventSender,
+    /// For the reads that settle a write whose outcome is unknown (a bind that timed
+    /// out); never for writes.
+    reads: Client,
 }
 
 impl Writer {
@@ -129,7 +132,7 @@ impl Writer {
         let (lane_tx, lane_rx) = mpsc::channel(LANE_QUEUE);
         let publisher = EventPublisher::new(client.clone(), reporter, instance);
         let task = WriterTask::new(
-            client,
+            client.clone(),
             fence.clone(),
             writes_rx,
             lane_rx,
@@ -140,8 +143,14 @@ impl Writer {
             fence,
             writes: writes_tx,
             events: EventSender::new(lane_tx),
+            reads: client,
         };
         (writer, task)
+    }
+
+    /// A client for reads (see the `reads` field).
+    pub(crate) fn reads(&self) -> Client {
+        self.reads.clone()
     }
 
     /// Fences every write with `leads` from now on (set once; later calls are ignored).

@@ -1,7 +1,8 @@
 //! A plain-HTTP proxy in front of kube-apiserver for one scheduler process: it forwards
 //! every request with the test's own credentials (through `kube::Client::send`), can
 //! start refusing Lease writes with 503 while everything else passes, delays bind
-//! requests, and records when each Lease write and each bind was answered.
+//! requests, and records when each Lease write and each bind reached it and how it was
+//! answered.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -10,7 +11,7 @@ use axum::response::Response;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// One Lease write or bind the API server answered.
@@ -18,9 +19,6 @@ use tokio::time::Instant;
 pub struct Answered {
     /// When the request reached the proxy.
     pub arrived: Instant,
-    /// When the API server's answer came back, on the wall clock (to compare with
-    /// the Lease's `renewTime`, which the scheduler writes from the same clock).
-    pub answered: SystemTime,
     pub status: StatusCode,
 }
 
@@ -142,7 +140,6 @@ async fn forward_detached(inner: Arc<Inner>, request: Request) -> Response {
     if lease_update || bind {
         let answered = Answered {
             arrived,
-            answered: SystemTime::now(),
             status: response.status(),
         };
         let mut record = inner.record.lock().expect("record");

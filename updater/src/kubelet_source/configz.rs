@@ -7,6 +7,7 @@ use kube::Client;
 use serde_json::Value;
 
 use super::{Loaded, Overrides, Problem, document};
+use crate::bounded::{self, CONFIG_LIMIT};
 use crate::kubelet_config::KubeletConfig;
 
 /// The proxy path of `node`'s `/configz`.
@@ -20,12 +21,19 @@ pub async fn fetch(client: &Client, node: &str, overrides: &Overrides) -> Result
     let request = http::Request::get(&path)
         .body(Vec::new())
         .map_err(|e| Problem::new(path.clone(), e.to_string()))?;
-    let text = client.request_text(request).await.map_err(|e| {
+    let unreadable = |e: &dyn std::fmt::Display| {
         Problem::new(
             path.clone(),
             format!("the kubelet's /configz cannot be read through the API server: {e}"),
         )
-    })?;
+    };
+    let answer = client
+        .request_stream(request)
+        .await
+        .map_err(|e| unreadable(&e))?;
+    let text = bounded::read_stream(answer, CONFIG_LIMIT)
+        .await
+        .map_err(|e| unreadable(&e))?;
     parse(&path, &text, overrides)
 }
 
@@ -98,5 +106,35 @@ mod tests {
             assert_eq!(problem.path, "/api/v1/nodes/n1/proxy/configz");
             assert!(problem.message.contains(expect), "{text}: {problem}");
         }
+    }
+
+    /// An answer past [`CONFIG_LIMIT`] (a valid one, padded) is refused, naming the
+    /// endpoint and the limit, instead of being read whole. The "API server" is a bare
+    /// socket: a real one cannot be made to send such an answer on demand.
+    #[tokio::test]
+    async fn an_oversized_answer_is_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let padding = "x".repeat(usize::try_from(CONFIG_LIMIT).unwrap());
+        let body = format!(r#"{{"kubeletconfig":{{}},"padding":"{padding}"}}"#);
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(body.as_bytes()).await;
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let problem = fetch(&client, "n1", &Overrides::default())
+            .await
+            .expect_err("an oversized answer is refused");
+        assert_eq!(problem.path, "/api/v1/nodes/n1/proxy/configz");
+        assert!(problem.message.contains("1048576-byte limit"), "{problem}");
     }
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::known_fields::is_known;
+use crate::bounded::{self, CONFIG_LIMIT};
 
 /// Extension of the drop-in files the kubelet reads.
 pub const DROP_IN_EXTENSION: &str = "conf";
@@ -54,9 +55,9 @@ pub enum DocumentError {
 }
 
 /// Reads the document at `path` (YAML or JSON) as a JSON object; an empty file is an
-/// empty object.
+/// empty object. A file past [`CONFIG_LIMIT`] is refused.
 pub fn read(path: &Path) -> Result<Value, DocumentError> {
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+    let text = bounded::read_file(path, CONFIG_LIMIT).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => DocumentError::NotFound,
         _ => DocumentError::Read(e),
     })?;

@@ -128,6 +128,9 @@ fn bad_input_names_the_file_and_keeps_the_last_good_settings() {
         Some("/var/lib/kubelet/config.yaml")
     );
 
+    // Valid, but past the size bound: a comment pads it.
+    let pad = "#".repeat(usize::try_from(crate::bounded::CONFIG_LIMIT).unwrap());
+    let oversized = format!("{HEADER}topologyManagerPolicy: none\n{pad}\n");
     let cases = [
         (
             "config.yaml",
@@ -152,6 +155,18 @@ fn bad_input_names_the_file_and_keeps_the_last_good_settings() {
             &format!("{HEADER}topologyManagerScope: node\n") as &str,
             "30-value.conf",
             "\"node\"",
+        ),
+        (
+            "config.yaml",
+            &oversized as &str,
+            "config.yaml",
+            "1048576-byte limit",
+        ),
+        (
+            "40-big.conf",
+            &oversized as &str,
+            "40-big.conf",
+            "1048576-byte limit",
         ),
     ];
     for (file, text, path, says) in cases {

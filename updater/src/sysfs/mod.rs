@@ -30,6 +30,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::bounded::{self, SYSFS_LIMIT};
+
 pub use cpulist::{CpuListError, format_cpulist, parse_cpulist};
 pub use hugepages::hugepage_resource_name;
 
@@ -225,17 +227,17 @@ fn parse_list_file(path: &Path, text: &str) -> Result<BTreeSet<u32>, SysfsError>
     })
 }
 
-/// Reads a file that must exist.
+/// Reads a file that must exist (refused past [`SYSFS_LIMIT`]).
 fn read_file(path: &Path) -> Result<String, SysfsError> {
-    std::fs::read_to_string(path).map_err(|source| SysfsError::Read {
+    bounded::read_file(path, SYSFS_LIMIT).map_err(|source| SysfsError::Read {
         path: path.to_owned(),
         source,
     })
 }
 
-/// Reads a file that may be absent.
+/// Reads a file that may be absent (refused past [`SYSFS_LIMIT`]).
 fn read_optional(path: &Path) -> Result<Option<String>, SysfsError> {
-    match std::fs::read_to_string(path) {
+    match bounded::read_file(path, SYSFS_LIMIT) {
         Ok(text) => Ok(Some(text)),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(SysfsError::Read {

@@ -222,6 +222,13 @@ fn malformed_files_are_errors_naming_the_file() {
         "node0/cpulist",
         "not a decimal id",
     );
+    // Valid, but past the size bound: trailing blanks pad it.
+    let padded = format!("2-3{}\n", " ".repeat(70_000));
+    assert_broken(
+        |fake| fake.write("node1/cpulist", &padded),
+        "node1/cpulist",
+        "65536-byte limit",
+    );
     assert_broken(|fake| fake.write("online", "0-\n"), "online", "empty item");
     assert_broken(
         |fake| fake.write("online", "\n"),

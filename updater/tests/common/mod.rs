@@ -71,7 +71,7 @@ pub fn agent_config(
         debounce: Duration::from_millis(50),
         reapply_interval: Duration::from_secs(600),
         heartbeat_period: Duration::from_secs(600),
-        fingerprint: FingerprintPolicy::new(None, &[]).expect("fingerprint policy"),
+        fingerprint: FingerprintPolicy::new(None, &[]),
     }
 }
 
