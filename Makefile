@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds chart cluster-tools test unit-test clean-cluster-tools help images demo bench
+.PHONY: all build lint fmt crds chart cluster-tools test unit-test clean-cluster-tools help images demo bench fuzz
 
 all: build
 
@@ -88,6 +88,26 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins
+
+# Fuzzing (docs/fuzzing.md): nightly and cargo-fuzz, never part of `make test` (the
+# committed corpus is replayed on stable by e2e/tests/fuzz_corpus.rs). Each target runs
+# for FUZZ_TIME seconds in one process, one after another; an input slower than
+# FUZZ_TIMEOUT seconds is a finding like a crash. New inputs go to
+# fuzz/target/corpus/<target>; the committed fuzz/corpus/<target> is only read (merge
+# new inputs with `cargo fuzz cmin` before committing); crashes land in fuzz/artifacts/.
+FUZZ_TIME ?= 60
+FUZZ_TIMEOUT ?= 10
+FUZZ_TARGETS ?= $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs)))
+
+fuzz: ## Run every cargo-fuzz target for a bounded time on nightly (FUZZ_TIME seconds each, FUZZ_TARGETS)
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@for t in $(FUZZ_TARGETS); do \
+		echo "make fuzz: $$t for $(FUZZ_TIME)s"; \
+		mkdir -p "$(CURDIR)/fuzz/target/corpus/$$t" || exit 1; \
+		$(CARGO) +nightly fuzz run $$t "$(CURDIR)/fuzz/target/corpus/$$t" "$(CURDIR)/fuzz/corpus/$$t" -- \
+			-max_total_time=$(FUZZ_TIME) -timeout=$(FUZZ_TIMEOUT) -print_final_stats=1 || \
+			{ echo "make fuzz: $$t failed (input in fuzz/artifacts/$$t/)" >&2; exit 1; }; \
+	done
 
 # Container images (a docker-compatible CLI is needed; the tests do not use images).
 # VERSION defaults to the workspace version, which config/manager's image tags match.

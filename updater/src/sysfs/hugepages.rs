@@ -36,6 +36,38 @@ pub fn hugepage_resource_name(size_kib: u64) -> Option<String> {
         .map(|&(suffix, shift)| format!("hugepages-{}{suffix}", size_kib >> shift))
 }
 
+/// The page size in KiB and the resource name of a pool directory, from the part of its
+/// name after `hugepages-` (`2048kB` → `(2048, "hugepages-2Mi")`); `None` when it is not
+/// a size in kB.
+pub fn parse_pool_dir(size_text: &str) -> Option<(u64, String)> {
+    let size = size_text
+        .strip_suffix("kB")
+        .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|digits| digits.parse::<u64>().ok())?;
+    Some((size, hugepage_resource_name(size)?))
+}
+
+/// The bytes of a pool of `size_kib` KiB pages whose `nr_hugepages` file (at `nr_path`,
+/// named in errors) holds `nr_text`.
+pub fn parse_pool_bytes(nr_path: &Path, nr_text: &str, size_kib: u64) -> Result<u64, SysfsError> {
+    let malformed = |reason: String| SysfsError::Malformed {
+        path: nr_path.to_owned(),
+        reason,
+    };
+    let pages: u64 = nr_text
+        .trim()
+        .parse()
+        .map_err(|_| malformed(format!("expected a page count, found {:?}", nr_text.trim())))?;
+    pages
+        .checked_mul(size_kib)
+        .and_then(|kib| kib.checked_mul(1024))
+        .ok_or_else(|| {
+            malformed(format!(
+                "{pages} pages of {size_kib} kB overflow a byte count"
+            ))
+        })
+}
+
 /// Reads the hugepage pools of one node directory: resource name → total bytes.
 /// A node without a `hugepages` directory (no hugepage support) has none.
 pub(super) fn read_hugepages(node_dir: &Path) -> Result<BTreeMap<String, u64>, SysfsError> {
@@ -63,25 +95,11 @@ pub(super) fn read_hugepages(node_dir: &Path) -> Result<BTreeMap<String, u64>, S
             path: path.clone(),
             reason,
         };
-        let (size_kib, name) = size_text
-            .strip_suffix("kB")
-            .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|digits| digits.parse::<u64>().ok())
-            .and_then(|size| Some((size, hugepage_resource_name(size)?)))
+        let (size_kib, name) = parse_pool_dir(size_text)
             .ok_or_else(|| malformed("expected a directory named hugepages-<size>kB".into()))?;
         let nr_path = path.join("nr_hugepages");
         let nr_text = read_file(&nr_path)?;
-        let pages: u64 = nr_text.trim().parse().map_err(|_| SysfsError::Malformed {
-            path: nr_path.clone(),
-            reason: format!("expected a page count, found {:?}", nr_text.trim()),
-        })?;
-        let bytes = pages
-            .checked_mul(size_kib)
-            .and_then(|kib| kib.checked_mul(1024))
-            .ok_or_else(|| SysfsError::Malformed {
-                path: nr_path,
-                reason: format!("{pages} pages of {size_kib} kB overflow a byte count"),
-            })?;
+        let bytes = parse_pool_bytes(&nr_path, &nr_text, size_kib)?;
         pools.insert(name, bytes);
     }
     Ok(pools)

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use crate::bounded::{self, SYSFS_LIMIT};
 
 pub use cpulist::{CpuListError, format_cpulist, parse_cpulist};
-pub use hugepages::hugepage_resource_name;
+pub use hugepages::{hugepage_resource_name, parse_pool_bytes, parse_pool_dir};
 
 /// Where NUMA nodes live, relative to the sysfs root.
 pub const NODE_DIR: &str = "devices/system/node";
@@ -121,13 +121,7 @@ pub fn discover(sysfs_root: &Path) -> Result<Topology, SysfsError> {
     let Some(online_text) = read_optional(&online_path)? else {
         return Err(SysfsError::NodeListMissing { path: online_path });
     };
-    let online = parse_list_file(&online_path, &online_text)?;
-    if online.is_empty() {
-        return Err(SysfsError::Malformed {
-            path: online_path,
-            reason: "no NUMA node is online".into(),
-        });
-    }
+    let online = parse_online(&online_path, &online_text)?;
     let zones = online
         .iter()
         .map(|&id| read_zone(&node_dir.join(format!("node{id}")), id, &online))
@@ -135,29 +129,75 @@ pub fn discover(sysfs_root: &Path) -> Result<Topology, SysfsError> {
     Ok(Topology { zones })
 }
 
-/// Reads one online node's directory.
-fn read_zone(dir: &Path, id: u32, online: &BTreeSet<u32>) -> Result<Zone, SysfsError> {
-    let cpulist_path = dir.join("cpulist");
-    let cpus = parse_list_file(&cpulist_path, &read_file(&cpulist_path)?)?;
+/// The text of one online node's files, as [`discover`] reads them; `None` for a file
+/// that is absent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeFiles<'a> {
+    /// `cpulist` (required).
+    pub cpulist: &'a str,
+    /// `meminfo`.
+    pub meminfo: Option<&'a str>,
+    /// `distance`.
+    pub distance: Option<&'a str>,
+}
 
-    let meminfo_path = dir.join("meminfo");
-    let memory_bytes = match read_optional(&meminfo_path)? {
-        Some(text) => parse_mem_total(&meminfo_path, &text)?,
+/// Parses the `online` file at `path`: the ids of the online NUMA nodes, at least one.
+///
+/// [`discover`] reads the files and calls this and [`parse_zone`]; they are public so
+/// that what the kernel (or whatever is mounted in its place) writes can be checked
+/// without a directory tree, as the fuzz targets do.
+pub fn parse_online(path: &Path, text: &str) -> Result<BTreeSet<u32>, SysfsError> {
+    let online = parse_list_file(path, text)?;
+    if online.is_empty() {
+        return Err(SysfsError::Malformed {
+            path: path.to_owned(),
+            reason: "no NUMA node is online".into(),
+        });
+    }
+    Ok(online)
+}
+
+/// Parses the files of online node `id`, whose directory `dir` names them in errors;
+/// `online` are the ids [`parse_online`] returned (the columns of `distance`). The zone
+/// has no hugepage pools: those are directories ([`hugepages`]).
+pub fn parse_zone(
+    dir: &Path,
+    id: u32,
+    online: &BTreeSet<u32>,
+    files: NodeFiles<'_>,
+) -> Result<Zone, SysfsError> {
+    let cpus = parse_list_file(&dir.join("cpulist"), files.cpulist)?;
+    let memory_bytes = match files.meminfo {
+        Some(text) => parse_mem_total(&dir.join("meminfo"), text)?,
         None => 0,
     };
-
-    let distance_path = dir.join("distance");
-    let distances = match read_optional(&distance_path)? {
-        Some(text) => parse_distances(&distance_path, &text, online)?,
+    let distances = match files.distance {
+        Some(text) => parse_distances(&dir.join("distance"), text, online)?,
         None => BTreeMap::new(),
     };
-
     Ok(Zone {
         id,
         cpus,
         memory_bytes,
-        hugepages: hugepages::read_hugepages(dir)?,
+        hugepages: BTreeMap::new(),
         distances,
+    })
+}
+
+/// Reads one online node's directory.
+fn read_zone(dir: &Path, id: u32, online: &BTreeSet<u32>) -> Result<Zone, SysfsError> {
+    let cpulist = read_file(&dir.join("cpulist"))?;
+    let meminfo = read_optional(&dir.join("meminfo"))?;
+    let distance = read_optional(&dir.join("distance"))?;
+    let files = NodeFiles {
+        cpulist: &cpulist,
+        meminfo: meminfo.as_deref(),
+        distance: distance.as_deref(),
+    };
+    let zone = parse_zone(dir, id, online, files)?;
+    Ok(Zone {
+        hugepages: hugepages::read_hugepages(dir)?,
+        ..zone
     })
 }
 

@@ -1,0 +1,387 @@
+//! One function per fuzz target: the fuzzer's bytes in, one parser of untrusted input
+//! run the way the product runs it. None of them may panic, overflow, hang or allocate
+//! without bound on any input; the few `assert!`s check properties the product relies on
+//! (what a formatter writes parses back, an accepted object has consistent amounts).
+//!
+//! Inputs made of several texts (a kubelet config and its drop-ins, the files of a sysfs
+//! node) separate them with NUL bytes, which none of those formats holds; the
+//! podresources input is a little-endian `u16` length, then one protobuf message of that
+//! length, then another.
+//!
+//! This file is compiled by the `tas-fuzz` package (nightly, libFuzzer) and by the
+//! workspace's corpus replay test (`e2e/tests/fuzz_corpus.rs`, stable), so it names
+//! only crates both depend on.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use prost::Message;
+use serde_json::{Value, json};
+use tas_api::fingerprint::Method;
+use tas_api::labels::Selector;
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::nrt::{NrtQuantity, TopologyManagerPolicy, TopologyManagerScope};
+use tas_api::{duration, quantity};
+use tas_scheduler::numa::{NodeTopology, PodRequest};
+use tas_updater::accounting::{self, AccountingOptions};
+use tas_updater::kubelet_config::KubeletConfig;
+use tas_updater::kubelet_source::{Overrides, configz, document};
+use tas_updater::nrt_object::{self, NodeRef, Observed};
+use tas_updater::podresources::v1;
+use tas_updater::pods_fingerprint::FingerprintPolicy;
+use tas_updater::sysfs::{self, NodeFiles, Topology, Zone};
+
+/// A target's entry point: the fuzzer's bytes in, a panic only on a bug.
+pub type Entry = fn(&[u8]);
+
+/// Every target, by name: the directory of its corpus under `fuzz/corpus/` and its entry.
+pub const TARGETS: [(&str, Entry); 9] = [
+    ("nrt", nrt),
+    ("pod_request", pod_request),
+    ("kubelet_config", kubelet_config),
+    ("sysfs", sysfs),
+    ("quantity", quantity),
+    ("duration", duration),
+    ("bearer", bearer),
+    ("podresources", podresources),
+    ("label_selector", label_selector),
+];
+
+/// A NodeResourceTopology object as the scheduler's watch receives it (JSON), through
+/// its sanity check and into its topology view; an accepted view then has the fixed
+/// pods of [`pods`] fitted onto it.
+pub fn nrt(data: &[u8]) {
+    let Ok(nrt) = serde_json::from_slice::<NodeResourceTopology>(data) else {
+        return;
+    };
+    let Ok(node) = NodeTopology::from_nrt(&nrt) else {
+        return;
+    };
+    for &zone in node.numa_ids() {
+        for resource in node.resource_names() {
+            let amounts = (
+                node.available(zone, resource),
+                node.allocatable(zone, resource),
+                node.capacity(zone, resource),
+            );
+            if let (Some(available), Some(allocatable), Some(capacity)) = amounts {
+                // What the sanity check promises the filter.
+                assert!(
+                    available <= allocatable && allocatable <= capacity,
+                    "zone {zone} {resource}: {amounts:?}"
+                );
+            }
+        }
+        for &to in node.numa_ids() {
+            let _ = node.distance(zone, to);
+        }
+    }
+    for pod in pods() {
+        let _ = tas_scheduler::numa::fit(&node, pod, &|_| false);
+    }
+}
+
+/// A pod as the scheduler's watch receives it (JSON), its requests parsed and fitted
+/// onto a fixed two-zone node.
+pub fn pod_request(data: &[u8]) {
+    let Ok(pod) = serde_json::from_slice::<Pod>(data) else {
+        return;
+    };
+    let Ok(request) = PodRequest::from_pod(&pod) else {
+        return;
+    };
+    let _ = tas_scheduler::numa::fit(two_zone_node(), &request, &|_| false);
+}
+
+/// A kubelet config file and its drop-ins (NUL-separated), merged as
+/// `SourceConfig::read_files` merges them; the first text is also read on its own as a
+/// config file and as a `/configz` answer, with and without the CR's overrides.
+pub fn kubelet_config(data: &[u8]) {
+    let texts = split(data);
+    let Some((file, drop_ins)) = texts.split_first() else {
+        return;
+    };
+    let _ = KubeletConfig::from_yaml(file);
+    let mut merged = match document::parse(file) {
+        Ok(doc) => {
+            check_document(&doc, false);
+            doc
+        }
+        Err(_) => Value::Object(serde_json::Map::new()),
+    };
+    for text in drop_ins {
+        if let Ok(doc) = document::parse(text) {
+            check_document(&doc, true);
+            document::merge_patch(&mut merged, doc);
+        }
+    }
+    if let Ok(config) = KubeletConfig::from_value(merged) {
+        let _ = config.topology_manager_config();
+        let _ = config.resource_managers_config();
+    }
+    let overrides = Overrides {
+        policy: Some(TopologyManagerPolicy::SingleNumaNode),
+        scope: Some(TopologyManagerScope::Pod),
+        options: Some(BTreeMap::from([(
+            "prefer-closest-numa-nodes".to_owned(),
+            "true".to_owned(),
+        )])),
+    };
+    for overrides in [Overrides::default(), overrides] {
+        let _ = configz::parse("/configz", file, &overrides);
+    }
+}
+
+/// What the agent checks of each document before merging it.
+fn check_document(doc: &Value, drop_in: bool) {
+    let _ = document::check(doc, drop_in);
+    let _ = KubeletConfig::from_value(doc.clone());
+}
+
+/// The files of a sysfs NUMA node, NUL-separated: `online`, then one node's `cpulist`,
+/// `meminfo` and `distance`, then a hugepages directory's size (`2048kB`) and its
+/// `nr_hugepages`. Absent texts are absent files.
+pub fn sysfs(data: &[u8]) {
+    let texts = split(data);
+    let text = |i: usize| texts.get(i).map(|t| t.as_ref());
+    let node_dir = Path::new("/sys/devices/system/node/node0");
+    if let Ok(online) = sysfs::parse_online(Path::new("online"), text(0).unwrap_or_default()) {
+        // One parse per online node, as `discover` does; four are enough to reach every
+        // branch, and the parse does not depend on the id beyond naming it.
+        for &id in online.iter().take(4) {
+            let files = NodeFiles {
+                cpulist: text(1).unwrap_or_default(),
+                meminfo: text(2),
+                distance: text(3),
+            };
+            if let Ok(zone) = sysfs::parse_zone(node_dir, id, &online, files) {
+                assert_eq!(
+                    sysfs::parse_cpulist(&sysfs::format_cpulist(&zone.cpus)).as_ref(),
+                    Ok(&zone.cpus),
+                    "a formatted cpu list parses back"
+                );
+            }
+        }
+    }
+    if let Some((size_kib, name)) = text(4).and_then(sysfs::parse_pool_dir) {
+        assert_eq!(sysfs::hugepage_resource_name(size_kib), Some(name));
+        let _ = sysfs::parse_pool_bytes(
+            &node_dir.join("nr_hugepages"),
+            text(5).unwrap_or_default(),
+            size_kib,
+        );
+    }
+}
+
+/// A resource quantity (`2Gi`, `1500m`, `1e3`) in both units, and as an NRT amount
+/// (a JSON string or number).
+pub fn quantity(data: &[u8]) {
+    if let Ok(amount) = serde_json::from_slice::<NrtQuantity>(data) {
+        let _ = (amount.value(), amount.milli_value());
+    }
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let value = quantity::parse_value(text);
+    let milli = quantity::parse_milli(text);
+    if let Ok(value) = value {
+        assert_eq!(
+            quantity::parse_value(&quantity::format_value(value)),
+            Ok(value)
+        );
+    }
+    if let Ok(milli) = milli {
+        assert_eq!(
+            quantity::parse_milli(&quantity::format_milli(milli)),
+            Ok(milli)
+        );
+    }
+    if let (Ok(value), Ok(milli)) = (value, milli) {
+        // Both round the exact amount away from zero, so whole units are the
+        // milli-units rounded the same way.
+        let whole = milli / 1000 + (milli % 1000).signum();
+        assert_eq!(value, whole, "{text:?}: {milli} milli-units");
+    }
+}
+
+/// A Go-style duration (`1m30s`), as the CR, the config files and flags carry them.
+pub fn duration(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(parsed) = duration::parse(text) {
+        let formatted = duration::format(parsed);
+        let back = duration::parse(&formatted);
+        assert!(
+            back.is_ok(),
+            "{formatted:?} (from {text:?}) does not parse back"
+        );
+    }
+}
+
+/// An `Authorization` header value, as the metrics endpoint receives it.
+pub fn bearer(data: &[u8]) {
+    let Ok(header) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Some(token) = tas_runtime::http::auth::bearer_token(Some(header)) {
+        assert!(!token.is_empty() && token == token.trim(), "{token:?}");
+    }
+}
+
+/// The kubelet's `GetAllocatableResources` and `List` answers (protobuf), accounted on a
+/// fixed two-zone sysfs topology, fingerprinted, published as the agent's NRT object,
+/// and that object read by the scheduler.
+pub fn podresources(data: &[u8]) {
+    let Some((head, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let len = usize::from(u16::from_le_bytes(*head)).min(rest.len());
+    let (allocatable, list) = rest.split_at(len);
+    let Ok(allocatable) = v1::AllocatableResourcesResponse::decode(allocatable) else {
+        return;
+    };
+    let Ok(list) = v1::ListPodResourcesResponse::decode(list) else {
+        return;
+    };
+    let topology = two_zone_sysfs();
+    let resources = accounting::compute(
+        &topology,
+        &allocatable,
+        &list.pod_resources,
+        &AccountingOptions {
+            reserved_cpus: BTreeSet::from([0]),
+        },
+    );
+    for amounts in resources
+        .zones
+        .iter()
+        .flat_map(|zone| &zone.resources)
+        .chain(&resources.unattached_devices)
+    {
+        assert!(amounts.available <= amounts.allocatable, "{amounts:?}");
+    }
+    let Ok(policy) = FingerprintPolicy::new(
+        Some(Method::WithExclusiveResources),
+        &["kube-system/*".to_owned()],
+    ) else {
+        return;
+    };
+    let fingerprint = policy.compute(&list.pod_resources).zip(policy.method());
+    let nrt = publish(
+        &topology,
+        &resources,
+        &KubeletConfig::default(),
+        fingerprint,
+    );
+    let _ = NodeTopology::from_nrt(&nrt);
+}
+
+/// The NRT object the agent publishes.
+fn publish(
+    topology: &Topology,
+    resources: &accounting::NodeResources,
+    kubelet: &KubeletConfig,
+    fingerprint: Option<(String, Method)>,
+) -> NodeResourceTopology {
+    nrt_object::build(&Observed {
+        node: &NodeRef {
+            name: "node-a".to_owned(),
+            uid: String::new(),
+        },
+        topology,
+        resources,
+        topology_manager: kubelet.topology_manager_config(),
+        resource_managers: &kubelet.resource_managers_config(),
+        fingerprint,
+    })
+}
+
+/// A label selector and a label set, as `{"selector": ..., "labels": {...}}` (pod
+/// affinity and spread constraints, node groups).
+pub fn label_selector(data: &[u8]) {
+    let Ok(input) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let field = |name: &str| input.get(name).cloned().unwrap_or_default();
+    let Ok(selector) = serde_json::from_value::<LabelSelector>(field("selector")) else {
+        return;
+    };
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(field("labels")).unwrap_or_default();
+    if let Ok(selector) = Selector::parse(&selector) {
+        let _ = selector.matches(&labels);
+    }
+}
+
+/// The NUL-separated texts of `data` (invalid UTF-8 replaced, as the parsers take text).
+fn split(data: &[u8]) -> Vec<Cow<'_, str>> {
+    data.split(|&b| b == 0)
+        .map(String::from_utf8_lossy)
+        .collect()
+}
+
+/// Two NUMA zones of four CPUs, 4 GiB and 2 MiB hugepages each, as sysfs shows them.
+fn two_zone_sysfs() -> Topology {
+    const GIB: u64 = 1 << 30;
+    let zone = |id: u32| Zone {
+        id,
+        cpus: (id * 4..id * 4 + 4).collect(),
+        memory_bytes: 4 * GIB,
+        hugepages: BTreeMap::from([("hugepages-2Mi".to_owned(), GIB)]),
+        distances: BTreeMap::from([
+            (0, if id == 0 { 10 } else { 20 }),
+            (1, if id == 1 { 10 } else { 20 }),
+        ]),
+    };
+    Topology {
+        zones: vec![zone(0), zone(1)],
+    }
+}
+
+/// The scheduler's view of [`two_zone_sysfs`] as the agent publishes it for a kubelet
+/// with static CPU and memory managers under `single-numa-node`, nothing allocated.
+fn two_zone_node() -> &'static NodeTopology {
+    static NODE: OnceLock<NodeTopology> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let kubelet = KubeletConfig::from_yaml(
+            "topologyManagerPolicy: single-numa-node\ncpuManagerPolicy: static\nmemoryManagerPolicy: Static\n",
+        )
+        .expect("the fixed kubelet config parses");
+        let topology = two_zone_sysfs();
+        let allocatable = v1::AllocatableResourcesResponse {
+            cpu_ids: (1..8).collect(),
+            ..Default::default()
+        };
+        let resources =
+            accounting::compute(&topology, &allocatable, &[], &AccountingOptions::default());
+        let nrt = publish(&topology, &resources, &kubelet, None);
+        NodeTopology::from_nrt(&nrt).expect("the agent's object is sane")
+    })
+}
+
+/// Guaranteed pods that fit a zone, span zones, or ask for a device.
+fn pods() -> &'static [PodRequest] {
+    static PODS: OnceLock<Vec<PodRequest>> = OnceLock::new();
+    PODS.get_or_init(|| {
+        let pod = |requests: Value| -> PodRequest {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "resources": {
+                    "requests": requests.clone(), "limits": requests,
+                }}]},
+            }))
+            .expect("the fixed pod is well formed");
+            PodRequest::from_pod(&pod).expect("the fixed pod's requests parse")
+        };
+        vec![
+            pod(json!({"cpu": "2", "memory": "1Gi"})),
+            pod(json!({"cpu": "6", "memory": "5Gi"})),
+            pod(json!({"cpu": "1", "memory": "256Mi", "example.com/nic": "1"})),
+        ]
+    })
+}
