@@ -265,12 +265,10 @@ pub fn podresources(data: &[u8]) {
     {
         assert!(amounts.available <= amounts.allocatable, "{amounts:?}");
     }
-    let Ok(policy) = FingerprintPolicy::new(
+    let policy = FingerprintPolicy::new(
         Some(Method::WithExclusiveResources),
         &["kube-system/*".to_owned()],
-    ) else {
-        return;
-    };
+    );
     let fingerprint = policy.compute(&list.pod_resources).zip(policy.method());
     let nrt = publish(
         &topology,

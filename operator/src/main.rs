@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the operator: reconcile the TopologyAwareScheduling object until stopped.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CRDs (TopologyAwareScheduling and NodeResourceTopology) as YAML, or write
     /// one file per CRD into a directory.
     Crd {
@@ -129,7 +129,7 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?,
-            run(args),
+            run(*args),
         ),
     }
 }
