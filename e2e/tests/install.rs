@@ -472,6 +472,9 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
 #[path = "install/operator_token.rs"]
 mod operator_token;
 
+#[path = "install/cr_editor_token.rs"]
+mod cr_editor_token;
+
 /// Both samples are valid TopologyAwareScheduling objects (server-side dry run).
 #[tokio::test]
 async fn the_samples_are_accepted() {
