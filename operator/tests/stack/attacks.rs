@@ -19,7 +19,7 @@ use tas_testcluster::{TestCluster, unique_name, wait_for};
 mod host_paths;
 
 /// Messages of the policies (config/policy/operator-*-policy.yaml).
-const NAMES: &str = "may write only the DaemonSets tas-updater-<node group> and the";
+const NAMES: &str = "only the DaemonSets tas-updater-<node group> and the Deployment";
 const SERVICE_ACCOUNT: &str = "only as ServiceAccount";
 const HOST_NAMESPACES: &str = "may not run pods in the host namespaces";
 const PRIVILEGED: &str = "may not run privileged containers";
@@ -31,6 +31,7 @@ const RENDERED: &str = "it renders";
 const SELF_BINDING: &str = "only to itself";
 const ROLE_BINDING: &str = "may bind the Role";
 const CLUSTER_BINDING: &str = "only by the ClusterRoleBinding of that name";
+/// Both tas-operator-scope (the mark) and tas-operator-namespaces (the record) say so.
 const CREATED_NAMESPACE: &str = "or in a namespace it created";
 const MARK: &str = "only the TAS operator marks a namespace";
 
@@ -349,7 +350,26 @@ async fn workloads(op: &Client, objects: &[ApiObject]) {
         )
         .await
         .map(|_| ());
-    expect_refused(&mut wrong, "patch its own Deployment", own, NAMES);
+    // Refused by tas-operator-workloads (its name) and tas-operator-images (the
+    // operator's own image is not an operand image): either may answer.
+    expect_refused(
+        &mut wrong,
+        "patch its own Deployment",
+        own,
+        "ValidatingAdmissionPolicy 'tas-operator-",
+    );
+    // Deleting it would remove the image list (tas-operator-images' parameter).
+    let delete = Api::<Deployment>::namespaced(op.clone(), INSTALL_NS)
+        .delete(
+            OPERATOR,
+            &DeleteParams {
+                dry_run: true,
+                ..DeleteParams::default()
+            },
+        )
+        .await
+        .map(|_| ());
+    expect_refused(&mut wrong, "delete its own Deployment", delete, NAMES);
     // Another namespace: RBAC alone refuses.
     let elsewhere = try_create(op, ("apps", "v1", "DaemonSet"), Some("kube-system"), {
         let mut v = ds.clone();
