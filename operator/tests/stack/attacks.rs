@@ -7,16 +7,16 @@
 use crate::harness::*;
 use crate::least_privilege::{INSTALL_NS, OPERATOR, operator_client};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 use tas_api::tas::TopologyAwareScheduling;
 use tas_operator::desired::{self, ApiObject, BuildContext};
-use tas_testcluster::{TestCluster, unique_name, wait_for};
+use tas_testcluster::{TestCluster, wait_for};
 
 mod host_paths;
+mod rbac;
 
 /// Messages of the policies (config/policy/operator-*-policy.yaml).
 const NAMES: &str = "only the DaemonSets tas-updater-<node group> and the Deployment";
@@ -75,8 +75,8 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client, marked_namespace: &
     .unwrap();
 
     workloads(&op, &objects).await;
-    bindings(&op).await;
-    namespaces(admin, &op, marked_namespace).await;
+    rbac::bindings(&op).await;
+    rbac::namespaces(admin, &op, marked_namespace).await;
     host_paths::scenario(admin, &op).await;
 
     stacks(admin)
@@ -235,34 +235,6 @@ async fn workloads(op: &Client, objects: &[ApiObject]) {
             PRIVILEGED,
         ),
         (
-            "a node agent in the host's PID namespace",
-            variant(&ds, &|v| {
-                v.pointer_mut(pod).unwrap()["hostPID"] = json!(true);
-            }),
-            HOST_NAMESPACES,
-        ),
-        (
-            "a node agent on the host's network",
-            variant(&ds, &|v| {
-                v.pointer_mut(pod).unwrap()["hostNetwork"] = json!(true);
-            }),
-            HOST_NAMESPACES,
-        ),
-        (
-            "a node agent in the host's IPC namespace",
-            variant(&ds, &|v| {
-                v.pointer_mut(pod).unwrap()["hostIPC"] = json!(true);
-            }),
-            HOST_NAMESPACES,
-        ),
-        (
-            "a node agent on a host port",
-            variant(&ds, &|v| {
-                v.pointer_mut(container).unwrap()["ports"][0]["hostPort"] = json!(8443);
-            }),
-            HOST_NAMESPACES,
-        ),
-        (
             "a node agent mounting /",
             variant(&ds, &|v| set_host_path(v, "/")),
             HOST_PATHS,
@@ -329,6 +301,42 @@ async fn workloads(op: &Client, objects: &[ApiObject]) {
             NAMES,
         ),
     ];
+    // One field of the pod (or its container) set to a value the renderer never sets.
+    let one_field: [(&str, &str, &str, Value); 4] = [
+        (
+            "a node agent in the host's PID namespace",
+            pod,
+            "hostPID",
+            json!(true),
+        ),
+        (
+            "a node agent on the host's network",
+            pod,
+            "hostNetwork",
+            json!(true),
+        ),
+        (
+            "a node agent in the host's IPC namespace",
+            pod,
+            "hostIPC",
+            json!(true),
+        ),
+        (
+            "a node agent on a host port",
+            "/spec/template/spec/containers/0/ports/0",
+            "hostPort",
+            json!(8443),
+        ),
+    ];
+    let attempts =
+        attempts
+            .into_iter()
+            .chain(one_field.into_iter().map(|(what, pointer, field, value)| {
+                let v = variant(&ds, &|v| {
+                    v.pointer_mut(pointer).unwrap()[field] = value.clone()
+                });
+                (what, v, HOST_NAMESPACES)
+            }));
     let mut wrong = Vec::new();
     for (what, value, needle) in attempts {
         let kind = value["kind"].as_str().unwrap().to_owned();
@@ -389,266 +397,4 @@ fn set_host_path(ds: &mut Value, path: &str) {
             volume["hostPath"]["path"] = json!(path);
         }
     }
-}
-
-fn binding(
-    kind: &str,
-    namespace: Option<&str>,
-    name: &str,
-    role: (&str, &str),
-    subjects: Value,
-) -> Value {
-    let mut metadata = json!({"name": name});
-    if let Some(ns) = namespace {
-        metadata["namespace"] = json!(ns);
-    }
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": kind,
-        "metadata": metadata,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role.0, "name": role.1},
-        "subjects": subjects,
-    })
-}
-
-fn service_account(name: &str, namespace: &str) -> Value {
-    json!({"kind": "ServiceAccount", "name": name, "namespace": namespace})
-}
-
-/// Finding 3: bindings pinned to the rendered roles and the operands' ServiceAccounts;
-/// other objects to the rendered names.
-async fn bindings(op: &Client) {
-    const RBAC: &str = "rbac.authorization.k8s.io";
-    let ns = Some(INSTALL_NS);
-    let me = service_account(OPERATOR, INSTALL_NS);
-    let scheduler = service_account("tas-scheduler", INSTALL_NS);
-    let stranger = service_account("default", "default");
-    let attempts: Vec<(&str, &str, Option<&str>, Value, &str)> = vec![
-        (
-            "bind cluster-admin to itself",
-            "RoleBinding",
-            ns,
-            binding(
-                "RoleBinding",
-                ns,
-                "tas-scheduler-leader-election",
-                ("ClusterRole", "cluster-admin"),
-                json!([me]),
-            ),
-            "",
-        ),
-        (
-            "bind itself tas-operator-namespace in its own namespace (delete it)",
-            "RoleBinding",
-            ns,
-            binding(
-                "RoleBinding",
-                ns,
-                "tas-operator-namespace",
-                ("ClusterRole", "tas-operator-namespace"),
-                json!([me]),
-            ),
-            SELF_BINDING,
-        ),
-        (
-            "bind tas-operator-operands to a foreign ServiceAccount",
-            "RoleBinding",
-            ns,
-            binding(
-                "RoleBinding",
-                ns,
-                "tas-operator-operands",
-                ("ClusterRole", "tas-operator-operands"),
-                json!([stranger]),
-            ),
-            SELF_BINDING,
-        ),
-        (
-            "the scheduler's leader-election binding of another role",
-            "RoleBinding",
-            ns,
-            binding(
-                "RoleBinding",
-                ns,
-                "tas-scheduler-leader-election",
-                ("ClusterRole", "tas-operator-operands"),
-                json!([scheduler]),
-            ),
-            ROLE_BINDING,
-        ),
-        (
-            "the scheduler's leader-election binding with an extra subject",
-            "RoleBinding",
-            ns,
-            binding(
-                "RoleBinding",
-                ns,
-                "tas-scheduler-leader-election",
-                ("Role", "tas-scheduler-leader-election"),
-                json!([scheduler, stranger]),
-            ),
-            ROLE_BINDING,
-        ),
-        (
-            "a RoleBinding the operator never renders",
-            "RoleBinding",
-            ns,
-            binding(
-                "RoleBinding",
-                ns,
-                "backdoor",
-                ("ClusterRole", "tas-operator-operands"),
-                json!([me]),
-            ),
-            RENDERED,
-        ),
-        (
-            "ClusterRoleBinding tas-updater with an extra subject",
-            "ClusterRoleBinding",
-            None,
-            binding(
-                "ClusterRoleBinding",
-                None,
-                "tas-updater",
-                ("ClusterRole", "tas-updater"),
-                json!([service_account("tas-updater", INSTALL_NS), stranger]),
-            ),
-            CLUSTER_BINDING,
-        ),
-        (
-            "ClusterRoleBinding tas-updater to another ServiceAccount",
-            "ClusterRoleBinding",
-            None,
-            binding(
-                "ClusterRoleBinding",
-                None,
-                "tas-updater",
-                ("ClusterRole", "tas-updater"),
-                json!([stranger]),
-            ),
-            CLUSTER_BINDING,
-        ),
-        (
-            "a ClusterRole the operator never renders",
-            "ClusterRole",
-            None,
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                   "metadata": {"name": "tas-helper"}, "rules": []}),
-            RENDERED,
-        ),
-    ];
-    let mut wrong = Vec::new();
-    for (what, kind, namespace, value, needle) in attempts {
-        let result = try_create(op, (RBAC, "v1", kind), namespace, value).await;
-        expect_refused(&mut wrong, what, result, needle);
-    }
-    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "tas-operator-config", "namespace": INSTALL_NS}});
-    let result = try_create(op, ("", "v1", "ConfigMap"), ns, config_map).await;
-    expect_refused(
-        &mut wrong,
-        "a ConfigMap the operator never renders",
-        result,
-        RENDERED,
-    );
-    // The installer's binding of the operator in its namespace: adding a subject.
-    let installer = Api::<DynamicObject>::namespaced_with(
-        op.clone(),
-        INSTALL_NS,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(RBAC, "v1", "RoleBinding")),
-    )
-    .patch(
-        "tas-operator-operands",
-        &PatchParams {
-            dry_run: true,
-            ..PatchParams::default()
-        },
-        &Patch::Merge(json!({"subjects": [me, service_account("default", INSTALL_NS)]})),
-    )
-    .await
-    .map(|_| ());
-    expect_refused(
-        &mut wrong,
-        "add a subject to the installer's binding",
-        installer,
-        SELF_BINDING,
-    );
-    assert_all_refused(&wrong);
-}
-
-/// Finding 6: a namespace is the operator's only if it created it; a mark is no proof.
-async fn namespaces(admin: &Client, op: &Client, marked: &str) {
-    let self_binding = |ns: &str, role: &str| {
-        binding(
-            "RoleBinding",
-            Some(ns),
-            role,
-            ("ClusterRole", role),
-            json!([service_account(OPERATOR, INSTALL_NS)]),
-        )
-    };
-    let rbac = ("rbac.authorization.k8s.io", "v1", "RoleBinding");
-    let mut wrong = Vec::new();
-    // Marked before the policies existed, never created by the operator.
-    for role in ["tas-operator-operands", "tas-operator-namespace"] {
-        let result = try_create(op, rbac, Some(marked), self_binding(marked, role)).await;
-        expect_refused(
-            &mut wrong,
-            &format!("bind {role} in a marked namespace it did not create"),
-            result,
-            CREATED_NAMESPACE,
-        );
-    }
-    // A record forged with the operator's token (it may write the status) is not
-    // enough either: kube-system carries no mark, and nobody can add one.
-    let kube_system = Api::<Namespace>::all(admin.clone())
-        .get("kube-system")
-        .await
-        .unwrap();
-    stacks(op)
-        .patch_status(
-            STACK,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"createdObjects": [
-                {"kind": "Namespace", "name": "kube-system", "uid": kube_system.uid().unwrap()},
-            ]}})),
-        )
-        .await
-        .unwrap();
-    let result = try_create(
-        op,
-        rbac,
-        Some("kube-system"),
-        self_binding("kube-system", "tas-operator-namespace"),
-    )
-    .await;
-    expect_refused(
-        &mut wrong,
-        "bind itself in kube-system with a forged record",
-        result,
-        CREATED_NAMESPACE,
-    );
-    let mark = json!({"metadata": {"annotations": {"tas.dev/created-by-operator": "true"}}});
-    let annotate = Api::<Namespace>::all(admin.clone())
-        .patch(
-            "kube-system",
-            &PatchParams {
-                dry_run: true,
-                ..PatchParams::default()
-            },
-            &Patch::Merge(mark),
-        )
-        .await
-        .map(|_| ());
-    expect_refused(&mut wrong, "an admin marks kube-system", annotate, MARK);
-    let fresh = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": unique_name("tas-fake"), "annotations": {"tas.dev/created-by-operator": "true"}}});
-    let result = try_create(admin, ("", "v1", "Namespace"), None, fresh).await;
-    expect_refused(
-        &mut wrong,
-        "an admin creates a marked namespace",
-        result,
-        MARK,
-    );
-    assert_all_refused(&wrong);
 }

@@ -59,14 +59,7 @@ pub async fn scenario(client: &Client) {
     );
 
     // 2. Another tool's CRD, taken over with deleteOnUninstall.
-    crds.delete(NRT_CRD, &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("the CRD to be gone", TIMEOUT, || async {
-        Ok::<_, kube::Error>(crds.get_opt(NRT_CRD).await?.is_none().then_some(()))
-    })
-    .await
-    .unwrap();
+    delete_crd(&crds).await;
     crds.patch(
         NRT_CRD,
         &PatchParams::apply("other-tool").force(),
@@ -101,6 +94,11 @@ pub async fn scenario(client: &Client) {
 
     // Leave the cluster as the scenarios after this one expect it: the CRD is the
     // operator's to install again.
+    delete_crd(&crds).await;
+}
+
+/// Deletes the NRT CRD (and with it every NRT object) and waits until it is gone.
+async fn delete_crd(crds: &Api<CustomResourceDefinition>) {
     crds.delete(NRT_CRD, &DeleteParams::default())
         .await
         .unwrap();
