@@ -97,11 +97,13 @@ pub async fn scenario(client: &Client) {
     delete_crd(&crds).await;
 }
 
-/// Deletes the NRT CRD (and with it every NRT object) and waits until it is gone.
+/// Deletes the NRT CRD (and with it every NRT object), if any, and waits until it is gone.
 async fn delete_crd(crds: &Api<CustomResourceDefinition>) {
-    crds.delete(NRT_CRD, &DeleteParams::default())
-        .await
-        .unwrap();
+    match crds.delete(NRT_CRD, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("deleting the CRD: {e}"),
+    }
     wait_for("the CRD to be gone", TIMEOUT, || async {
         Ok::<_, kube::Error>(crds.get_opt(NRT_CRD).await?.is_none().then_some(()))
     })
