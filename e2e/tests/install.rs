@@ -499,7 +499,19 @@ async fn the_samples_are_accepted() {
         "config/samples/tas_v1alpha1_topologyawarescheduling.yaml",
         "config/samples/tas_v1alpha1_topologyawarescheduling_full.yaml",
     ] {
-        kubectl(cluster, &["create", "--dry-run=server", "-f", sample]).await;
+        // Apply, not create: another test may hold an object `default` meanwhile.
+        kubectl(
+            cluster,
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--dry-run=server",
+                "-f",
+                sample,
+            ],
+        )
+        .await;
     }
 }
 

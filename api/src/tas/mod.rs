@@ -38,10 +38,13 @@ pub use scheduler::{
     PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
 };
 pub use status::{
-    Condition, ForeignNrtWriter, KubeletConfigIssue, NodeGroupStatus, NrtCrdStatus, RelatedObject,
-    SchedulerStatus, TopologyAwareSchedulingStatus,
+    Condition, CreatedObject, ForeignNrtWriter, KubeletConfigIssue, NodeGroupStatus, NrtCrdStatus,
+    RelatedObject, SchedulerStatus, TopologyAwareSchedulingStatus,
 };
-pub use updater::{KubeletPaths, PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec};
+pub use updater::{
+    KUBELET_CONFIG_DIR_PATTERN, KUBELET_CONFIG_FILE_PATTERN, KubeletPaths,
+    POD_RESOURCES_DIR_PATTERN, PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec,
+};
 
 /// The only accepted object name: there is one TAS stack per cluster.
 pub const SINGLETON_NAME: &str = "default";

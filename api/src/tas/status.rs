@@ -57,6 +57,26 @@ pub struct TopologyAwareSchedulingStatus {
     /// Every object the operator manages for this stack.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related_objects: Vec<RelatedObject>,
+
+    /// Namespaces the operator created for `spec.namespace`, by name and uid: the only
+    /// namespaces it changes, binds itself rights in and deletes. Recorded by the operator
+    /// when it creates one; an annotation cannot prove it (whoever may edit a namespace
+    /// may annotate it), and editing the object's spec cannot set its status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_objects: Vec<CreatedObject>,
+}
+
+/// An object the operator created, identified by uid: a later object of the same name
+/// is not it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedObject {
+    /// Kind, e.g. `Namespace`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.uid` of the object the operator created.
+    pub uid: String,
 }
 
 /// The NodeResourceTopology CRD.

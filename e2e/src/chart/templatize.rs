@@ -212,6 +212,11 @@ fn set_namespaces(doc: &mut Value, name: &str) {
             subject["namespace"] = json!(NS);
         }
     }
+    // A policy binding's parameter (the operator's Deployment) lives in the release
+    // namespace.
+    if let Some(namespace) = doc.pointer_mut("/spec/paramRef/namespace") {
+        *namespace = json!(NS);
+    }
     if let Some(names) = doc
         .pointer_mut("/spec/namespaceSelector/matchNames")
         .and_then(Value::as_array_mut)

@@ -3,16 +3,18 @@
 //! admission policy refuses what RBAC cannot limit by name (creates); and the one way
 //! the operator gains rights in a namespace, binding itself in a namespace it created,
 //! works. Writes that must be refused are server-side dry runs, so a regression changes
-//! nothing in the shared cluster.
+//! nothing in the shared cluster. The attacks of issue 29 (workload content, binding
+//! subjects, namespace ownership) are tried in operator/tests/stack/attacks.rs.
 
 use super::{NAMESPACE, OPERATOR, TIMEOUT, install, shared};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
 use kube::{Api, Client};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
 use tas_testcluster::{TestCluster, access, unique_name, unique_namespace, wait_for};
 
@@ -247,7 +249,9 @@ async fn the_operators_token_cannot_escalate() {
         let pending: Vec<String> = policy_refusals
             .iter()
             .zip(&results)
-            .filter(|(_, r)| !matches!(r, Some((403, m)) if m.contains("tas-operator-scope") || m.contains("TAS operator")))
+            // 422: tas-operator-namespaces refuses every RoleBinding of the operator
+            // while no TopologyAwareScheduling object (its parameter) exists.
+            .filter(|(_, r)| !matches!(r, Some((403 | 422, m)) if m.contains("'tas-operator-") || m.contains("TAS operator")))
             .map(|(what, r)| format!("{what}: {r:?}"))
             .collect();
         let done = pending.is_empty();
@@ -307,13 +311,36 @@ async fn the_operator_works_in_a_namespace_it_creates() {
     install(cluster).await;
     let op = operator_client(cluster, &admin).await;
 
+    // The TopologyAwareScheduling object the operator works for: it records there the
+    // uid of a namespace it creates (the admission policy tas-operator-namespaces
+    // checks it). Paused: no operator runs in this cluster, and none must act on it.
+    let mut stack: Value =
+        serde_norway::from_str(&std::fs::read_to_string(SAMPLE).unwrap()).unwrap();
+    stack["spec"]["paused"] = json!(true);
+    let stacks = Api::<DynamicObject>::all_with(admin.clone(), &tas_resource());
+    stacks
+        .patch(
+            "default",
+            &PatchParams::apply("e2e-operator-token").force(),
+            &Patch::Apply(&stack),
+        )
+        .await
+        .unwrap();
+
     let name = unique_name("tas-created");
     let ns = namespace(&name, true);
     let namespaces = Api::<Namespace>::all(op.clone());
-    namespaces
+    let created = namespaces
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
+    let record = json!({"status": {"createdObjects": [
+        {"kind": "Namespace", "name": name, "uid": created.metadata.uid},
+    ]}});
+    Api::<DynamicObject>::all_with(op.clone(), &tas_resource())
+        .patch_status("default", &PatchParams::default(), &Patch::Merge(&record))
+        .await
+        .expect("the operator records the namespace it created");
     let bindings = Api::<RoleBinding>::namespaced(op.clone(), &name);
     let post = PostParams::default();
     wait_for(
@@ -359,17 +386,45 @@ async fn the_operator_works_in_a_namespace_it_creates() {
         .delete(&name, &DeleteParams::default())
         .await
         .expect("delete the namespace it created");
+    stacks
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
-/// The policy's CEL compiles and type-checks against the real API server's schemas.
+const SAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../config/samples/tas_v1alpha1_topologyawarescheduling.yaml"
+);
+
+fn tas_resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "tas.dev",
+        "v1alpha1",
+        "TopologyAwareScheduling",
+    ))
+}
+
+/// The policies' CEL compiles and type-checks against the real API server's schemas.
 #[tokio::test]
 async fn the_operator_scope_policy_type_checks_without_warnings() {
     let cluster = shared();
     let _logs = cluster.log_guard();
     let admin = cluster.client().await.unwrap();
     install(cluster).await;
-    let warnings = access::policy_type_check_warnings(&admin, "tas-operator-scope", TIMEOUT)
-        .await
-        .unwrap();
-    assert!(warnings.is_empty(), "type-check warnings: {warnings:?}");
+    for policy in [
+        "tas-operator-scope",
+        "tas-operator-workloads",
+        "tas-operator-images",
+        "tas-operator-namespaces",
+        "tas-namespace-mark",
+    ] {
+        let warnings = access::policy_type_check_warnings(&admin, policy, TIMEOUT)
+            .await
+            .unwrap();
+        assert!(
+            warnings.is_empty(),
+            "{policy}: type-check warnings: {warnings:?}"
+        );
+    }
 }

@@ -7,9 +7,11 @@ use tas_api::tas::NrtCrdSpec;
 /// The NRT CRD as generated from the api crate, labelled as part of the stack; `None`
 /// when another tool owns it.
 ///
-/// It is owned by the TopologyAwareScheduling object only with `deleteOnUninstall`:
-/// deleting a CRD deletes every NodeResourceTopology object, which other tools may read,
-/// so by default the CRD outlives the stack.
+/// Never with an owner reference, even with `deleteOnUninstall`: deleting a CRD deletes
+/// every NodeResourceTopology object, which other tools may read, and the garbage
+/// collector would delete it with the TopologyAwareScheduling object whatever the spec
+/// says by then. Uninstall deletes it explicitly, and only when the operator created it
+/// (`reconcile::nrt_crd`).
 pub(crate) fn nrt_crd(stack: &Stack, spec: &NrtCrdSpec) -> Option<CustomResourceDefinition> {
     if !spec.manage {
         return None;
@@ -19,8 +21,5 @@ pub(crate) fn nrt_crd(stack: &Stack, spec: &NrtCrdSpec) -> Option<CustomResource
         .labels
         .get_or_insert_with(Default::default)
         .extend(stack.labels(Component::NrtCrd));
-    if spec.delete_on_uninstall {
-        crd.metadata.owner_references = stack.owner_references();
-    }
     Some(crd)
 }

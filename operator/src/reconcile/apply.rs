@@ -6,10 +6,11 @@
 //! annotations) are left alone. After the NRT CRD the apply waits until the API server
 //! serves it (Established), since the operands that follow watch NRT objects.
 //!
-//! The namespace is handled apart (`super::namespace`): created and marked with
-//! [`CREATED_BY_ANNOTATION`] when it does not exist, applied when the operator created
-//! it, and never written when it existed before, so a pre-existing namespace keeps its
-//! labels exactly; uninstall and prune know from the mark which namespace they may delete.
+//! The namespace is handled apart (`super::namespace`): created, marked with
+//! [`CREATED_BY_ANNOTATION`] and recorded by uid (`super::created`) when it does not
+//! exist, applied when the operator created it, and never written when it existed
+//! before, so a pre-existing namespace keeps its labels exactly; uninstall and prune
+//! know from the mark and the record which namespace they may delete.
 
 use super::FIELD_MANAGER;
 use crate::context::OperatorIdentity;
@@ -19,6 +20,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::discovery::Scope;
 use kube::{Api, Client};
 use std::time::Duration;
+use tas_api::tas::CreatedObject;
 use tokio::time::Instant;
 
 /// On a namespace the operator created (value `"true"`): it may delete it on uninstall.
@@ -44,6 +46,15 @@ pub enum ApplyError {
     /// Reading the namespace before applying it failed.
     #[error("reading namespace {name}: {source}")]
     ReadNamespace {
+        /// The namespace.
+        name: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading or writing the records of created objects (`super::created`) failed.
+    #[error("recording that the operator created namespace {name}: {source}")]
+    Record {
         /// The namespace.
         name: String,
         /// The client's error.
@@ -89,6 +100,7 @@ impl ApplyError {
             } => s.code == 400 || s.code == 422,
             Self::Patch { .. }
             | Self::ReadNamespace { .. }
+            | Self::Record { .. }
             | Self::NamespaceTerminating { .. }
             | Self::NotAuthorised { .. }
             | Self::NotEstablished { .. } => false,
@@ -104,10 +116,12 @@ pub fn api_for(client: &Client, obj: &ApiObject) -> Api<DynamicObject> {
     }
 }
 
-/// Applies `objects` in order; stops at the first failure. `identity` is the
-/// operator's ServiceAccount, bound its rights in a namespace it creates.
+/// Applies the objects of the stack `stack` in order; stops at the first failure.
+/// `identity` is the operator's ServiceAccount, bound its rights in a namespace it
+/// creates.
 pub async fn apply_all(
     client: &Client,
+    stack: &str,
     objects: &[ApiObject],
     established_timeout: Duration,
     identity: Option<&OperatorIdentity>,
@@ -115,7 +129,7 @@ pub async fn apply_all(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for obj in objects {
         if obj.resource.kind == "Namespace" {
-            super::namespace::ensure(client, obj, identity).await?;
+            super::namespace::ensure(client, stack, obj, identity).await?;
             continue;
         }
         let value = obj.value.clone();
@@ -123,14 +137,21 @@ pub async fn apply_all(
             Some(ns) => format!("{ns}/{}", obj.name),
             None => obj.name.clone(),
         };
+        let patch_error = |source| ApplyError::Patch {
+            kind: obj.resource.kind.clone(),
+            name: display.clone(),
+            source,
+        };
+        if obj.resource.kind == "CustomResourceDefinition" {
+            // Created apart, marked: uninstall deletes only a CRD the operator created.
+            super::nrt_crd::create_if_missing(client, &obj.name, &value)
+                .await
+                .map_err(patch_error)?;
+        }
         api_for(client, obj)
             .patch(&obj.name, &params, &Patch::Apply(&value))
             .await
-            .map_err(|source| ApplyError::Patch {
-                kind: obj.resource.kind.clone(),
-                name: display,
-                source,
-            })?;
+            .map_err(patch_error)?;
         if obj.resource.kind == "CustomResourceDefinition" {
             wait_established(client, &obj.name, established_timeout).await?;
         }
@@ -138,8 +159,15 @@ pub async fn apply_all(
     Ok(())
 }
 
-/// Whether the namespace with this metadata carries the operator's creation mark.
-pub fn created_by_operator(meta: &kube::core::ObjectMeta) -> bool {
+/// Whether the operator created the namespace with this metadata: it carries the
+/// creation mark and its uid is in `records` (`super::created`). The mark alone proves
+/// nothing: whoever may annotate namespaces can set it.
+pub fn created_by_operator(meta: &kube::core::ObjectMeta, records: &[CreatedObject]) -> bool {
+    marked(meta) && super::created::proves(records, super::created::NAMESPACE, meta)
+}
+
+/// Whether the object carries the creation mark.
+pub fn marked(meta: &kube::core::ObjectMeta) -> bool {
     meta.annotations
         .as_ref()
         .and_then(|a| a.get(CREATED_BY_ANNOTATION))

@@ -16,10 +16,12 @@
 pub mod apply;
 pub mod coexistence;
 pub mod conditions;
+pub mod created;
 pub mod events;
 pub mod finalizer;
 pub mod freshness;
 pub mod namespace;
+pub mod nrt_crd;
 pub mod observed;
 pub mod prune;
 pub mod status;
@@ -201,11 +203,25 @@ async fn converge(
         .collect();
     apply::apply_all(
         &ctx.client,
+        &cr.name_any(),
         &to_apply,
         ctx.config.crd_established_timeout,
         ctx.config.identity.as_ref(),
     )
     .await?;
+    // An owner reference from an older release would let the garbage collector delete
+    // the CRD with the object, whatever deleteOnUninstall says (nrt_crd.rs).
+    if let (Some(crd), Some(uid)) = (ctx.stores.nrt_crd(), cr.metadata.uid.as_deref())
+        && nrt_crd::owned_by(&crd, uid)
+    {
+        nrt_crd::release_owner(&ctx.client, tas_api::nrt::CRD_NAME, uid)
+            .await
+            .map_err(|source| apply::ApplyError::Patch {
+                kind: "CustomResourceDefinition".to_owned(),
+                name: tas_api::nrt::CRD_NAME.to_owned(),
+                source,
+            })?;
+    }
     let keep: BTreeSet<Key> = objects.iter().map(Key::of).collect();
     let pruned = prune::prune(&ctx.client, &cr.name_any(), &keep).await?;
     if !pruned.is_empty() {

@@ -3,11 +3,15 @@
 //!
 //! ```text
 //! spec.namespace missing            ─► create it (marked tas.dev/created-by-operator,
-//!                                       Pod Security `privileged`), bind the operator
+//!                                       Pod Security `privileged`), record its uid in
+//!                                       the status (`super::created`), bind the operator
 //!                                       its rights there, wait until they take effect
 //! exists, created by the operator  ─► re-bind if a binding was removed, apply it
 //! exists, not created by it        ─► leave it exactly as it is: no label, no mark
 //! ```
+//!
+//! "Created by the operator" means marked *and* recorded by uid: the mark alone can be
+//! set by whoever may annotate namespaces.
 //!
 //! The operator's ClusterRole lets it write operands only where a RoleBinding grants the
 //! ClusterRole `tas-operator-operands`: its own namespace (config/rbac) and a namespace it
@@ -17,6 +21,7 @@
 
 use super::FIELD_MANAGER;
 use super::apply::{ApplyError, CREATED_BY_ANNOTATION, api_for, created_by_operator};
+use super::created;
 use crate::context::OperatorIdentity;
 use crate::desired::{ApiObject, MANAGED_BY, MANAGED_BY_LABEL, PART_OF, PART_OF_LABEL};
 use k8s_openapi::api::authorization::v1::{
@@ -29,6 +34,7 @@ use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tas_api::tas::CreatedObject;
 use tokio::time::Instant;
 
 /// ClusterRole with the operator's rights inside a namespace holding operands.
@@ -51,11 +57,12 @@ pub enum NamespaceAction {
     Leave,
 }
 
-/// The decision for a namespace as it is now (`None`: it does not exist).
-pub fn action(existing: Option<&Namespace>) -> NamespaceAction {
+/// The decision for a namespace as it is now (`None`: it does not exist), given the
+/// records of what the operator created.
+pub fn action(existing: Option<&Namespace>, records: &[CreatedObject]) -> NamespaceAction {
     match existing {
         None => NamespaceAction::Create,
-        Some(ns) if created_by_operator(&ns.metadata) => NamespaceAction::Apply,
+        Some(ns) if created_by_operator(&ns.metadata, records) => NamespaceAction::Apply,
         Some(_) => NamespaceAction::Leave,
     }
 }
@@ -96,9 +103,11 @@ pub fn self_bindings(namespace: &str, identity: &OperatorIdentity) -> Vec<RoleBi
         .collect()
 }
 
-/// Creates, applies or leaves the namespace `obj` (see the module docs).
+/// Creates, applies or leaves the namespace `obj` of the stack `stack` (see the module
+/// docs).
 pub async fn ensure(
     client: &Client,
+    stack: &str,
     obj: &ApiObject,
     identity: Option<&OperatorIdentity>,
 ) -> Result<(), ApplyError> {
@@ -126,9 +135,21 @@ pub async fn ensure(
         name: name.to_owned(),
         source,
     };
-    match action(existing.as_ref()) {
+    let record_error = |source| ApplyError::Record {
+        name: name.to_owned(),
+        source,
+    };
+    let records = if existing.is_some() {
+        created::load(client, stack).await.map_err(record_error)?
+    } else {
+        Vec::new()
+    };
+    match action(existing.as_ref(), &records) {
         NamespaceAction::Leave => {
-            tracing::debug!(namespace = name, "pre-existing namespace: left as it is");
+            tracing::debug!(
+                namespace = name,
+                "namespace not created by the operator (no record of its uid): left as it is"
+            );
             Ok(())
         }
         NamespaceAction::Create => {
@@ -136,14 +157,26 @@ pub async fn ensure(
             // which the operator may do only once its bindings there exist.
             let object: DynamicObject = serde_json::from_value(value)
                 .map_err(|e| patch_error(kube::Error::SerdeError(e)))?;
-            let created = api_for(client, obj)
-                .create(&post_params(), &object)
-                .await
-                .map(|_| ())
-                .or_else(already_exists)
-                .map_err(patch_error);
-            created?;
+            let created = match api_for(client, obj).create(&post_params(), &object).await {
+                Ok(created) => created,
+                // Someone else created it in between: not the operator's.
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    tracing::info!(
+                        namespace = name,
+                        "namespace created by someone else meanwhile: left as it is"
+                    );
+                    return Ok(());
+                }
+                Err(e) => return Err(patch_error(e)),
+            };
             tracing::info!(namespace = name, "created the operands' namespace");
+            // The record before the bindings: it is what lets the operator bind itself
+            // there (admission policy tas-operator-namespaces) and ever delete it. If
+            // writing it fails, the namespace stays, unrecorded, and is left alone.
+            let uid = created.metadata.uid.unwrap_or_default();
+            created::record(client, stack, created::NAMESPACE, name, &uid)
+                .await
+                .map_err(record_error)?;
             bind_self(client, name, identity).await
         }
         NamespaceAction::Apply => {
@@ -165,13 +198,6 @@ fn post_params() -> PostParams {
     PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
-    }
-}
-
-fn already_exists(e: kube::Error) -> Result<(), kube::Error> {
-    match e {
-        kube::Error::Api(s) if s.code == 409 => Ok(()),
-        other => Err(other),
     }
 }
 
@@ -257,14 +283,26 @@ mod tests {
 
     #[test]
     fn only_a_missing_or_own_namespace_is_written() {
-        assert_eq!(action(None), NamespaceAction::Create);
+        let records = [CreatedObject {
+            kind: created::NAMESPACE.into(),
+            name: "numa".into(),
+            uid: "u1".into(),
+        }];
+        assert_eq!(action(None, &records), NamespaceAction::Create);
         let mut ns = Namespace::default();
-        assert_eq!(action(Some(&ns)), NamespaceAction::Leave);
+        ns.metadata.name = Some("numa".into());
+        ns.metadata.uid = Some("u1".into());
+        assert_eq!(action(Some(&ns), &records), NamespaceAction::Leave);
         ns.metadata.annotations = Some(BTreeMap::from([(
             CREATED_BY_ANNOTATION.to_owned(),
             "true".to_owned(),
         )]));
-        assert_eq!(action(Some(&ns)), NamespaceAction::Apply);
+        assert_eq!(action(Some(&ns), &records), NamespaceAction::Apply);
+        // The mark without the record (anyone who may annotate namespaces can set it).
+        assert_eq!(action(Some(&ns), &[]), NamespaceAction::Leave);
+        // The record of an earlier namespace of the same name.
+        ns.metadata.uid = Some("u2".into());
+        assert_eq!(action(Some(&ns), &records), NamespaceAction::Leave);
     }
 
     #[test]

@@ -7,15 +7,16 @@
 //! operands in the previous `spec.namespace`) is found even though nothing references
 //! it any more. Two kinds are special:
 //!
-//! - a Namespace is deleted only if the operator created it
-//!   ([`CREATED_BY_ANNOTATION`](super::apply::CREATED_BY_ANNOTATION));
-//!   a pre-existing one only loses the operator's labels (its field-manager entry is
-//!   emptied by applying a bare object);
+//! - a Namespace is deleted only if the operator created it: marked
+//!   ([`CREATED_BY_ANNOTATION`](super::apply::CREATED_BY_ANNOTATION)) and recorded by
+//!   uid in the object's status (`super::created`); any other only loses the operator's
+//!   labels (its field-manager entry is emptied by applying a bare object);
 //! - the NRT CRD is never pruned (deleting it deletes every NRT object, which other
 //!   tools may use); uninstall deletes it only with `deleteOnUninstall`.
 
 use super::FIELD_MANAGER;
 use super::apply::created_by_operator;
+use super::created;
 use crate::desired::{ApiObject, managed_resources, managed_selector};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams,
@@ -72,6 +73,9 @@ pub enum PruneError {
         #[source]
         source: kube::Error,
     },
+    /// Reading the records of created objects failed.
+    #[error("reading which objects the operator created: {0}")]
+    Records(#[source] kube::Error),
     /// Deleting (or releasing) one object failed.
     #[error("removing {key}: {source}")]
     Remove {
@@ -126,6 +130,8 @@ async fn remove_where(
 ) -> Result<Vec<Key>, PruneError> {
     let selector = managed_selector(stack);
     let mut removed = Vec::new();
+    // Read when a namespace is found: a record written by this reconcile counts.
+    let mut records = None;
     for (resource, scope) in managed_resources().into_iter().rev() {
         let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
             .list_metadata(&ListParams::default().labels(&selector))
@@ -144,7 +150,19 @@ async fn remove_where(
             if meta.metadata.deletion_timestamp.is_some() || !select(&key) {
                 continue;
             }
-            remove(client, &resource, &scope, &meta, &key)
+            let created = if key.kind == created::NAMESPACE {
+                if records.is_none() {
+                    records = Some(
+                        created::load(client, stack)
+                            .await
+                            .map_err(PruneError::Records)?,
+                    );
+                }
+                records.as_deref().unwrap_or_default()
+            } else {
+                &[]
+            };
+            remove(client, &resource, &scope, &meta, &key, created)
                 .await
                 .map_err(|source| PruneError::Remove {
                     key: Box::new(key.clone()),
@@ -162,15 +180,17 @@ async fn remove(
     scope: &Scope,
     meta: &PartialObjectMeta<DynamicObject>,
     key: &Key,
+    records: &[tas_api::tas::CreatedObject],
 ) -> Result<(), kube::Error> {
     let api = match (scope, &key.namespace) {
         (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, resource),
         _ => Api::all_with(client.clone(), resource),
     };
-    if key.kind == "Namespace" && !created_by_operator(&meta.metadata) {
-        // Only earlier releases labelled a namespace they did not create; this
-        // operator never writes one. It may lack the right to undo that (it patches
-        // only namespaces it created): then the labels stay, and it says so.
+    if key.kind == created::NAMESPACE && !created_by_operator(&meta.metadata, records) {
+        // Earlier releases labelled a namespace they did not create, and trusted the
+        // mark alone; this operator never writes one it cannot prove it created. It may
+        // lack the right to undo that (it patches only namespaces it created): then the
+        // labels stay, and it says so.
         tracing::info!(namespace = %key.name, "leaving the pre-existing namespace, removing the operator's labels");
         return match release(&api, &key.name, resource).await {
             Err(kube::Error::Api(s)) if s.code == 403 => {

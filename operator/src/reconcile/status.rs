@@ -100,10 +100,16 @@ pub async fn update(
     if status == current {
         return Ok(recheck_in);
     }
+    // Not applied: the records of created objects are written only by `super::created`,
+    // under a field manager of their own, so this apply never owns or removes them.
+    let applied = TopologyAwareSchedulingStatus {
+        created_objects: Vec::new(),
+        ..status.clone()
+    };
     let patch = serde_json::json!({
         "apiVersion": TopologyAwareScheduling::api_version(&()),
         "kind": TopologyAwareScheduling::kind(&()),
-        "status": status,
+        "status": applied,
     });
     api.patch_status(
         &name,
@@ -260,6 +266,8 @@ fn compute(
             ready_replicas: facts.scheduler.ready,
         }),
         related_objects,
+        // Written apart, by `created` (see `update`): carried over for the comparison.
+        created_objects: current.created_objects.clone(),
     };
     Summary {
         agents_ready: facts.daemon_sets.iter().map(|d| d.ready).sum(),

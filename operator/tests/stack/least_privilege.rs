@@ -2,9 +2,12 @@
 //! of config/rbac and config/policy, not an admin's credentials: the stack still
 //! reaches Available, in its own (pre-existing) namespace and in a namespace it creates;
 //! a namespace it did not create keeps its labels and annotations exactly, during the
-//! install and after the uninstall.
+//! install and after the uninstall. The operator's Deployment (the parameter of the
+//! policy tas-operator-workloads: the images the install allows) exists, with no
+//! replicas: the operator runs in-process.
 
 use crate::harness::*;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::PostParams;
@@ -19,8 +22,8 @@ use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_testcluster::{TestCluster, unique_name, wait_for};
 
 /// The install namespace of config/rbac.
-const INSTALL_NS: &str = "tas-system";
-const OPERATOR: &str = "tas-operator";
+pub const INSTALL_NS: &str = "tas-system";
+pub const OPERATOR: &str = "tas-operator";
 
 pub async fn scenario(cluster: &TestCluster, admin: &Client) {
     // The install namespace exists before the operator, with its owner's labels.
@@ -42,6 +45,7 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
     for dir in ["config/rbac", "config/policy"] {
         kubectl_apply(cluster, dir).await;
     }
+    operator_deployment(admin).await;
     let op = operator_client(cluster, admin).await;
     let operator = start_operator_as(
         op,
@@ -73,10 +77,18 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
     let label = ("tas.dev/least-privilege", "created");
     nodes(admin, "lp-new", 2, &[label]).await;
     create(admin, &with_groups(&ns, &[("lp", label.0, label.1)])).await;
-    wait_condition(admin, AVAILABLE, "True", Some("AsExpected")).await;
+    let cr = wait_condition(admin, AVAILABLE, "True", Some("AsExpected")).await;
     let created = namespace_alive(admin, &ns)
         .await
         .expect("namespace created");
+    // The proof of creation the operator and the policy tas-operator-namespaces trust.
+    let records = cr.status.unwrap_or_default().created_objects;
+    assert!(
+        records.iter().any(|r| r.kind == "Namespace"
+            && r.name == ns
+            && Some(&r.uid) == created.metadata.uid.as_ref()),
+        "{records:?}"
+    );
     assert_eq!(
         created.metadata.annotations.unwrap_or_default()[CREATED_BY_ANNOTATION],
         "true"
@@ -104,7 +116,38 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
         .expect("the operator stops cleanly");
 }
 
-async fn kubectl_apply(cluster: &TestCluster, dir: &str) {
+/// The operator's Deployment as the installer writes it, scaled to zero: its env names
+/// the operand images the admission policy tas-operator-workloads allows.
+async fn operator_deployment(admin: &Client) {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": OPERATOR, "namespace": INSTALL_NS},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": OPERATOR}},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": OPERATOR}},
+                "spec": {
+                    "serviceAccountName": OPERATOR,
+                    "containers": [{
+                        "name": "operator",
+                        "image": "registry.invalid/operator:test",
+                        "env": [
+                            {"name": "TAS_UPDATER_IMAGE", "value": UPDATER_IMAGE},
+                            {"name": "TAS_SCHEDULER_IMAGE", "value": SCHEDULER_IMAGE},
+                        ],
+                    }],
+                },
+            },
+        },
+    }))
+    .unwrap();
+    Api::<Deployment>::namespaced(admin.clone(), INSTALL_NS)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+}
+
+pub async fn kubectl_apply(cluster: &TestCluster, dir: &str) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let output = tokio::process::Command::new(cluster.binaries_dir().join("kubectl"))
         .arg("--kubeconfig")
@@ -122,7 +165,7 @@ async fn kubectl_apply(cluster: &TestCluster, dir: &str) {
 }
 
 /// A client with a token of the operator's ServiceAccount.
-async fn operator_client(cluster: &TestCluster, admin: &Client) -> Client {
+pub async fn operator_client(cluster: &TestCluster, admin: &Client) -> Client {
     cluster
         .service_account_client(admin, INSTALL_NS, OPERATOR, Duration::from_secs(3600))
         .await

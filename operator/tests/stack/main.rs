@@ -6,6 +6,8 @@
 //! uses its own `spec.namespace` and its own labelled nodes, and ends by deleting the
 //! object and waiting for its operands to be gone.
 
+mod adoption;
+mod attacks;
 mod binary;
 mod coexistence;
 mod collector;
@@ -15,6 +17,7 @@ mod install;
 mod least_privilege;
 mod network_policy;
 mod no_nodes;
+mod nrt_crd;
 mod otlp;
 mod overlap;
 mod paused;
@@ -69,6 +72,8 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     otlp::scenario(&client, &telemetry).await;
     network_policy::scenario(&client).await;
     coexistence::scenario(&client).await;
+    nrt_crd::scenario(&client).await;
+    let marked_namespace = adoption::scenario(&client).await;
     operator
         .stop(harness::TIMEOUT)
         .await
@@ -76,6 +81,8 @@ async fn one_object_runs_and_reports_the_whole_stack() {
     telemetry.shutdown().await;
     // With no object left, the binary only has to start, sync and stop.
     binary::scenario(&client, &cluster.kubeconfig_path()).await;
-    // Last: the operator with its own narrow rights instead of an admin's.
+    // Last: the operator with its own narrow rights instead of an admin's, then its
+    // token in an attacker's hands.
     least_privilege::scenario(cluster, &client).await;
+    attacks::scenario(cluster, &client, &marked_namespace).await;
 }

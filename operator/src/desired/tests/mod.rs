@@ -126,8 +126,9 @@ fn nrt_crd_follows_spec_nrt_crd() {
         Some("noderesourcetopologies.topology.node.k8s.io")
     );
     assert!(
-        crd.metadata.owner_references.is_some(),
-        "deleteOnUninstall: GC deletes it with the CR"
+        crd.metadata.owner_references.is_none(),
+        "never owned, even with deleteOnUninstall: the garbage collector would delete it \
+         with the CR whatever deleteOnUninstall says by then; uninstall deletes it itself"
     );
 
     c.spec.nrt_crd = tas_api::tas::NrtCrdSpec {
