@@ -22,7 +22,8 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 pub use host_paths::{
-    HostPathError, HostPathRule, PathTrick, check_config_dir, check_config_file,
+    HostPathError, HostPathRule, KUBELET_CONFIG_DIR_PATTERN, KUBELET_CONFIG_FILE_PATTERN,
+    POD_RESOURCES_DIR_PATTERN, PathTrick, check_config_dir, check_config_file,
     check_pod_resources_dir,
 };
 pub use kubelet::{KubeletOverride, TopologyManagerOverride};
@@ -41,10 +42,7 @@ pub use status::{
     Condition, CreatedObject, ForeignNrtWriter, KubeletConfigIssue, NodeGroupStatus, NrtCrdStatus,
     RelatedObject, SchedulerStatus, TopologyAwareSchedulingStatus,
 };
-pub use updater::{
-    KUBELET_CONFIG_DIR_PATTERN, KUBELET_CONFIG_FILE_PATTERN, KubeletPaths,
-    POD_RESOURCES_DIR_PATTERN, PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec,
-};
+pub use updater::{KubeletPaths, PodsFingerprint, RefreshMode, RefreshSpec, UpdaterSpec};
 
 /// The only accepted object name: there is one TAS stack per cluster.
 pub const SINGLETON_NAME: &str = "default";

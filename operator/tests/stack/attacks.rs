@@ -107,6 +107,8 @@ fn render(cr: &TopologyAwareScheduling) -> Vec<ApiObject> {
     let ctx = BuildContext {
         updater_image_default: Some(UPDATER_IMAGE.into()),
         scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
+        allowed_images: Vec::new(),
+        allowed_toleration_keys: Vec::new(),
     };
     let valid = tas_operator::validate::validate(cr, &ctx, None).unwrap();
     desired::build(&valid).unwrap().into_api_objects().unwrap()
