@@ -6,6 +6,7 @@
 //! namespaces (whose annotation once meant "created by the operator") are out of reach.
 //! Writes are server-side dry runs, so the shared cluster is unchanged.
 
+use super::operator_token::{dry_patch, dry_post, refused};
 use super::{install, shared};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -41,13 +42,6 @@ fn object(spec: Value) -> DynamicObject {
         "spec": spec,
     }))
     .unwrap()
-}
-
-fn dry_post() -> PostParams {
-    PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    }
 }
 
 /// A client with a token of a fresh ServiceAccount bound to [`editor_role`], once the
@@ -87,15 +81,6 @@ async fn editor_client(cluster: &TestCluster, admin: &Client) -> Client {
     .await
     .unwrap();
     editor
-}
-
-/// The status and message of a refusal, or `None` when the request was allowed.
-fn refusal<T>(result: Result<T, kube::Error>) -> Option<(u16, String)> {
-    match result {
-        Ok(_) => None,
-        Err(kube::Error::Api(s)) => Some((s.code, s.message)),
-        Err(other) => Some((0, other.to_string())),
-    }
 }
 
 #[tokio::test]
@@ -141,7 +126,7 @@ async fn editing_the_object_grants_no_host_path_no_confinement_change_and_no_sta
             "spec.nodeGroups[].updater.podAnnotations",
         ),
     ] {
-        let got = refusal(api.create(&dry_post(), &object(spec)).await);
+        let got = refused(api.create(&dry_post(), &object(spec)).await);
         let (code, message) = got.unwrap_or_else(|| panic!("{what}: accepted"));
         assert_eq!(code, 422, "{what}: {message}");
         assert!(message.contains(field), "{what}: {message}");
@@ -149,7 +134,7 @@ async fn editing_the_object_grants_no_host_path_no_confinement_change_and_no_sta
 
     // The status is the operator's record of what it created (what uninstall may
     // delete): the editor cannot write it.
-    let status = refusal(
+    let status = refused(
         api.patch_status(
             "default",
             &PatchParams::default(),
@@ -160,14 +145,11 @@ async fn editing_the_object_grants_no_host_path_no_confinement_change_and_no_sta
     assert_eq!(status.map(|(code, _)| code), Some(403), "status patch");
 
     // Nor mark a namespace as created by the operator.
-    let mark = refusal(
+    let mark = refused(
         Api::<Namespace>::all(editor.clone())
             .patch(
                 "kube-system",
-                &PatchParams {
-                    dry_run: true,
-                    ..PatchParams::default()
-                },
+                &dry_patch(),
                 &Patch::Merge(
                     json!({"metadata": {"annotations": {"tas.dev/created-by-operator": "true"}}}),
                 ),

@@ -28,14 +28,14 @@ async fn operator_client(cluster: &TestCluster, admin: &Client) -> Client {
         .expect("a client with the operator's token")
 }
 
-fn dry_post() -> PostParams {
+pub(super) fn dry_post() -> PostParams {
     PostParams {
         dry_run: true,
         ..PostParams::default()
     }
 }
 
-fn dry_patch() -> PatchParams {
+pub(super) fn dry_patch() -> PatchParams {
     PatchParams {
         dry_run: true,
         ..PatchParams::default()
@@ -74,7 +74,7 @@ fn daemon_set(namespace: &str) -> DaemonSet {
 }
 
 /// The HTTP status of a refusal, or `None` when the request was allowed.
-fn refused<T>(result: Result<T, kube::Error>) -> Option<(u16, String)> {
+pub(super) fn refused<T>(result: Result<T, kube::Error>) -> Option<(u16, String)> {
     match result {
         Ok(_) => None,
         Err(kube::Error::Api(s)) => Some((s.code, s.message)),
