@@ -13,6 +13,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+use tas_api::tas::TopologyAwareScheduling;
 use tas_testcluster::unique_name;
 
 /// (what, kind, name, roleRef, subjects, the refusal's message)
@@ -57,6 +58,9 @@ pub async fn bindings(op: &Client) {
     let me = service_account(OPERATOR, INSTALL_NS);
     let scheduler = service_account("tas-scheduler", INSTALL_NS);
     let stranger = service_account("default", "default");
+    // In the operands namespace, so that only the name rule refuses it (the subject's
+    // namespace has an attempt of its own below).
+    let neighbour = service_account("default", INSTALL_NS);
     let attempts: [BindingAttempt; 8] = [
         (
             "bind cluster-admin to itself",
@@ -111,7 +115,7 @@ pub async fn bindings(op: &Client) {
             "ClusterRoleBinding",
             "tas-updater",
             ("ClusterRole", "tas-updater"),
-            json!([service_account("tas-updater", INSTALL_NS), stranger]),
+            json!([service_account("tas-updater", INSTALL_NS), neighbour]),
             CLUSTER_BINDING,
         ),
         (
@@ -119,7 +123,7 @@ pub async fn bindings(op: &Client) {
             "ClusterRoleBinding",
             "tas-updater",
             ("ClusterRole", "tas-updater"),
-            json!([stranger]),
+            json!([neighbour]),
             CLUSTER_BINDING,
         ),
     ];
@@ -169,6 +173,39 @@ pub async fn bindings(op: &Client) {
         "add a subject to the installer's binding",
         installer,
         SELF_BINDING,
+    );
+    // The operand's name, in a namespace someone else controls (the parameter policy:
+    // the subject's namespace is spec.namespace, which the operator cannot change).
+    let elsewhere = binding(
+        "ClusterRoleBinding",
+        None,
+        "tas-updater",
+        ("ClusterRole", "tas-updater"),
+        json!([service_account("tas-updater", "default")]),
+    );
+    let result = try_create(op, (RBAC, "v1", "ClusterRoleBinding"), None, elsewhere).await;
+    expect_refused(
+        &mut wrong,
+        "ClusterRoleBinding tas-updater to a tas-updater ServiceAccount of another namespace",
+        result,
+        "only to a ServiceAccount of the operands namespace",
+    );
+    let spec = Api::<TopologyAwareScheduling>::all(op.clone())
+        .patch(
+            STACK,
+            &PatchParams {
+                dry_run: true,
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"spec": {"namespace": "elsewhere"}})),
+        )
+        .await
+        .map(|_| ());
+    expect_refused(
+        &mut wrong,
+        "change the object's spec.namespace",
+        spec,
+        "may change only the finalizers",
     );
     assert_all_refused(&wrong);
 }
