@@ -61,7 +61,7 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
         // defaults and the flags say where the scheduler is.
         _ => stack::read(&conn.client).await.ok().flatten(),
     };
-    let service = cli.scheduler.service(stack.as_ref(), conn.token.clone())?;
+    let service = cli.scheduler.service(stack.as_ref())?;
     let (text, json) = match &cli.command {
         Command::Status => {
             let r = StatusReport::build(stack.as_ref());

@@ -30,12 +30,13 @@ pub struct Connection {
     pub client: Client,
     /// `-n`, else the context's namespace, else `default`.
     pub namespace: String,
-    /// The kubeconfig user's bearer token (`token` or `tokenFile`), if it has one: the
-    /// scheduler's debug endpoint asks the API server about it.
-    pub token: Option<BearerToken>,
 }
 
-/// A bearer token, never printed.
+/// A bearer token to show the scheduler's debug endpoint, never printed. Never the
+/// kubeconfig's own credentials: the scheduler would see them, and a compromised
+/// scheduler could act as whoever ran `kubectl tas` (often a cluster admin). Use a token
+/// made for this (`kubectl create token` of a ServiceAccount bound to
+/// `tas-debug-reader`, short-lived), given by `--scheduler-token-file`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct BearerToken(pub String);
 
@@ -56,17 +57,6 @@ impl BearerToken {
     }
 }
 
-/// The user's own bearer token from the kubeconfig; `None` for other credentials
-/// (client certificates, exec plugins: see `--scheduler-token-file`).
-fn kubeconfig_token(config: &Config) -> Option<BearerToken> {
-    use secrecy::ExposeSecret;
-    if let Some(token) = &config.auth_info.token {
-        return Some(BearerToken(token.expose_secret().trim().to_owned()));
-    }
-    let file = config.auth_info.token_file.as_deref()?;
-    BearerToken::from_file(std::path::Path::new(file)).ok()
-}
-
 /// Builds the client the flags describe.
 pub async fn connect(options: &KubeOptions) -> Result<Connection, Error> {
     let kube_options = KubeConfigOptions {
@@ -85,11 +75,6 @@ pub async fn connect(options: &KubeOptions) -> Result<Connection, Error> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let token = kubeconfig_token(&config).filter(|t| !t.0.is_empty());
     let client = Client::try_from(config).map_err(Error::api("building the client"))?;
-    Ok(Connection {
-        client,
-        namespace,
-        token,
-    })
+    Ok(Connection { client, namespace })
 }

@@ -28,10 +28,12 @@ pub struct SchedulerFlags {
     /// server's default (`http`).
     #[arg(long, global = true, default_value = DEFAULT_SCHEME)]
     pub scheduler_scheme: String,
-    /// A file with the bearer token to show the scheduler's debug endpoint (e.g. from
-    /// `kubectl create token`), for a kubeconfig whose user has no token of its own
-    /// (client certificates, exec plugins). Default: the kubeconfig user's token.
-    #[arg(long, global = true)]
+    /// A file with the bearer token to show the scheduler's debug endpoint, e.g. from
+    /// `kubectl create token <account> -n <namespace> --duration 10m` of a ServiceAccount
+    /// bound to the ClusterRole `tas-debug-reader`. The kubeconfig's own credentials are
+    /// never sent to the scheduler. Without it the commands judge on the
+    /// NodeResourceTopology objects alone and say so.
+    #[arg(long, global = true, env = "KUBECTL_TAS_SCHEDULER_TOKEN_FILE")]
     pub scheduler_token_file: Option<std::path::PathBuf>,
 }
 
@@ -47,16 +49,16 @@ pub async fn read(client: &Client) -> Result<Option<TopologyAwareScheduling>, Er
 
 impl SchedulerFlags {
     /// The Service, with the stack's namespace unless overridden, and the token to show
-    /// it: `--scheduler-token-file`, else `token` (the kubeconfig user's).
+    /// it: the one of `--scheduler-token-file`, else none.
     pub fn service(
         &self,
         stack: Option<&TopologyAwareScheduling>,
-        token: Option<BearerToken>,
     ) -> Result<SchedulerService, Error> {
-        let token = match &self.scheduler_token_file {
-            Some(path) => Some(BearerToken::from_file(path)?),
-            None => token,
-        };
+        let token = self
+            .scheduler_token_file
+            .as_deref()
+            .map(BearerToken::from_file)
+            .transpose()?;
         let namespace = self.scheduler_namespace.clone().unwrap_or_else(|| {
             stack.map_or_else(
                 || DEFAULT_NAMESPACE.to_owned(),

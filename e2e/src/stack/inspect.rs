@@ -83,9 +83,21 @@ pub async fn wait_failed_scheduling(
 /// `kubectl tas ARGS` against `cluster` (its kubeconfig); the text it prints.
 pub async fn kubectl_tas(cluster: &TestCluster, args: &[&str]) -> Result<String, StackError> {
     let kubeconfig = cluster.kubeconfig_path();
+    // The scheduler's debug endpoint is shown only a token given for it (here the
+    // admin's), never the kubeconfig's credentials.
+    let token = tempfile::NamedTempFile::new().map_err(StackError::ctx("a token file"))?;
+    std::fs::write(
+        token.path(),
+        cluster
+            .admin_token()
+            .map_err(StackError::ctx("the admin token"))?,
+    )
+    .map_err(StackError::ctx("writing the token file"))?;
+    let token_path = token.path().to_string_lossy().into_owned();
     let mut argv = vec!["kubectl-tas", "--kubeconfig"];
     let path = kubeconfig.to_string_lossy();
     argv.push(&path);
+    argv.extend_from_slice(&["--scheduler-token-file", &token_path]);
     argv.extend_from_slice(args);
     let cli = <Cli as clap::Parser>::try_parse_from(argv)
         .map_err(StackError::ctx("kubectl tas arguments"))?;

@@ -186,6 +186,20 @@ impl Env {
 
     /// Runs the `kubectl-tas` binary against the test cluster; its stdout.
     pub fn kubectl_tas(&self, args: &[&str]) -> String {
+        // The debug endpoint is shown only a token given for it, never the kubeconfig's.
+        let token = tempfile::NamedTempFile::new().expect("a token file");
+        std::fs::write(
+            token.path(),
+            self.cluster.admin_token().expect("the admin token"),
+        )
+        .expect("writing the token file");
+        let file = token.path().to_string_lossy().into_owned();
+        self.kubectl_tas_plain(&[&["--scheduler-token-file", &file], args].concat())
+    }
+
+    /// `kubectl tas ARGS` with the admin kubeconfig (which holds a bearer token) and no
+    /// `--scheduler-token-file`.
+    pub fn kubectl_tas_plain(&self, args: &[&str]) -> String {
         let kubeconfig = self.cluster.kubeconfig_path();
         let out = Command::new(env!("CARGO_BIN_EXE_kubectl-tas"))
             .args(args)

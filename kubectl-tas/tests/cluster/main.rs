@@ -185,6 +185,13 @@ async fn nodes_and_explain_see_the_reservations_the_scheduler_holds() {
     .await
     .expect("mismatch");
     assert_eq!(node(&nodes, &b)["fingerprint"], "match", "{nodes:#}");
+    // Without --scheduler-token-file the plugin shows the scheduler nothing, although the
+    // kubeconfig holds a token (the admin's): the scheduler refuses, the report says so.
+    let plain: Value =
+        serde_json::from_str(&env.kubectl_tas_plain(&["nodes", "-o", "json"])).unwrap();
+    let error = plain["schedulerError"].as_str().unwrap_or_default();
+    assert!(error.contains("401"), "{plain:#}");
+    assert_eq!(node(&plain, &a)["reservations"], 0, "{plain:#}");
     assert_eq!(node(&nodes, &b)["confirmed"], true);
     assert_eq!(node(&nodes, &a)["confirmed"], false);
     assert_eq!(node(&nodes, &a)["reservations"], 1);
