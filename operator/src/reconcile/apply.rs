@@ -88,16 +88,24 @@ pub enum ApplyError {
     },
 }
 
+/// What the API server says when a ValidatingAdmissionPolicy matching the request could
+/// not be set up (`failed to configure policy: failed to find resource referenced by
+/// paramKind ...`): a state of the API server, not of the object.
+const POLICY_NOT_CONFIGURED: &str = "failed to configure policy";
+
 impl ApplyError {
     /// The API server refuses the object itself (400 Bad Request, 422 Invalid): the
     /// same bytes fail the same way until the CR changes. Everything else (conflicts,
-    /// throttling, unavailability, a terminating namespace, a slow CRD) may pass later.
+    /// throttling, unavailability, a terminating namespace, a slow CRD) may pass later;
+    /// so does a 422 from an admission policy the API server could not configure yet
+    /// (its parameter's kind not yet discovered, e.g. just after the API server
+    /// restarted), which says nothing about the object.
     pub fn is_permanent(&self) -> bool {
         match self {
             Self::Patch {
                 source: kube::Error::Api(s),
                 ..
-            } => s.code == 400 || s.code == 422,
+            } => (s.code == 400 || s.code == 422) && !s.message.contains(POLICY_NOT_CONFIGURED),
             Self::Patch { .. }
             | Self::ReadNamespace { .. }
             | Self::Record { .. }
@@ -217,6 +225,24 @@ mod tests {
         };
         assert!(patch(422).is_permanent());
         assert!(patch(400).is_permanent());
+        // Seen right after an API server restart, before the policy's parameter kind
+        // (the TopologyAwareScheduling CRD) is discovered again: it passes later.
+        let unconfigured = ApplyError::Patch {
+            kind: "ClusterRoleBinding".into(),
+            name: "tas-updater".into(),
+            source: kube::Error::Api(
+                Status::failure(
+                    "clusterrolebindings.rbac.authorization.k8s.io \"tas-updater\" is forbidden: \
+                     ValidatingAdmissionPolicy 'tas-operator-namespaces' denied request: failed \
+                     to configure policy: failed to find resource referenced by paramKind: \
+                     'tas.dev/v1alpha1, Kind=TopologyAwareScheduling'",
+                    "Invalid",
+                )
+                .with_code(422)
+                .boxed(),
+            ),
+        };
+        assert!(!unconfigured.is_permanent());
         for code in [403, 404, 409, 429, 500, 503] {
             assert!(!patch(code).is_permanent(), "{code}");
         }
