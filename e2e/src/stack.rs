@@ -20,7 +20,7 @@ pub use processes::{
     start_runner_with_services, wait_ready_pods,
 };
 pub use report::{Placement, Report, WorkloadOutcome};
-pub use startup::{start_nodes, wait_scheduler_pods};
+pub use startup::{start_nodes, wait_scheduler_pods, wait_updater_pods};
 pub use workload::{run_workload, wait_settled};
 
 use kube::api::{Patch, PatchParams};
@@ -46,6 +46,9 @@ impl StackError {
 }
 
 /// The label the minimal sample CR selects its node group by.
+/// The node agents' namespace of config/default (TAS_UPDATER_NAMESPACE of the operator).
+pub const AGENTS_NAMESPACE: &str = "tas-node";
+
 pub const SAMPLE_NODE_LABEL: &str = "node-role.kubernetes.io/numa";
 
 /// `config/samples/tas_v1alpha1_topologyawarescheduling.yaml`, the object an admin

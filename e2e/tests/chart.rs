@@ -28,6 +28,8 @@ use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, Tools, wait_for, wait_no_pods};
 
 const NAMESPACE: &str = "tas-system";
+/// The node agents' namespace (`updaterNamespace`, created by the chart).
+const AGENTS_NAMESPACE: &str = "tas-node";
 const RELEASE: &str = "tas";
 const TAS_CRD: &str = "topologyawareschedulings.tas.dev";
 const NRT_CRD: &str = "noderesourcetopologies.topology.node.k8s.io";
@@ -330,16 +332,17 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
     let kubeconfig = cluster.kubeconfig_path();
     let kubeconfig = kubeconfig.to_str().unwrap();
 
-    // As the user guide says: the release namespace created and labelled for the node
-    // agents' hostPaths first (the operator never labels a namespace it did not create),
-    // then the chart with its own TopologyAwareScheduling object switched on.
+    // As the user guide says: the release namespace created and labelled `restricted`
+    // first (the operator and the scheduler need no more; the chart creates the node
+    // agents' own `privileged` namespace), then the chart with its own
+    // TopologyAwareScheduling object switched on.
     let labelled = Namespace {
         metadata: kube::api::ObjectMeta {
             name: Some(NAMESPACE.to_owned()),
             labels: Some(
                 [(
                     "pod-security.kubernetes.io/enforce".to_owned(),
-                    "privileged".to_owned(),
+                    "restricted".to_owned(),
                 )]
                 .into(),
             ),
@@ -396,6 +399,14 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         .unwrap();
     assert_eq!(
         ns.metadata.labels.unwrap_or_default()["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    let agents_ns = Api::<Namespace>::all(client.clone())
+        .get(AGENTS_NAMESPACE)
+        .await
+        .expect("the chart creates the node agents' namespace");
+    assert_eq!(
+        agents_ns.metadata.labels.unwrap_or_default()["pod-security.kubernetes.io/enforce"],
         "privileged"
     );
 
@@ -404,13 +415,21 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
     let scheduler = wait_ready_pods(&client, &runner, NAMESPACE, "tas-scheduler", 1, TIMEOUT)
         .await
         .expect("scheduler runs");
-    let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", 2, TIMEOUT)
-        .await
-        .expect("node agents run");
+    let updaters = wait_ready_pods(
+        &client,
+        &runner,
+        AGENTS_NAMESPACE,
+        "tas-updater",
+        2,
+        TIMEOUT,
+    )
+    .await
+    .expect("node agents run");
     for pod in [&operators[0], &scheduler[0], &updaters[0]] {
         let name = pod.metadata.name.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let text = runner
-            .metrics(NAMESPACE, &name, &token)
+            .metrics(&namespace, &name, &token)
             .await
             .expect("/metrics");
         promtool_check_metrics(&name, &text);
@@ -432,7 +451,7 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
         .success()
         .then_some(())
         .expect("the object is deleted");
-    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), AGENTS_NAMESPACE);
     assert!(
         daemonsets
             .list(&ListParams::default())
@@ -457,6 +476,15 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
     wait_no_pods(&client, NAMESPACE, TIMEOUT)
         .await
         .expect("no pods left");
+    // The agents' namespace was the release's: Helm deletes it (nothing else lived there).
+    wait_for("the agents' namespace to be deleted", TIMEOUT, || async {
+        let ns = Api::<Namespace>::all(client.clone())
+            .get_opt(AGENTS_NAMESPACE)
+            .await?;
+        Ok::<_, kube::Error>(ns.is_none().then_some(()))
+    })
+    .await
+    .expect("the chart's agents namespace goes with the release");
     let gone = [
         deployments.get_opt("tas-operator").await.unwrap().is_some(),
         Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)

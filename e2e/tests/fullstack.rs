@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::stack::{
-    self, Report, apply_cr, cmdline, process_identity, run_workload, start_nodes, wait_available,
-    wait_ready_pods, wait_scheduler_pods, wait_settled,
+    self, AGENTS_NAMESPACE, Report, apply_cr, cmdline, process_identity, run_workload, start_nodes,
+    wait_available, wait_ready_pods, wait_scheduler_pods, wait_settled, wait_updater_pods,
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::Signal;
@@ -80,7 +80,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
         .await
         .expect("CR applied");
     let nodes = scenario.nodes().len();
-    let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", nodes, TIMEOUT)
+    let updaters = wait_updater_pods(&client, &runner, nodes, TIMEOUT)
         .await
         .expect("an updater process per node");
     let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
@@ -98,7 +98,8 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     ] {
         for pod in pods.iter() {
             let name = pod.metadata.name.clone().unwrap_or_default();
-            let pid = runner.pid(NAMESPACE, &name).expect("a process");
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let pid = runner.pid(&namespace, &name).expect("a process");
             let spec_args = pod.spec.as_ref().unwrap().containers[0]
                 .args
                 .clone()
@@ -112,7 +113,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
                 .await
                 .expect("token reviewed");
             assert!(
-                user.starts_with(&format!("system:serviceaccount:{NAMESPACE}:"))
+                user.starts_with(&format!("system:serviceaccount:{namespace}:"))
                     && user.contains(account),
                 "{name} runs as {user}"
             );
@@ -206,7 +207,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
             .expect("an updater pod per node")
     };
     runner
-        .signal(NAMESPACE, &updater_on(&victim), Signal::Kill)
+        .signal(AGENTS_NAMESPACE, &updater_on(&victim), Signal::Kill)
         .await
         .expect("updater killed");
     let before = nrts.get(&victim).await.unwrap();
@@ -225,7 +226,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
 
     let corrupt = scenario.nodes()[1].name.clone();
     runner
-        .signal(NAMESPACE, &updater_on(&corrupt), Signal::Freeze)
+        .signal(AGENTS_NAMESPACE, &updater_on(&corrupt), Signal::Freeze)
         .await
         .expect("updater frozen");
     // Valid for the API server's schema, unusable for a scheduler: a zone name without
@@ -254,7 +255,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
     .await
     .expect("the scheduler reports the corrupt object");
     runner
-        .signal(NAMESPACE, &updater_on(&corrupt), Signal::Resume)
+        .signal(AGENTS_NAMESPACE, &updater_on(&corrupt), Signal::Resume)
         .await
         .expect("updater resumed");
     wait_for("the corrupt NRT repaired", TIMEOUT, || async {
@@ -379,7 +380,7 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
             let pods = wait_ready_pods(
                 &client,
                 &runner,
-                NAMESPACE,
+                AGENTS_NAMESPACE,
                 "tas-updater",
                 nodes,
                 Duration::from_secs(5),
@@ -389,7 +390,10 @@ async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
             let rolled = !pods.is_empty()
                 && pods.iter().all(|p| {
                     runner
-                        .pid(NAMESPACE, p.metadata.name.as_deref().unwrap_or_default())
+                        .pid(
+                            AGENTS_NAMESPACE,
+                            p.metadata.name.as_deref().unwrap_or_default(),
+                        )
                         .is_some_and(|pid| cmdline(pid).iter().any(|a| a.ends_with("7s")))
                 });
             Ok::<_, kube::Error>(rolled.then_some(()))

@@ -28,6 +28,8 @@ use serde_json::{Value, json};
 use tas_testcluster::{TestCluster, access, unique_namespace, wait_for};
 
 const NAMESPACE: &str = "tas-system";
+/// The node agents' namespace (config/manager/namespace.yaml).
+const AGENTS_NAMESPACE: &str = "tas-node";
 const OPERATOR: &str = "tas-operator";
 const TAS_CRD: &str = "topologyawareschedulings.tas.dev";
 const NRT_CRD: &str = "noderesourcetopologies.topology.node.k8s.io";
@@ -122,15 +124,25 @@ async fn config_default_installs_the_operator_and_reapplies_unchanged() {
         "re-apply changed objects:\n{again}"
     );
 
-    let ns = Api::<Namespace>::all(client.clone())
-        .get(NAMESPACE)
-        .await
-        .unwrap();
-    // The node agents share the namespace by default and need hostPath + uid 0.
+    // Each namespace at the Pod Security level its pods need: the operator and the
+    // scheduler `restricted`, the node agents (hostPath, uid 0) `privileged` in a
+    // namespace of their own, where the installer binds the operator its rights.
+    let level =
+        |ns: Namespace| ns.metadata.labels.unwrap()["pod-security.kubernetes.io/enforce"].clone();
+    let namespaces = Api::<Namespace>::all(client.clone());
     assert_eq!(
-        ns.metadata.labels.unwrap()["pod-security.kubernetes.io/enforce"],
+        level(namespaces.get(NAMESPACE).await.unwrap()),
+        "restricted"
+    );
+    assert_eq!(
+        level(namespaces.get(AGENTS_NAMESPACE).await.unwrap()),
         "privileged"
     );
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), AGENTS_NAMESPACE)
+        .get("tas-operator-operands")
+        .await
+        .expect("the operator's rights in the agents' namespace");
+    assert_eq!(binding.role_ref.name, "tas-operator-operands");
 
     // The TopologyAwareScheduling CRD is installed; the NRT CRD is the operator's to
     // install (spec.nrtCRD.manage), so config/default leaves it out.
@@ -365,6 +377,9 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
         can("create", "", "namespaces"),
         // Operands are written only where a RoleBinding grants tas-operator-operands.
         can("patch", "apps", "daemonsets").namespace(NAMESPACE),
+        // The node agents' namespace: the installer's RoleBinding.
+        can("patch", "apps", "daemonsets").namespace(AGENTS_NAMESPACE),
+        can("patch", "", "serviceaccounts").namespace(AGENTS_NAMESPACE),
         can("create", "", "configmaps").namespace(NAMESPACE),
         can("patch", "networking.k8s.io", "networkpolicies").namespace(NAMESPACE),
         can("delete", "networking.k8s.io", "networkpolicies").namespace(NAMESPACE),
@@ -430,6 +445,13 @@ async fn the_operator_may_do_its_job_and_nothing_more() {
         can("delete", "", "namespaces")
             .namespace(NAMESPACE)
             .name(NAMESPACE),
+        // Nor the agents' (it never created it).
+        can("delete", "", "namespaces")
+            .namespace(AGENTS_NAMESPACE)
+            .name(AGENTS_NAMESPACE),
+        can("patch", "", "namespaces")
+            .namespace(AGENTS_NAMESPACE)
+            .name(AGENTS_NAMESPACE),
         can("patch", "", "namespaces")
             .namespace("default")
             .name("default"),

@@ -20,6 +20,7 @@ use std::time::Duration;
 use tas_e2e::otelcol::{Collector, Received, ReceivedSpan};
 use tas_e2e::stack::{
     self, apply_cr, start_nodes, wait_available, wait_ready_pods, wait_scheduler_pods,
+    wait_updater_pods,
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::{HostService, Signal};
@@ -98,14 +99,15 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     cr.spec.observability.otlp_endpoint = Some(format!("http://{COLLECTOR_HOST}:{OTLP_PORT}"));
     apply_cr(&client, &cr).await.expect("CR applied");
     let nodes = scenario.nodes().len();
-    let updaters = wait_ready_pods(&client, &runner, NAMESPACE, "tas-updater", nodes, TIMEOUT)
+    let updaters = wait_updater_pods(&client, &runner, nodes, TIMEOUT)
         .await
         .expect("an updater per node");
     wait_available(&client, nodes, TIMEOUT)
         .await
         .expect("Available with fresh NRTs");
     // The operator rendered its operands' policies with the endpoint's port.
-    let rendered = Api::<NetworkPolicy>::namespaced(client.clone(), NAMESPACE)
+    // In the scheduler's namespace and the node agents' own.
+    let rendered = Api::<NetworkPolicy>::all(client.clone())
         .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=tas-operator"))
         .await
         .expect("NetworkPolicies listed");
@@ -200,8 +202,9 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
     ] {
         for p in pods {
             let name = p.metadata.name.clone().unwrap_or_default();
+            let namespace = p.metadata.namespace.clone().unwrap_or_default();
             runner
-                .signal(NAMESPACE, &name, Signal::Terminate)
+                .signal(&namespace, &name, Signal::Terminate)
                 .await
                 .expect("SIGTERM sent");
         }

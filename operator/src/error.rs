@@ -36,6 +36,18 @@ pub enum Error {
         "spec.nrtCRD.manage is false but the CRD {0} is not installed or not Established: install it, or set spec.nrtCRD.manage to true"
     )]
     NrtCrdMissing(String),
+    /// The node agents' namespace of the install (`--updater-namespace`) does not exist.
+    #[error(
+        "the node agents' namespace {0} (the operator's --updater-namespace) does not exist: the installer creates it, with the Pod Security level privileged and a RoleBinding of the ClusterRole tas-operator-operands to the operator (config/manager/namespace.yaml, config/rbac/operands_role_binding.yaml, or the chart)"
+    )]
+    UpdaterNamespaceMissing(String),
+    /// The node agents' namespace could not be read.
+    #[error("reading the node agents' namespace {name}: {source}")]
+    ReadUpdaterNamespace {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     /// The controller's caches never filled.
     #[error("the controller's caches are not synced: {0}")]
     CachesNotSynced(String),
@@ -54,6 +66,8 @@ impl Error {
             Self::Build(e) => e.is_permanent(),
             Self::NrtCrdMissing(_) => true,
             Self::Apply(e) => e.is_permanent(),
+            // The installer fixes it, not an edit of the object: keep retrying.
+            Self::UpdaterNamespaceMissing(_) | Self::ReadUpdaterNamespace { .. } => false,
             Self::Prune(_) | Self::Status(_) | Self::CachesNotSynced(_) => false,
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => {
@@ -74,6 +88,8 @@ impl Error {
             Self::Prune(_) => "PruneFailed",
             Self::Status(_) => "StatusUpdateFailed",
             Self::NrtCrdMissing(_) => "NrtCrdMissing",
+            Self::UpdaterNamespaceMissing(_) => "UpdaterNamespaceMissing",
+            Self::ReadUpdaterNamespace { .. } => "ApplyFailed",
             Self::CachesNotSynced(_) => "CachesNotSynced",
             Self::Finalizer(_) => "FinalizerFailed",
         }

@@ -14,6 +14,8 @@ use tas_runtime::lease::LeaseConfig;
 const DEFAULT_UPDATER_IMAGE: &str = "ghcr.io/tas-dev/tas-updater:v0.1.0";
 /// Scheduler image used when the CR names none.
 const DEFAULT_SCHEDULER_IMAGE: &str = "ghcr.io/tas-dev/tas-scheduler:v0.1.0";
+/// The node agents' namespace of the install (config/manager/namespace.yaml).
+const DEFAULT_UPDATER_NAMESPACE: &str = "tas-node";
 /// Name of the leader-election Lease.
 const LEASE_NAME: &str = "tas-operator";
 
@@ -75,6 +77,29 @@ struct InstallArgs {
     /// allows any toleration, also one without a key (every taint). Empty: none.
     #[arg(long, env = "TAS_ALLOWED_TOLERATION_KEYS", default_value = "")]
     allowed_toleration_keys: String,
+    /// Namespace of the node agents, which the installer creates with the Pod Security
+    /// level they need (`privileged`: host paths, uid 0) and where it binds the operator
+    /// the ClusterRole tas-operator-operands; spec.namespace then holds only the
+    /// scheduler and can be `restricted`. Empty: the agents run in spec.namespace.
+    #[arg(long, env = "TAS_UPDATER_NAMESPACE", default_value = DEFAULT_UPDATER_NAMESPACE, value_parser = parse_namespace)]
+    updater_namespace: String,
+}
+
+/// `--updater-namespace`: empty or a DNS-1123 label.
+fn parse_namespace(name: &str) -> Result<String, String> {
+    let label = name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if label {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "{name:?} is not a namespace name: lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit"
+        ))
+    }
 }
 
 /// The parsed `--allowed-images` (a newtype: clap would read a `Vec` as a repeated flag).
@@ -96,6 +121,7 @@ impl InstallArgs {
             allowed_toleration_keys: tas_operator::validate::policy::parse_toleration_keys(
                 &self.allowed_toleration_keys,
             ),
+            updater_namespace: Some(self.updater_namespace).filter(|n| !n.is_empty()),
         }
     }
 }

@@ -28,6 +28,7 @@ fn ctx() -> BuildContext {
             "registry.example/tas/scheduler:v0.3.0".to_owned(),
         ],
         allowed_toleration_keys: vec!["dedicated".to_owned()],
+        updater_namespace: None,
     }
 }
 

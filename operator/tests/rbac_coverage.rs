@@ -59,6 +59,7 @@ fn the_operator_holds_every_permission_it_grants_the_operands() {
             "registry.example/tas/scheduler:v0.3.0".to_owned(),
         ],
         allowed_toleration_keys: vec!["dedicated".to_owned()],
+        updater_namespace: None,
     };
     let d = desired::build(&validate(&cr, &ctx, None).unwrap()).unwrap();
     assert!(!d.roles.is_empty(), "the fixture has leader election");

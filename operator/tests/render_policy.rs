@@ -30,6 +30,9 @@ const CONFIG_FILE_DIRS: [&str; 3] = [
     "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
 ];
 
+/// The node agents' namespace of the install.
+const AGENTS_NS: &str = "tas-node";
+
 fn ctx(any_toleration: bool) -> BuildContext {
     BuildContext {
         updater_image_default: Some(UPDATER.into()),
@@ -40,6 +43,8 @@ fn ctx(any_toleration: bool) -> BuildContext {
         } else {
             TAINT_KEYS.map(String::from).to_vec()
         },
+        // The install's layout: the node agents in a namespace of their own.
+        updater_namespace: Some(AGENTS_NS.into()),
     }
 }
 
@@ -331,6 +336,8 @@ proptest! {
                 prop_assert!(broken.is_empty(), "accepted although {broken:?}");
                 let d = desired::build(&valid).expect("a valid object builds");
                 for ds in &d.daemon_sets {
+                    // Host access only in the namespace the installer made for it.
+                    prop_assert_eq!(ds.metadata.namespace.as_deref(), Some(AGENTS_NS));
                     let pod = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref()).unwrap();
                     assert_pod_grants_nothing(pod, &ctx)?;
                 }

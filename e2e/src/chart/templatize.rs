@@ -27,7 +27,15 @@ const OPERANDS: [&str; 2] = ["tas-updater", "tas-scheduler"];
 /// Operator pod fields set from values (`.Values.operator.<field>`) as whole blocks.
 const BLOCKS: [&str; 2] = ["nodeSelector", "affinity"];
 
+/// The node agents' namespace in config/ (`.Values.updaterNamespace` in the chart).
+const AGENTS: &str = "tas-node";
+/// Env var of the operator naming the node agents' namespace.
+const AGENTS_ENV: &str = "TAS_UPDATER_NAMESPACE";
+/// What only the chart creates when the agents' namespace is not the release's own.
+const AGENTS_APART: &str = "ne .Values.updaterNamespace .Release.Namespace";
+
 const NS: &str = "__TAS_NS__";
+const AGENTS_NS: &str = "__TAS_AGENTS_NS__";
 const OPERAND_NS: &str = "__TAS_OPERAND_NS__";
 const REPLICAS: &str = "__TAS_REPLICAS__";
 const IMAGE: &str = "__TAS_IMAGE_";
@@ -44,9 +52,13 @@ pub fn generate(inputs: &Inputs) -> Result<Files, ChartError> {
     for mut doc in documents(&inputs.default)? {
         let kind = str_at(&doc, "/kind").to_owned();
         let name = str_at(&doc, "/metadata/name").to_owned();
+        // The node agents' namespace and what lives in it (the operator's RoleBinding):
+        // the chart creates them unless the agents share the release namespace.
+        let in_agents = (kind == "Namespace" && name == AGENTS)
+            || str_at(&doc, "/metadata/namespace") == AGENTS;
         match kind.as_str() {
             // Helm's release namespace (see the module docs).
-            "Namespace" => continue,
+            "Namespace" if !in_agents => continue,
             // crds/: installed before the templates, never upgraded or deleted by Helm.
             "CustomResourceDefinition" => {
                 let text = format!("# {GENERATED}\n{}", to_yaml(&doc)?);
@@ -57,18 +69,24 @@ pub fn generate(inputs: &Inputs) -> Result<Files, ChartError> {
         }
         escape_braces(&mut doc);
         set_namespaces(&mut doc, &name);
+        if kind == "Namespace" {
+            doc["metadata"]["name"] = json!(AGENTS_NS);
+        }
         if kind == "Deployment" && name == OPERATOR {
             operator = Some(templatize_operator(&mut doc, &inputs.version)?);
         }
         let body = substitute(&to_yaml(&doc)?);
         let body = match kind.as_str() {
             "NetworkPolicy" => switched("networkPolicies.enabled", &body),
+            _ if in_agents => switched_on(AGENTS_APART, &body),
             _ => body,
         };
-        files.insert(
-            format!("templates/{}-{name}.yaml", kind.to_lowercase()),
-            format!("{{{{- /* {GENERATED} */}}}}\n{body}"),
-        );
+        let file = if in_agents && kind != "Namespace" {
+            format!("templates/{}-{name}-agents.yaml", kind.to_lowercase())
+        } else {
+            format!("templates/{}-{name}.yaml", kind.to_lowercase())
+        };
+        files.insert(file, format!("{{{{- /* {GENERATED} */}}}}\n{body}"));
     }
     let operator = operator.ok_or_else(|| {
         ChartError::Input("config/default has no tas-operator Deployment".to_owned())
@@ -139,7 +157,12 @@ fn templatize_operator(doc: &mut Value, version: &str) -> Result<OperatorDefault
         ),
     )];
     let mut lists = Vec::new();
+    let mut agents = false;
     for env in container["env"].as_array_mut().into_iter().flatten() {
+        if env["name"] == AGENTS_ENV {
+            env["value"] = json!(AGENTS_NS);
+            agents = true;
+        }
         if let Some((_, image)) = IMAGE_ENV.iter().find(|(n, _)| env["name"] == *n) {
             let value = std::mem::replace(&mut env["value"], json!(format!("{IMAGE}{image}__")));
             images.push((image, value));
@@ -154,6 +177,11 @@ fn templatize_operator(doc: &mut Value, version: &str) -> Result<OperatorDefault
                 .collect();
             lists.push((*field, json!(items)));
         }
+    }
+    if !agents {
+        return Err(ChartError::Input(format!(
+            "the operator Deployment has no {AGENTS_ENV} env var"
+        )));
     }
     if let Some((name, _)) = LIST_ENV
         .iter()
@@ -198,7 +226,9 @@ fn templatize_operator(doc: &mut Value, version: &str) -> Result<OperatorDefault
 /// Namespaced objects go to the release namespace, the operands' to theirs; so do the
 /// namespaces an object refers to (RBAC subjects, a ServiceMonitor's selector).
 fn set_namespaces(doc: &mut Value, name: &str) {
-    let target = if OPERANDS.contains(&name) {
+    let target = if name == "tas-updater" || str_at(doc, "/metadata/namespace") == AGENTS {
+        AGENTS_NS
+    } else if OPERANDS.contains(&name) {
         OPERAND_NS
     } else {
         NS
@@ -282,6 +312,7 @@ fn substitute(yaml: &str) -> String {
         } else {
             let mut line = line
                 .replace(NS, "{{ .Release.Namespace }}")
+                .replace(AGENTS_NS, "{{ .Values.updaterNamespace }}")
                 .replace(OPERAND_NS, "{{ include \"tas.operandNamespace\" . }}")
                 .replace(REPLICAS, "{{ .Values.operator.replicas }}");
             for name in IMAGES {
@@ -305,7 +336,11 @@ fn marker<'a>(rest: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
 }
 
 fn switched(switch: &str, body: &str) -> String {
-    format!("{{{{- if .Values.{switch} }}}}\n{body}{{{{- end }}}}\n")
+    switched_on(&format!(".Values.{switch}"), body)
+}
+
+fn switched_on(condition: &str, body: &str) -> String {
+    format!("{{{{- if {condition} }}}}\n{body}{{{{- end }}}}\n")
 }
 
 fn str_at<'a>(doc: &'a Value, pointer: &str) -> &'a str {
@@ -410,9 +445,16 @@ operator:
     for (field, value) in &operator.lists {
         out.push_str(&block(field, value, 2)?);
     }
-    out.push_str(
+    out.push_str(&format!(
         "
-# The namespace of the operands' ServiceMonitors: the TopologyAwareScheduling object's
+# The node agents' namespace (the operator's TAS_UPDATER_NAMESPACE). The chart creates
+# it with the Pod Security level `privileged` the agents need (read-only host paths, uid
+# 0) and binds the operator tas-operator-operands there, so that the release namespace
+# (the operator's, and by default the scheduler's) can enforce `restricted`. Set it to
+# the release namespace to run the agents there (that namespace must then allow them).
+updaterNamespace: {AGENTS}
+
+# The namespace of the scheduler's ServiceMonitor: the TopologyAwareScheduling object's
 # spec.namespace. Empty: the release namespace.
 operandNamespace: \"\"
 
@@ -439,7 +481,7 @@ monitoring:
 topologyAwareScheduling:
   create: false
 ",
-    );
+    ));
     out.push_str(&block("spec", &sample["spec"], 2)?);
     Ok(out)
 }

@@ -25,6 +25,25 @@ pub async fn start_nodes(
     Ok((sim, runner))
 }
 
+/// The node agents' pods of config/default's layout (in [`super::AGENTS_NAMESPACE`]),
+/// one Ready pod with a process per node, `nodes` of them.
+pub async fn wait_updater_pods(
+    client: &Client,
+    runner: &Runner,
+    nodes: usize,
+    timeout: Duration,
+) -> Result<Vec<Pod>, StackError> {
+    wait_ready_pods(
+        client,
+        runner,
+        super::AGENTS_NAMESPACE,
+        "tas-updater",
+        nodes,
+        timeout,
+    )
+    .await
+}
+
 /// The scheduler's pods in `namespace`, once its Deployment exists and as many of its
 /// pods as the Deployment has replicas are Ready with a process each.
 pub async fn wait_scheduler_pods(

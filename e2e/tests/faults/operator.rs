@@ -7,6 +7,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tas_api::tas::TopologyAwareScheduling;
+use tas_e2e::stack::AGENTS_NAMESPACE;
 use tas_e2e::stack::{cmdline, wait_ready_pods};
 use tas_nodesim::runner::Signal;
 use tas_testcluster::wait_for;
@@ -28,7 +29,7 @@ async fn updaters_with(stack: &Stack, period: &str) -> (usize, usize) {
     let pods = wait_ready_pods(
         &stack.client,
         &stack.runner,
-        NAMESPACE,
+        AGENTS_NAMESPACE,
         "tas-updater",
         nodes,
         std::time::Duration::from_secs(2),
@@ -40,7 +41,7 @@ async fn updaters_with(stack: &Stack, period: &str) -> (usize, usize) {
         .filter(|p| {
             stack
                 .runner
-                .pid(NAMESPACE, &p.name_any())
+                .pid(AGENTS_NAMESPACE, &p.name_any())
                 .is_some_and(|pid| cmdline(pid).iter().any(|a| a.ends_with(period)))
         })
         .count();

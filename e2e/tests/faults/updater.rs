@@ -1,19 +1,20 @@
 //! The node agent of one node down (frozen: no NRT refresh) while pods pinned to that
 //! node keep arriving, then killed and restarted by the runner.
 
-use super::harness::{LARGE, NAMESPACE, Run, SMALL, Stack, TIMEOUT, Verdict};
+use super::harness::{LARGE, Run, SMALL, Stack, TIMEOUT, Verdict};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use std::collections::BTreeSet;
+use tas_e2e::stack::AGENTS_NAMESPACE;
 use tas_e2e::stack::{NAME_LABEL, is_ready};
 use tas_nodesim::runner::Signal;
 use tas_testcluster::wait_for;
 
 /// The updater pod on `node`.
 async fn updater_on(stack: &Stack, node: &str) -> String {
-    let api: Api<Pod> = Api::namespaced(stack.client.clone(), NAMESPACE);
+    let api: Api<Pod> = Api::namespaced(stack.client.clone(), AGENTS_NAMESPACE);
     let lp = ListParams::default().labels(&format!("{NAME_LABEL}=tas-updater"));
     wait_for(
         format!("a Ready updater pod on {node}"),
@@ -27,7 +28,7 @@ async fn updater_on(stack: &Stack, node: &str) -> String {
                     .find(|p| {
                         p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
                             && is_ready(p)
-                            && stack.runner.pid(NAMESPACE, &p.name_any()).is_some()
+                            && stack.runner.pid(AGENTS_NAMESPACE, &p.name_any()).is_some()
                     })
                     .map(|p| p.name_any()),
             )
@@ -78,11 +79,11 @@ pub async fn updater_down(
     }
     let node = stack.nodes()[0].clone();
     let updater = updater_on(stack, &node).await;
-    let old_pid = stack.runner.pid(NAMESPACE, &updater).expect("pid");
+    let old_pid = stack.runner.pid(AGENTS_NAMESPACE, &updater).expect("pid");
     let mut run = Run::start(stack, fault).await;
     stack
         .runner
-        .signal(NAMESPACE, &updater, Signal::Freeze)
+        .signal(AGENTS_NAMESPACE, &updater, Signal::Freeze)
         .await
         .expect("updater frozen");
     let per_node = 2;
@@ -96,14 +97,14 @@ pub async fn updater_down(
     wait_explained(stack, &run, 2).await;
     stack
         .runner
-        .signal(NAMESPACE, &updater, Signal::Kill)
+        .signal(AGENTS_NAMESPACE, &updater, Signal::Kill)
         .await
         .expect("updater killed");
     wait_for("the updater restarted", TIMEOUT, || async {
         Ok::<_, std::convert::Infallible>(
             stack
                 .runner
-                .pid(NAMESPACE, &updater)
+                .pid(AGENTS_NAMESPACE, &updater)
                 .filter(|pid| *pid != old_pid),
         )
     })

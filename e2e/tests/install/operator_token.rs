@@ -416,6 +416,7 @@ async fn the_operator_scope_policy_type_checks_without_warnings() {
         "tas-operator-scope",
         "tas-operator-workloads",
         "tas-operator-images",
+        "tas-operator-agents",
         "tas-operator-namespaces",
         "tas-namespace-mark",
     ] {

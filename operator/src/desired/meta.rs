@@ -47,8 +47,11 @@ pub fn managed_selector(stack: &str) -> String {
 pub(crate) struct Stack<'a> {
     /// `metadata.name` of the TopologyAwareScheduling object.
     pub name: &'a str,
-    /// `spec.namespace`: where the namespaced operands go.
+    /// `spec.namespace`: where the scheduler's namespaced objects go.
     pub namespace: &'a str,
+    /// Where the node agents' namespaced objects go: the installer's
+    /// `--updater-namespace`, else `spec.namespace`.
+    pub updater_namespace: &'a str,
     /// Controller reference to the TopologyAwareScheduling object; `None` when it has no
     /// uid yet (offline rendering), since an owner reference without a uid is refused.
     owner: Option<OwnerReference>,
@@ -56,7 +59,7 @@ pub(crate) struct Stack<'a> {
 
 impl<'a> Stack<'a> {
     /// The stack of a validated object.
-    pub fn new(spec: &ValidatedSpec<'a>) -> Self {
+    pub fn new(spec: &'a ValidatedSpec<'a>) -> Self {
         let cr = spec.cr;
         // blockOwnerDeletion: a foreground deletion of the CR waits for its operands, so
         // "CR gone" means "stack gone".
@@ -67,6 +70,7 @@ impl<'a> Stack<'a> {
         Self {
             name: spec.name,
             namespace: &cr.spec.namespace,
+            updater_namespace: &spec.updater_namespace,
             owner,
         }
     }
@@ -96,10 +100,25 @@ impl<'a> Stack<'a> {
         }
     }
 
-    /// Metadata of an object in the operands' namespace, owned by the stack.
+    /// The namespace of `component`'s namespaced objects: the node agents' own
+    /// namespace for [`Component::Updater`], `spec.namespace` for the rest.
+    pub fn namespace_of(&self, component: Component) -> &'a str {
+        match component {
+            Component::Updater => self.updater_namespace,
+            _ => self.namespace,
+        }
+    }
+
+    /// Whether the node agents run in `spec.namespace` (no namespace of their own).
+    pub fn agents_share_namespace(&self) -> bool {
+        self.updater_namespace == self.namespace
+    }
+
+    /// Metadata of an object in `component`'s namespace (see [`Self::namespace_of`]),
+    /// owned by the stack.
     pub fn namespaced_meta(&self, name: &str, component: Component) -> ObjectMeta {
         ObjectMeta {
-            namespace: Some(self.namespace.to_owned()),
+            namespace: Some(self.namespace_of(component).to_owned()),
             ..self.cluster_meta(name, component)
         }
     }

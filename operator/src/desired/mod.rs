@@ -63,6 +63,10 @@ pub struct BuildContext {
     /// Taint keys the CR's tolerations may name (`--allowed-toleration-keys`); `*`: any
     /// toleration, also one without a key.
     pub allowed_toleration_keys: Vec<String>,
+    /// The node agents' own namespace (`--updater-namespace`), created by the installer
+    /// with the Pod Security level they need, so that `spec.namespace` (the scheduler's)
+    /// can be `restricted`. `None`: they run in `spec.namespace`.
+    pub updater_namespace: Option<String>,
 }
 
 /// The objects of one stack, one field per kind.

@@ -17,16 +17,20 @@ const POD_SECURITY_ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
 /// This object is written only to a namespace the operator creates (see
 /// `reconcile::namespace`): a namespace that existed before keeps its labels, Pod
 /// Security level included, exactly as its owner set them.
+///
+/// Its Pod Security level is the least its pods need: `restricted` for the scheduler
+/// alone. Only when the node agents share it (the operator runs without a namespace of
+/// their own, `--updater-namespace`) is it `privileged`: they need hostPath volumes and
+/// uid 0 (see daemonset.rs), which `baseline` and `restricted` refuse, and without the
+/// label a cluster-wide default level would keep the DaemonSets from creating any pod.
 pub(crate) fn namespace(stack: &Stack) -> Namespace {
     let mut labels = stack.labels(Component::Namespace);
-    // The node agents need hostPath volumes and uid 0 (see daemonset.rs), which the
-    // `baseline` and `restricted` Pod Security levels refuse; without this label a
-    // cluster-wide default level would keep the DaemonSets from creating any pod. Only
-    // ever set on a namespace the operator creates for them.
-    labels.insert(
-        POD_SECURITY_ENFORCE_LABEL.to_owned(),
-        "privileged".to_owned(),
-    );
+    let level = if stack.agents_share_namespace() {
+        "privileged"
+    } else {
+        "restricted"
+    };
+    labels.insert(POD_SECURITY_ENFORCE_LABEL.to_owned(), level.to_owned());
     Namespace {
         metadata: ObjectMeta {
             name: Some(stack.namespace.to_owned()),

@@ -1,4 +1,5 @@
-//! The operands' NetworkPolicies (`tas-updater`, `tas-scheduler`), in `spec.namespace`.
+//! The operands' NetworkPolicies (`tas-updater`, `tas-scheduler`), each in its operand's
+//! namespace (the node agents' own, `spec.namespace`).
 //!
 //! NetworkPolicies are additive, and a policy with `Egress` among its types isolates the
 //! pods it selects: they may then send only what some policy allows. So each policy is

@@ -77,7 +77,11 @@ pub(crate) fn rbac(stack: &Stack, leader_election: &LeaderElection) -> Rbac {
         out.role_bindings.push(RoleBinding {
             metadata: stack.namespaced_meta(SCHEDULER_LEADER_ELECTION_ROLE, Component::Scheduler),
             role_ref: role_ref("Role", SCHEDULER_LEADER_ELECTION_ROLE),
-            subjects: Some(vec![subject(stack, SCHEDULER_SERVICE_ACCOUNT)]),
+            subjects: Some(vec![subject(
+                stack,
+                SCHEDULER_SERVICE_ACCOUNT,
+                Component::Scheduler,
+            )]),
         });
     }
     out
@@ -222,7 +226,7 @@ fn cluster_role_binding(
     ClusterRoleBinding {
         metadata: stack.cluster_meta(role, component),
         role_ref: role_ref("ClusterRole", role),
-        subjects: Some(vec![subject(stack, service_account)]),
+        subjects: Some(vec![subject(stack, service_account, component)]),
     }
 }
 
@@ -234,11 +238,12 @@ fn role_ref(kind: &str, name: &str) -> RoleRef {
     }
 }
 
-fn subject(stack: &Stack, service_account: &str) -> Subject {
+/// The ServiceAccount `service_account` of `component`, in that component's namespace.
+fn subject(stack: &Stack, service_account: &str, component: Component) -> Subject {
     Subject {
         kind: "ServiceAccount".to_owned(),
         name: service_account.to_owned(),
-        namespace: Some(stack.namespace.to_owned()),
+        namespace: Some(stack.namespace_of(component).to_owned()),
         ..Subject::default()
     }
 }

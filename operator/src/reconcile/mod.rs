@@ -33,6 +33,7 @@ use crate::metrics::ReconcileResult;
 use crate::node_groups::Membership;
 use crate::validate::validate;
 use conditions::Problem;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, ResourceExt};
@@ -201,6 +202,7 @@ async fn converge(
         .filter(|o| !(yield_crd && o.resource.kind == "CustomResourceDefinition"))
         .cloned()
         .collect();
+    updater_namespace_exists(cr, ctx).await?;
     apply::apply_all(
         &ctx.client,
         &cr.name_any(),
@@ -236,6 +238,30 @@ async fn converge(
         .await;
     }
     Ok(())
+}
+
+/// The node agents' own namespace is the installer's (with its Pod Security level and the
+/// operator's rights there): the operator never creates it, and says so when it is
+/// missing rather than failing on each agent object.
+async fn updater_namespace_exists(
+    cr: &TopologyAwareScheduling,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = crate::validate::updater_namespace(cr, &ctx.config.build);
+    if name == cr.spec.namespace {
+        return Ok(());
+    }
+    let found = Api::<Namespace>::all(ctx.client.clone())
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::ReadUpdaterNamespace {
+            name: name.to_owned(),
+            source,
+        })?;
+    match found {
+        Some(ns) if ns.metadata.deletion_timestamp.is_none() => Ok(()),
+        _ => Err(Error::UpdaterNamespaceMissing(name.to_owned())),
+    }
 }
 
 /// With `spec.nrtCRD.manage: false` the operator only checks that someone installed it.

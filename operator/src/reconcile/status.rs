@@ -135,12 +135,14 @@ fn compute(
     input: Input<'_>,
 ) -> Summary {
     let namespace = cr.spec.namespace.as_str();
+    let agents_namespace = crate::validate::updater_namespace(cr, &ctx.config.build);
     let stores = &ctx.stores;
 
     // Nodes whose agent pod is Ready, per node group.
     let mut agent_ready: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for pod in stores.updater_pods.state() {
-        if pod.metadata.namespace.as_deref() != Some(namespace) || !observed::pod_ready(&pod) {
+        if pod.metadata.namespace.as_deref() != Some(agents_namespace) || !observed::pod_ready(&pod)
+        {
             continue;
         }
         let group = pod.labels().get(NODE_GROUP_LABEL).cloned();
@@ -210,7 +212,7 @@ fn compute(
 
         let ds_name = updater_daemonset_name(&group.name);
         let ds = stores.daemon_sets.find(|d| {
-            d.metadata.namespace.as_deref() == Some(namespace) && d.name_any() == ds_name
+            d.metadata.namespace.as_deref() == Some(agents_namespace) && d.name_any() == ds_name
         });
         daemon_sets.push(daemon_set_workload(&ds_name, ds.as_deref()));
     }

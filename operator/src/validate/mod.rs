@@ -53,6 +53,9 @@ pub struct ValidatedSpec<'a> {
     /// The TCP port of `spec.observability.otlpEndpoint`, for the operands'
     /// NetworkPolicies; `None` without an endpoint.
     pub otlp_port: Option<u16>,
+    /// The node agents' namespace: the installer's (`--updater-namespace`), else
+    /// `spec.namespace`.
+    pub updater_namespace: String,
 }
 
 /// One node group, validated.
@@ -95,7 +98,16 @@ pub fn validate<'a>(
         groups,
         scheduler_image,
         otlp_port,
+        updater_namespace: updater_namespace(cr, ctx).to_owned(),
     })
+}
+
+/// Where the node agents of `cr` run: the installer's namespace for them, else
+/// `spec.namespace`.
+pub fn updater_namespace<'a>(cr: &'a TopologyAwareScheduling, ctx: &'a BuildContext) -> &'a str {
+    ctx.updater_namespace
+        .as_deref()
+        .unwrap_or(cr.spec.namespace.as_str())
 }
 
 /// The port of the object's OTLP endpoint (an empty one counts as none, as everywhere).

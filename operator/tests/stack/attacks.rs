@@ -5,7 +5,7 @@
 //! attempt that gets through changes nothing.
 
 use crate::harness::*;
-use crate::least_privilege::{INSTALL_NS, OPERATOR, operator_client};
+use crate::least_privilege::{AGENTS_NS, INSTALL_NS, OPERATOR, operator_client};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -34,6 +34,10 @@ const CLUSTER_BINDING: &str = "only by the ClusterRoleBinding of that name";
 /// Both tas-operator-scope (the mark) and tas-operator-namespaces (the record) say so.
 const CREATED_NAMESPACE: &str = "or in a namespace it created";
 const MARK: &str = "only the TAS operator marks a namespace";
+/// tas-operator-agents: the node agents stay in their namespace.
+const AGENTS_ONLY_THERE: &str = "runs the node agents only in their namespace tas-node";
+const AGENTS_BINDING: &str =
+    "bind tas-updater only to a ServiceAccount of the node agents namespace tas-node";
 
 pub async fn scenario(cluster: &TestCluster, admin: &Client, marked_namespace: &str) {
     let op = operator_client(cluster, admin).await;
@@ -109,6 +113,7 @@ fn render(cr: &TopologyAwareScheduling) -> Vec<ApiObject> {
         scheduler_image_default: Some(SCHEDULER_IMAGE.into()),
         allowed_images: Vec::new(),
         allowed_toleration_keys: Vec::new(),
+        updater_namespace: Some(AGENTS_NS.into()),
     };
     let valid = tas_operator::validate::validate(cr, &ctx, None).unwrap();
     desired::build(&valid).unwrap().into_api_objects().unwrap()
@@ -342,9 +347,24 @@ async fn workloads(op: &Client, objects: &[ApiObject]) {
     let mut wrong = Vec::new();
     for (what, value, needle) in attempts {
         let kind = value["kind"].as_str().unwrap().to_owned();
-        let result = try_create(op, ("apps", "v1", &kind), Some(INSTALL_NS), value).await;
+        let namespace = value["metadata"]["namespace"].as_str().unwrap().to_owned();
+        let result = try_create(op, ("apps", "v1", &kind), Some(&namespace), value).await;
         expect_refused(&mut wrong, what, result, needle);
     }
+    // The agent exactly as rendered, but in the scheduler's `restricted` namespace (the
+    // operator holds tas-operator-operands there too): tas-operator-agents refuses.
+    let moved = try_create(op, ("apps", "v1", "DaemonSet"), Some(INSTALL_NS), {
+        let mut v = ds.clone();
+        v["metadata"]["namespace"] = json!(INSTALL_NS);
+        v
+    })
+    .await;
+    expect_refused(
+        &mut wrong,
+        "a node agent in the scheduler's namespace",
+        moved,
+        AGENTS_ONLY_THERE,
+    );
     // Its own Deployment, whose env is the policy's parameter: widening the images.
     let own = Api::<Deployment>::namespaced(op.clone(), INSTALL_NS)
         .patch(

@@ -5,7 +5,9 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use std::time::Duration;
@@ -33,15 +35,17 @@ pub const NRT_CRD: &str = tas_api::nrt::CRD_NAME;
 /// Starts the operator in-process (as the binary does, without HTTP or a Lease),
 /// exporting over `otlp` when the object names an endpoint.
 pub fn start_operator(client: Client, otlp: Otlp) -> InProcess {
-    start_operator_as(client, otlp, None)
+    start_operator_as(client, otlp, None, None)
 }
 
 /// [`start_operator`] with the operator's own identity (its ServiceAccount), which it
-/// binds its rights to in a namespace it creates.
+/// binds its rights to in a namespace it creates, and the node agents' own namespace
+/// (`--updater-namespace`; `None`: spec.namespace).
 pub fn start_operator_as(
     client: Client,
     otlp: Otlp,
     identity: Option<tas_operator::OperatorIdentity>,
+    updater_namespace: Option<&str>,
 ) -> InProcess {
     let config = Config {
         identity,
@@ -51,6 +55,7 @@ pub fn start_operator_as(
             allowed_images: Vec::new(),
             // pods.rs places the scheduler on tainted infrastructure nodes.
             allowed_toleration_keys: vec![INFRA_TAINT.into()],
+            updater_namespace: updater_namespace.map(str::to_owned),
         },
         debounce: Duration::from_millis(200),
         ..Config::default()
@@ -272,11 +277,14 @@ pub async fn uninstall(client: &Client, namespace: &str) {
     )
     .await
     .unwrap();
-    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
+    // The node agents' DaemonSets wherever they run (spec.namespace or their own).
+    let daemon_sets: Api<DaemonSet> = Api::all(client.clone());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let roles: Api<ClusterRole> = Api::all(client.clone());
     wait_for("the operands to be gone", TIMEOUT, || async {
-        let ds = daemon_sets.list(&Default::default()).await?;
+        let ds = daemon_sets
+            .list(&ListParams::default().labels(&tas_operator::desired::managed_selector(STACK)))
+            .await?;
         let gone = ds
             .items
             .iter()

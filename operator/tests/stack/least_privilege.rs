@@ -1,13 +1,15 @@
 //! The operator with its own ServiceAccount token and the RBAC and admission policies
-//! of config/rbac and config/policy, not an admin's credentials: the stack still
-//! reaches Available, in its own (pre-existing) namespace and in a namespace it creates;
-//! a namespace it did not create keeps its labels and annotations exactly, during the
-//! install and after the uninstall. The operator's Deployment (the parameter of the
+//! of config/rbac and config/policy, not an admin's credentials, and the node agents in
+//! the installer's namespace for them (`--updater-namespace`, Pod Security
+//! `privileged`): the stack still reaches Available, with the scheduler in the
+//! operator's own (pre-existing) namespace and in a namespace it creates, which it
+//! labels `restricted`; a namespace it did not create keeps its labels and annotations
+//! exactly, during the install and after the uninstall. The operator's Deployment (the parameter of the
 //! policy tas-operator-workloads: the images the install allows) exists, with no
 //! replicas: the operator runs in-process.
 
 use crate::harness::*;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::PostParams;
@@ -17,12 +19,15 @@ use std::path::Path;
 use std::time::Duration;
 use tas_api::tas::status::condition_type::AVAILABLE;
 use tas_operator::OperatorIdentity;
+use tas_operator::desired::SCHEDULER_DEPLOYMENT;
 use tas_operator::reconcile::apply::CREATED_BY_ANNOTATION;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_testcluster::{TestCluster, unique_name, wait_for};
 
 /// The install namespace of config/rbac.
 pub const INSTALL_NS: &str = "tas-system";
+/// The node agents' namespace of config/manager and config/rbac.
+pub const AGENTS_NS: &str = "tas-node";
 pub const OPERATOR: &str = "tas-operator";
 
 pub async fn scenario(cluster: &TestCluster, admin: &Client) {
@@ -42,6 +47,18 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
         .unwrap();
     let snapshot = |ns: &Namespace| (ns.metadata.labels.clone(), ns.metadata.annotations.clone());
     let original = snapshot(&namespaces.get(INSTALL_NS).await.unwrap());
+    // The agents' namespace, as config/manager/namespace.yaml makes it.
+    let agents: Namespace = serde_json::from_value(json!({
+        "metadata": {
+            "name": AGENTS_NS,
+            "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+        },
+    }))
+    .unwrap();
+    namespaces
+        .create(&PostParams::default(), &agents)
+        .await
+        .unwrap();
     for dir in ["config/rbac", "config/policy"] {
         kubectl_apply(cluster, dir).await;
     }
@@ -54,6 +71,7 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
             namespace: INSTALL_NS.into(),
             service_account: OPERATOR.into(),
         }),
+        Some(AGENTS_NS),
     );
 
     // 1. Operands in the operator's own namespace, which it did not create.
@@ -61,6 +79,7 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
     nodes(admin, "lp-own", 2, &[label]).await;
     create(admin, &with_groups(INSTALL_NS, &[("lp", label.0, label.1)])).await;
     wait_condition(admin, AVAILABLE, "True", Some("AsExpected")).await;
+    assert_agents_apart(admin, INSTALL_NS).await;
     assert_eq!(
         snapshot(&namespaces.get(INSTALL_NS).await.unwrap()),
         original,
@@ -95,9 +114,10 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
     );
     assert_eq!(
         created.metadata.labels.unwrap_or_default()["pod-security.kubernetes.io/enforce"],
-        "privileged",
-        "a namespace the operator creates admits the node agents"
+        "restricted",
+        "a namespace the operator creates holds only the scheduler: restricted"
     );
+    assert_agents_apart(admin, &ns).await;
     let bindings = Api::<RoleBinding>::namespaced(admin.clone(), &ns);
     for role in ["tas-operator-operands", "tas-operator-namespace"] {
         let b = bindings.get(role).await.unwrap();
@@ -116,8 +136,38 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
         .expect("the operator stops cleanly");
 }
 
+/// The node agents run in their own namespace, the scheduler in `scheduler_ns`.
+async fn assert_agents_apart(admin: &Client, scheduler_ns: &str) {
+    let daemon_sets = |ns: &str| {
+        let api = Api::<DaemonSet>::namespaced(admin.clone(), ns);
+        async move {
+            let list = api.list(&Default::default()).await.unwrap();
+            list.items
+                .into_iter()
+                .filter_map(|d| d.metadata.name)
+                .collect::<Vec<_>>()
+        }
+    };
+    let agents = daemon_sets(AGENTS_NS).await;
+    assert_eq!(
+        agents,
+        ["tas-updater-lp"],
+        "the agents' DaemonSets in {AGENTS_NS}"
+    );
+    let misplaced = daemon_sets(scheduler_ns).await;
+    assert!(
+        misplaced.is_empty(),
+        "DaemonSets in {scheduler_ns}: {misplaced:?}"
+    );
+    Api::<Deployment>::namespaced(admin.clone(), scheduler_ns)
+        .get(SCHEDULER_DEPLOYMENT)
+        .await
+        .expect("the scheduler in spec.namespace");
+}
+
 /// The operator's Deployment as the installer writes it, scaled to zero: its env names
-/// the operand images the admission policy tas-operator-workloads allows.
+/// the operand images the admission policy tas-operator-workloads allows and the node
+/// agents' namespace.
 async fn operator_deployment(admin: &Client) {
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": {"name": OPERATOR, "namespace": INSTALL_NS},
@@ -134,6 +184,7 @@ async fn operator_deployment(admin: &Client) {
                         "env": [
                             {"name": "TAS_UPDATER_IMAGE", "value": UPDATER_IMAGE},
                             {"name": "TAS_SCHEDULER_IMAGE", "value": SCHEDULER_IMAGE},
+                            {"name": "TAS_UPDATER_NAMESPACE", "value": AGENTS_NS},
                         ],
                     }],
                 },

@@ -31,6 +31,7 @@ fn ctx() -> BuildContext {
             "registry.example/tas/scheduler:v0.3.0".to_owned(),
         ],
         allowed_toleration_keys: vec!["*".to_owned()],
+        updater_namespace: None,
     }
 }
 
@@ -73,6 +74,70 @@ fn every_object_is_labelled_for_pruning_and_namespaced_in_spec_namespace() {
         managed_selector("default"),
         "app.kubernetes.io/managed-by=tas-operator,tas.dev/stack=default"
     );
+}
+
+/// With a namespace of their own (`--updater-namespace`), every node agent object goes
+/// there and nothing else does; the agents' binding names their ServiceAccount there;
+/// the namespace the operator would create for `spec.namespace` is `restricted` (only
+/// the scheduler runs in it), `privileged` only when the agents share it.
+#[test]
+fn node_agents_go_to_their_own_namespace() {
+    let split = BuildContext {
+        updater_namespace: Some("tas-node".to_owned()),
+        ..ctx()
+    };
+    let objs = desired(&cr(FULL), &split)
+        .unwrap()
+        .into_api_objects()
+        .unwrap();
+    let mut agents = Vec::new();
+    for o in objs.iter().filter(|o| o.scope == Scope::Namespaced) {
+        let what = format!("{} {}", o.resource.kind, o.name);
+        let expected = if label(o, COMPONENT_LABEL) == Some("updater") {
+            agents.push(o.resource.kind.clone());
+            "tas-node"
+        } else {
+            "numa-system"
+        };
+        assert_eq!(o.namespace.as_deref(), Some(expected), "{what}");
+    }
+    agents.sort();
+    agents.dedup();
+    assert_eq!(
+        agents,
+        ["DaemonSet", "NetworkPolicy", "Service", "ServiceAccount"]
+    );
+    let binding = |name: &str| {
+        objs.iter()
+            .find(|o| o.resource.kind == "ClusterRoleBinding" && o.name == name)
+            .unwrap()
+            .value["subjects"]
+            .clone()
+    };
+    assert_eq!(binding(UPDATER_SERVICE_ACCOUNT)[0]["namespace"], "tas-node");
+    assert_eq!(
+        binding(SCHEDULER_SERVICE_ACCOUNT)[0]["namespace"],
+        "numa-system"
+    );
+    let level = |objs: &[ApiObject]| {
+        objs.iter()
+            .find(|o| o.resource.kind == "Namespace")
+            .unwrap()
+            .value["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+            .clone()
+    };
+    assert_eq!(level(&objs), "restricted");
+    assert_eq!(level(&objects(FULL)), "privileged");
+    // Naming spec.namespace itself is the shared layout.
+    let same = BuildContext {
+        updater_namespace: Some("numa-system".to_owned()),
+        ..ctx()
+    };
+    let shared = desired(&cr(FULL), &same)
+        .unwrap()
+        .into_api_objects()
+        .unwrap();
+    assert_eq!(level(&shared), "privileged");
 }
 
 #[test]

@@ -16,6 +16,7 @@ fn ctx() -> BuildContext {
         scheduler_image_default: Some(SCHEDULER.into()),
         allowed_images: vec![PINNED.into()],
         allowed_toleration_keys: vec!["dedicated".into()],
+        updater_namespace: None,
     }
 }
 

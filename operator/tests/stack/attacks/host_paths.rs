@@ -6,7 +6,7 @@
 
 use super::{HOST_PATHS, apply_as, expect_refused, render, set_host_path, stack_cr, try_create};
 use crate::harness::*;
-use crate::least_privilege::INSTALL_NS;
+use crate::least_privilege::AGENTS_NS;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -131,7 +131,7 @@ pub async fn scenario(admin: &Client, op: &Client) {
         }
         let mut hostile = ds.clone();
         set_host_path(&mut hostile, path);
-        let result = try_create(op, ("apps", "v1", "DaemonSet"), Some(INSTALL_NS), hostile).await;
+        let result = try_create(op, ("apps", "v1", "DaemonSet"), Some(AGENTS_NS), hostile).await;
         expect_refused(
             &mut wrong,
             &format!("a node agent mounting {path}"),

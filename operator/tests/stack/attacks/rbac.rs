@@ -3,11 +3,11 @@
 //! operator's only if it created it.
 
 use super::{
-    CLUSTER_BINDING, CREATED_NAMESPACE, MARK, RENDERED, ROLE_BINDING, SELF_BINDING,
+    AGENTS_BINDING, CLUSTER_BINDING, CREATED_NAMESPACE, MARK, RENDERED, ROLE_BINDING, SELF_BINDING,
     assert_all_refused, expect_refused, try_create,
 };
 use crate::harness::*;
-use crate::least_privilege::{INSTALL_NS, OPERATOR};
+use crate::least_privilege::{AGENTS_NS, INSTALL_NS, OPERATOR};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
@@ -58,9 +58,9 @@ pub async fn bindings(op: &Client) {
     let me = service_account(OPERATOR, INSTALL_NS);
     let scheduler = service_account("tas-scheduler", INSTALL_NS);
     let stranger = service_account("default", "default");
-    // In the operands namespace, so that only the name rule refuses it (the subject's
-    // namespace has an attempt of its own below).
-    let neighbour = service_account("default", INSTALL_NS);
+    // In the node agents' namespace, so that only the name rule refuses it (the
+    // subject's namespace has attempts of its own below).
+    let agents_neighbour = service_account("default", AGENTS_NS);
     let attempts: [BindingAttempt; 8] = [
         (
             "bind cluster-admin to itself",
@@ -115,7 +115,7 @@ pub async fn bindings(op: &Client) {
             "ClusterRoleBinding",
             "tas-updater",
             ("ClusterRole", "tas-updater"),
-            json!([service_account("tas-updater", INSTALL_NS), neighbour]),
+            json!([service_account("tas-updater", AGENTS_NS), agents_neighbour]),
             CLUSTER_BINDING,
         ),
         (
@@ -123,7 +123,7 @@ pub async fn bindings(op: &Client) {
             "ClusterRoleBinding",
             "tas-updater",
             ("ClusterRole", "tas-updater"),
-            json!([neighbour]),
+            json!([agents_neighbour]),
             CLUSTER_BINDING,
         ),
     ];
@@ -174,22 +174,42 @@ pub async fn bindings(op: &Client) {
         installer,
         SELF_BINDING,
     );
-    // The operand's name, in a namespace someone else controls (the parameter policy:
-    // the subject's namespace is spec.namespace, which the operator cannot change).
-    let elsewhere = binding(
-        "ClusterRoleBinding",
-        None,
-        "tas-updater",
-        ("ClusterRole", "tas-updater"),
-        json!([service_account("tas-updater", "default")]),
-    );
-    let result = try_create(op, (RBAC, "v1", "ClusterRoleBinding"), None, elsewhere).await;
-    expect_refused(
-        &mut wrong,
-        "ClusterRoleBinding tas-updater to a tas-updater ServiceAccount of another namespace",
-        result,
-        "only to a ServiceAccount of the operands namespace",
-    );
+    // The operand's name, in a namespace someone else controls (the parameter policies:
+    // the scheduler's subject is in spec.namespace, which the operator cannot change; the
+    // agents' in their namespace, which the installer set in the operator's Deployment).
+    let elsewhere = |name: &str, namespace: &str| {
+        binding(
+            "ClusterRoleBinding",
+            None,
+            name,
+            ("ClusterRole", name),
+            json!([service_account(name, namespace)]),
+        )
+    };
+    for (what, name, namespace, needle) in [
+        (
+            "ClusterRoleBinding tas-scheduler to a tas-scheduler ServiceAccount of another namespace",
+            "tas-scheduler",
+            "default",
+            "only to a ServiceAccount of the operands namespace",
+        ),
+        (
+            "ClusterRoleBinding tas-updater to a tas-updater ServiceAccount of another namespace",
+            "tas-updater",
+            "default",
+            AGENTS_BINDING,
+        ),
+        (
+            "ClusterRoleBinding tas-updater to the tas-updater ServiceAccount of the scheduler's namespace",
+            "tas-updater",
+            INSTALL_NS,
+            AGENTS_BINDING,
+        ),
+    ] {
+        let value = elsewhere(name, namespace);
+        let result = try_create(op, (RBAC, "v1", "ClusterRoleBinding"), None, value).await;
+        expect_refused(&mut wrong, what, result, needle);
+    }
     let spec = Api::<TopologyAwareScheduling>::all(op.clone())
         .patch(
             STACK,
