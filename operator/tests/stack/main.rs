@@ -7,6 +7,7 @@
 //! object and waiting for its operands to be gone.
 
 mod adoption;
+mod agents_namespace;
 mod attacks;
 mod binary;
 mod coexistence;
@@ -79,6 +80,8 @@ async fn one_object_runs_and_reports_the_whole_stack() {
         .await
         .expect("the operator stops cleanly");
     telemetry.shutdown().await;
+    // An operator with a namespace for the node agents, which the installer makes.
+    agents_namespace::scenario(&client).await;
     // With no object left, the binary only has to start, sync and stop.
     binary::scenario(&client, &cluster.kubeconfig_path()).await;
     // Last: the operator with its own narrow rights instead of an admin's, then its
