@@ -15,7 +15,10 @@
 //	  --out tas-operator.tar
 //
 // It prints `<tag> digest=<manifest digest> id=<config digest>` once the archive, read
-// back, gives the digest of the image built in memory.
+// back, gives the digest of the image built in memory: the digest `crane push` of the
+// archive gives (other clients write their own manifest for a docker-archive: same
+// config and layers, so the same id, which is what `docker load` shows). With
+// --oci-layout, also `oci-digest=`: the image there has OCI media types.
 package main
 
 import (
@@ -35,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 type options struct {
@@ -151,7 +155,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	img, err := image(o)
+	layers, err := compressedLayers(o)
+	if err != nil {
+		return err
+	}
+	// Docker media types in the archive: a docker-archive has no manifest, and the
+	// clients that push one (crane) write these types; the digest is the one they push.
+	img, err := image(o, layers, empty.Image, types.DockerLayer)
 	if err != nil {
 		return err
 	}
@@ -162,7 +172,6 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	// What a registry client reading the archive would push: it must be this image.
 	back, err := tarball.ImageFromPath(o.out, &tag)
 	if err != nil {
 		return fmt.Errorf("reading %s back: %w", o.out, err)
@@ -170,31 +179,60 @@ func run(o options) error {
 	if d, err := back.Digest(); err != nil || d != digest {
 		return fmt.Errorf("%s read back gives digest %v (%v), not %v", o.out, d, err, digest)
 	}
-	if o.ociLayout != "" {
-		if err := appendToLayout(o.ociLayout, tag, img); err != nil {
-			return fmt.Errorf("OCI layout %s: %w", o.ociLayout, err)
-		}
-	}
 	id, err := img.ConfigName()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s digest=%s id=%s\n", tag, digest, id)
+	fmt.Printf("%s digest=%s id=%s", tag, digest, id)
+	// OCI media types in an OCI layout (skopeo reads no other): the same config and
+	// layers under another manifest, so another digest.
+	if o.ociLayout != "" {
+		base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+		oci, err := image(o, layers, base, types.OCILayer)
+		if err != nil {
+			return err
+		}
+		if err := appendToLayout(o.ociLayout, tag, oci); err != nil {
+			return fmt.Errorf("OCI layout %s: %w", o.ociLayout, err)
+		}
+		d, err := oci.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf(" oci-digest=%s", d)
+	}
+	fmt.Println()
 	return nil
 }
 
-// image stacks the layers on an empty image and sets the config.
-func image(o options) (v1.Image, error) {
-	created := v1.Time{Time: o.headers.mtime}
-	img := empty.Image
+// compressedLayers tars and gzips each layer once.
+func compressedLayers(o options) ([]v1.Layer, error) {
+	layers := make([]v1.Layer, 0, len(o.layers))
 	for _, spec := range o.layers {
-		layer, err := compressedLayer(spec, o.headers, o.gzipLevel)
+		raw, err := tarLayer(spec, o.headers)
+		if err != nil {
+			return nil, fmt.Errorf("layer %s: %w", spec.src, err)
+		}
+		opener := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+		layer, err := tarball.LayerFromOpener(opener, tarball.WithCompressionLevel(o.gzipLevel), tarball.WithCompressedCaching)
 		if err != nil {
 			return nil, err
 		}
+		layers = append(layers, layer)
+	}
+	return layers, nil
+}
+
+// image stacks the layers on base, as layerType, and sets the config.
+func image(o options, layers []v1.Layer, base v1.Image, layerType types.MediaType) (v1.Image, error) {
+	created := v1.Time{Time: o.headers.mtime}
+	img := base
+	for i, layer := range layers {
+		var err error
 		img, err = mutate.Append(img, mutate.Addendum{
-			Layer:   layer,
-			History: v1.History{Created: created, CreatedBy: spec.describe()},
+			Layer:     layer,
+			MediaType: layerType,
+			History:   v1.History{Created: created, CreatedBy: o.layers[i].describe()},
 		})
 		if err != nil {
 			return nil, err
@@ -219,19 +257,9 @@ func image(o options) (v1.Image, error) {
 	return mutate.ConfigFile(img, cfg)
 }
 
-// compressedLayer tars the layer in memory and gzips it once.
-func compressedLayer(spec layerSpec, h headers, level int) (v1.Layer, error) {
-	raw, err := tarLayer(spec, h)
-	if err != nil {
-		return nil, fmt.Errorf("layer %s: %w", spec.src, err)
-	}
-	opener := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
-	return tarball.LayerFromOpener(opener, tarball.WithCompressionLevel(level), tarball.WithCompressedCaching)
-}
-
 // appendToLayout adds the image to an OCI layout, created if missing, replacing an
-// image of the same name; annotated with the tag (skopeo's `oci:DIR:TAG`) and the full
-// name (containerd's import).
+// image of the same name; annotated with the full name, as ref.name (skopeo's
+// `oci:DIR:NAME`: the three images share one tag) and for containerd's import.
 func appendToLayout(dir string, tag name.Tag, img v1.Image) error {
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -240,7 +268,7 @@ func appendToLayout(dir string, tag name.Tag, img v1.Image) error {
 		}
 	}
 	annotations := map[string]string{
-		"org.opencontainers.image.ref.name": tag.TagStr(),
+		"org.opencontainers.image.ref.name": tag.String(),
 		"io.containerd.image.name":          tag.String(),
 	}
 	if err := p.RemoveDescriptors(func(d v1.Descriptor) bool {
