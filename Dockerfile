@@ -36,11 +36,16 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     && mkdir -p /out \
     && cp target/release/tas-operator target/release/tas-scheduler target/release/tas-updater /out/
 
+# `make image-archives` (images/build.sh) assembles the same runtime from Debian
+# packages without a container engine; e2e/tests/images.rs checks that both set the same
+# user, entrypoint and labels.
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
 ARG VERSION=dev
+ARG REVISION=unknown
 LABEL org.opencontainers.image.source="https://github.com/tas-dev/tas" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.version="${VERSION}"
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 USER 65532:65532
 
 FROM runtime AS operator

@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds chart cluster-tools test unit-test clean-cluster-tools help images demo bench fuzz
+.PHONY: all build lint fmt crds chart cluster-tools test unit-test clean-cluster-tools help images image-archives demo bench fuzz
 
 all: build
 
@@ -47,13 +47,19 @@ OTELCOL_BIN = $(shell testcluster/tools/build-otelcol.sh | tail -n 1)
 # k8s.io/kubernetes; cached by version like the tools), replayed by the scheduler's tests.
 KUBELET_TABLES = $(shell scheduler/tests/kubelet_tables/dump.sh | tail -n 1)
 
+# The Go program that writes the image archives (images/imagebuild), cached the same way;
+# e2e/tests/images.rs builds archives with it through TAS_IMAGEBUILD_BIN.
+IMAGEBUILD_BIN = $(shell images/build.sh --tool | tail -n 1)
+
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
 	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
 	otelcol="$(OTELCOL_BIN)"; test -n "$$otelcol" || { echo "make test: building the OpenTelemetry Collector failed" >&2; exit 1; }; \
+	imagebuild="$(IMAGEBUILD_BIN)"; test -n "$$imagebuild" || { echo "make test: building imagebuild (images/) failed" >&2; exit 1; }; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" $(CARGO) test --workspace
+	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" \
+		TAS_IMAGEBUILD_BIN="$$imagebuild" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
@@ -109,15 +115,35 @@ fuzz: ## Run every cargo-fuzz target for a bounded time on nightly (FUZZ_TIME se
 			{ echo "make fuzz: $$t failed (input in fuzz/artifacts/$$t/)" >&2; exit 1; }; \
 	done
 
-# Container images (a docker-compatible CLI is needed; the tests do not use images).
-# VERSION defaults to the workspace version, which config/manager's image tags match.
+# Container images, two ways. `make images`: the Dockerfile, with a docker-compatible CLI
+# (BuildKit). `make image-archives`: no container engine; images/build.sh assembles the
+# same images from the cargo-built binaries and Debian packages (apt-get download) into
+# docker-archive files for `docker load`, `podman load`, `ctr images import`,
+# `kind load image-archive`, `crane push` or `skopeo copy docker-archive:`. The .debs and
+# the Go program writing the archives (images/imagebuild) are cached under
+# ~/.cache/tas. VERSION defaults to the workspace version, which config/manager's image
+# tags match.
 IMAGE_REPO ?= ghcr.io/tas-dev
 VERSION ?= v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 CONTAINER_TOOL ?= docker
+IMAGE_REVISION = $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Where the archives go, the cargo profile of the binaries in them (release, or debug for
+# a quick try), and an OCI image layout to add them to as well (empty: none).
+IMAGE_ARCHIVE_DIR ?= $(or $(CARGO_TARGET_DIR),target)/images
+IMAGE_PROFILE ?= release
+IMAGE_OCI_LAYOUT ?=
 
-images: ## Build the tas-operator, tas-scheduler and tas-updater images (IMAGE_REPO, VERSION, CONTAINER_TOOL)
+images: ## Build the tas-operator, tas-scheduler and tas-updater images with a container engine (IMAGE_REPO, VERSION, CONTAINER_TOOL)
 	@for c in operator scheduler updater; do \
 		echo "building $(IMAGE_REPO)/tas-$$c:$(VERSION)"; \
 		$(CONTAINER_TOOL) build --target $$c --build-arg VERSION=$(VERSION) \
+			--build-arg REVISION=$(IMAGE_REVISION) \
 			-t $(IMAGE_REPO)/tas-$$c:$(VERSION) . || exit 1; \
 	done
+
+image-archives: ## Build the three images as image archives, no container engine needed (IMAGE_ARCHIVE_DIR, IMAGE_PROFILE, IMAGE_REPO, VERSION, IMAGE_OCI_LAYOUT)
+	$(CARGO) build --profile $(if $(filter debug,$(IMAGE_PROFILE)),dev,$(IMAGE_PROFILE)) \
+		-p tas-operator -p tas-scheduler -p tas-updater
+	@images/build.sh --bin-dir "$(or $(CARGO_TARGET_DIR),target)/$(IMAGE_PROFILE)" \
+		--out "$(IMAGE_ARCHIVE_DIR)" --repo "$(IMAGE_REPO)" --version "$(VERSION)" \
+		$(if $(IMAGE_OCI_LAYOUT),--oci-layout "$(IMAGE_OCI_LAYOUT)") >/dev/null
