@@ -84,7 +84,7 @@ if [ "${1:-}" = "--tool" ] && [ $# -eq 1 ]; then
   exit 0
 fi
 
-bin_dir= out= repo= version= oci=
+bin_dir='' out='' repo='' version='' oci=''
 while [ $# -gt 0 ]; do
   case $1 in
     --bin-dir) bin_dir=${2:?}; shift 2 ;;
@@ -157,25 +157,33 @@ packages=$({
   echo "ca-certificates tzdata base-files" | tr ' ' '\n'
 } | sort -u)
 
-# A package's .deb: the candidate of the apt sources, kept in the cache by file name
-# and checked against the sources' SHA256.
-fetch() {
-  local pkg=$1 line file sum
-  line=$(apt-get download --print-uris "$pkg" 2>/dev/null | tail -n 1)
-  file=$(awk '{ print $2 }' <<<"$line")
-  sum=$(grep -o 'SHA256:[0-9a-f]*' <<<"$line" | cut -d: -f2)
-  [ -n "$file" ] && [ -n "$sum" ] || die "apt has no candidate for $pkg (apt-get update?)"
-  if [ ! -f "$debs_cache/$file" ] || [ "$(sha256sum <"$debs_cache/$file" | cut -d' ' -f1)" != "$sum" ]; then
-    local tmp
+# The packages' .debs: the candidates of the apt sources, kept in the cache by file name
+# and checked against the sources' SHA256; one apt query for all (it is most of a warm
+# run's time), one download for the missing ones. Prints the .deb paths.
+fetch() { # package...
+  local uris file sum missing='' tmp
+  uris=$(apt-get download --print-uris "$@" 2>/dev/null) && [ "$(grep -c . <<<"$uris")" -eq $# ] ||
+    die "apt has no candidate for one of: $* (apt-get update?)"
+  while read -r _ file _ sum; do
+    if [ ! -f "$debs_cache/$file" ] || [ "$(sha256sum <"$debs_cache/$file" | cut -d' ' -f1)" != "${sum#SHA256:}" ]; then
+      missing="$missing $file"
+    fi
+  done <<<"$uris"
+  if [ -n "$missing" ]; then
     tmp=$(mktemp -d "$debs_cache/.download-XXXXXX")
-    echo "images: downloading $file" >&2
-    (cd "$tmp" && apt-get download -qq "$pkg" 2>&1 | grep -v 'unsandboxed as root' >&2) || true
-    [ -f "$tmp/$file" ] && [ "$(sha256sum <"$tmp/$file" | cut -d' ' -f1)" = "$sum" ] ||
-      { rm -rf "$tmp"; die "downloading $pkg failed (apt-get download)"; }
-    mv "$tmp/$file" "$debs_cache/$file"
-    rmdir "$tmp"
+    echo "images: downloading$missing" >&2
+    (cd "$tmp" && apt-get download -qq "$@" 2>&1 | grep -v 'unsandboxed as root' >&2) || true
+    while read -r _ file _ sum; do
+      if [ -f "$tmp/$file" ] && [ "$(sha256sum <"$tmp/$file" | cut -d' ' -f1)" = "${sum#SHA256:}" ]; then
+        mv "$tmp/$file" "$debs_cache/$file"
+      fi
+    done <<<"$uris"
+    rm -rf "$tmp"
   fi
-  echo "$debs_cache/$file"
+  while read -r _ file _ sum; do
+    [ -f "$debs_cache/$file" ] || die "downloading $file failed (apt-get download)"
+    echo "$debs_cache/$file"
+  done <<<"$uris"
 }
 
 # Copies a path of an extracted package into the rootfs, following symlinks inside it.
@@ -183,7 +191,7 @@ take() { # pkgdir path
   local dir=$1 p=${2#/} link
   [ -e "$dir/$p" ] || [ -L "$dir/$p" ] || return 1
   mkdir -p "$rootfs/$(dirname "$p")"
-  cp -a "$dir/$p" "$rootfs/$p"
+  cp -al "$dir/$p" "$rootfs/$p"
   if [ -L "$dir/$p" ]; then
     link=$(readlink "$dir/$p")
     case $link in
@@ -194,26 +202,37 @@ take() { # pkgdir path
 }
 
 # Extracts a package and records it: control data, copyright. A package whose doc
-# directory links to another's (libgcc-s1 -> gcc-12-base) brings that one's copyright.
+# directory links to another's (libgcc-s1 -> gcc-12-base) brings that one in, for its
+# copyright.
 unpacked=
-unpack() { # package
-  local name=${1%%:*} deb doc
-  case " $unpacked " in *" $name "*) return ;; esac
+unpack() { # .deb
+  local name doc
+  name=$(dpkg-deb -f "$1" Package)
   unpacked="$unpacked $name"
-  deb=$(fetch "$1")
-  dpkg-deb -x "$deb" "$work/pkg/$name"
+  dpkg-deb -x "$1" "$work/pkg/$name"
   mkdir -p "$rootfs/var/lib/dpkg/status.d" "$rootfs/usr/share/doc"
-  dpkg-deb -f "$deb" >"$rootfs/var/lib/dpkg/status.d/$name"
+  dpkg-deb -f "$1" >"$rootfs/var/lib/dpkg/status.d/$name"
   doc="$work/pkg/$name/usr/share/doc/$name"
   if [ -L "$doc" ]; then
     cp -a "$doc" "$rootfs/usr/share/doc/"
-    unpack "$(basename "$(readlink "$doc")")"
+    pending="$pending $(basename "$(readlink "$doc")")"
   elif [ -f "$doc/copyright" ]; then
     take "$work/pkg/$name" "usr/share/doc/$name/copyright"
   fi
 }
-for pkg in $packages; do
-  unpack "$pkg"
+pending=$packages
+while [ -n "$pending" ]; do
+  batch=
+  for pkg in $pending; do
+    case " $unpacked $batch " in *" ${pkg%%:*} "*) ;; *) batch="$batch $pkg" ;; esac
+  done
+  pending=
+  [ -n "$batch" ] || break
+  # shellcheck disable=SC2086 # one word a package
+  debs=$(fetch $batch)
+  for deb in $debs; do
+    unpack "$deb"
+  done
 done
 
 for p in $needed; do
@@ -226,11 +245,11 @@ for p in $needed; do
   [ -n "$found" ] || die "$p is in none of the packages: $packages"
 done
 
-# CA bundle as update-ca-certificates writes it: every certificate, in name order.
+# CA bundle as update-ca-certificates writes it: every certificate, in name order, each
+# ending in a newline (awk adds a missing one).
 mkdir -p "$rootfs${CA_BUNDLE%/*}"
-for crt in $(cd "$work/pkg/ca-certificates/usr/share/ca-certificates" && find . -name '*.crt' | LC_ALL=C sort); do
-  sed -e '$a\' "$work/pkg/ca-certificates/usr/share/ca-certificates/$crt"
-done >"$rootfs$CA_BUNDLE"
+(cd "$work/pkg/ca-certificates/usr/share/ca-certificates" &&
+  find . -name '*.crt' -print0 | LC_ALL=C sort -z | xargs -0 awk 1) >"$rootfs$CA_BUNDLE"
 take "$work/pkg/tzdata" usr/share/zoneinfo
 ln -s /usr/share/zoneinfo/Etc/UTC "$rootfs/etc/localtime"
 take "$work/pkg/base-files" etc/os-release
