@@ -194,9 +194,11 @@ pub fn updater_section(result: &UpdaterResult) -> String {
     let window = result.idle_window.as_secs_f64().max(1e-9);
     let _ = writeln!(
         out,
-        "The idle updater and its control plane used {:.1} CPU-s in the window ({:.1} % of one CPU).{beside}\n",
+        "The idle updater and its control plane used {:.1} CPU-s in the window ({:.1} % of one CPU); the updater alone {:.2} CPU-s ({:.2} %).{beside}\n",
         result.idle_cpu.as_secs_f64(),
         100.0 * result.idle_cpu.as_secs_f64() / window,
+        result.idle_agent_cpu.as_secs_f64(),
+        100.0 * result.idle_agent_cpu.as_secs_f64() / window,
     );
     for line in updater_goals(result) {
         let _ = writeln!(out, "{line}  ");

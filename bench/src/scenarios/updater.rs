@@ -16,7 +16,8 @@
 //! it (the saturation scenario): the updater writes only when what it reads changes
 //! or its 10-minute heartbeat is due, neither of which CPU contention changes, and its
 //! idle control plane costs the other scenario little (the CPU it used in the window
-//! is reported, [`UpdaterResult::idle_cpu`]).
+//! is reported, [`UpdaterResult::idle_cpu`]; the updater's own share, what its idle
+//! loops cost a node, is [`UpdaterResult::idle_agent_cpu`]).
 
 use std::path::PathBuf;
 use std::pin::pin;
@@ -102,6 +103,8 @@ pub struct UpdaterResult {
     pub idle_window: Duration,
     /// CPU time the idle updater and its control plane used in the window.
     pub idle_cpu: Duration,
+    /// CPU time of the idle updater alone in the window.
+    pub idle_agent_cpu: Duration,
     /// The scenarios that ran during the idle window (empty: none).
     pub idle_beside: Vec<String>,
 }
@@ -198,17 +201,20 @@ impl IdleUpdater {
     /// Counts the NRT writes of the idle updater over the idle window, then stops it
     /// and its control plane.
     pub async fn count_writes(self) -> Result<UpdaterResult, BenchError> {
+        let agent = [self.updater.0.id()];
         let mut pids = self.cluster.pids();
-        pids.push(self.updater.0.id());
-        let before = cpu_ticks(&pids);
+        pids.extend(agent);
+        let before = (cpu_ticks(&pids), cpu_ticks(&agent));
         let idle_writes = count_writes(&self.client, &self.node, self.window).await?;
-        let idle_cpu =
-            procfs::cpu_between(before, cpu_ticks(&pids), procfs::clock_ticks_per_second());
+        let ticks = procfs::clock_ticks_per_second();
+        let idle_cpu = procfs::cpu_between(before.0, cpu_ticks(&pids), ticks);
+        let idle_agent_cpu = procfs::cpu_between(before.1, cpu_ticks(&agent), ticks);
         Ok(UpdaterResult {
             runs: self.runs,
             idle_writes,
             idle_window: self.window,
             idle_cpu,
+            idle_agent_cpu,
             idle_beside: Vec::new(),
         })
     }
