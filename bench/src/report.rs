@@ -194,9 +194,11 @@ pub fn updater_section(result: &UpdaterResult) -> String {
     let window = result.idle_window.as_secs_f64().max(1e-9);
     let _ = writeln!(
         out,
-        "The idle updater and its control plane used {:.1} CPU-s in the window ({:.1} % of one CPU).{beside}\n",
+        "The idle updater and its control plane used {:.1} CPU-s in the window ({:.1} % of one CPU); the updater alone {:.2} CPU-s ({:.2} %).{beside}\n",
         result.idle_cpu.as_secs_f64(),
         100.0 * result.idle_cpu.as_secs_f64() / window,
+        result.idle_agent_cpu.as_secs_f64(),
+        100.0 * result.idle_agent_cpu.as_secs_f64() / window,
     );
     for line in updater_goals(result) {
         let _ = writeln!(out, "{line}  ");
@@ -379,7 +381,7 @@ const NOTES: [&str; 10] = [
     "CPU: utime + stime of the scheduler process from `/proc/<pid>/stat`, from just before the first creation to the end of the run (startup and warm-up excluded). Peak RSS: `VmHWM` from `/proc/<pid>/status` at the end of the run (startup included).",
     "Kubelet rejections: after each run every placement is replayed, in bind order per node, through the referee: the kubelet's own Topology, CPU, memory and device managers (k8s.io/kubernetes v1.34; Topology Manager single-numa-node, container scope, CPU manager static, memory manager Static, same zones as the NRTs). A TopologyAffinityError is a pod a real kubelet would have failed. Without `TAS_REFEREE_BIN` (`make bench` sets it) the node simulator's Rust model judges instead.",
     "Each scheduler starts fresh for each run; in paced runs it must first bind a BestEffort warm-up pod, which is deleted before the measured pods are created.",
-    "Updater: one `tas-updater` process with its default flags (periodic-and-events, 10 s period, 200 ms debounce, 10 min re-apply) on one node of 2 zones × 16 CPUs whose podresources server, sysfs and kubelet config are the referee's. A change is timed from just before the referee admits (or removes) a 2-CPU Guaranteed pod, whose Pod object is created bound to the node at the same time, to the NRT read (every 10 ms) showing the new free CPU count. Peak RSS is `VmHWM` at the end of the run; of it anonymous is `RssAnon` then (heap and stacks), the rest being file-backed pages of the binary (its code, shared with the page cache and reclaimable). Idle writes: every watch event of the node's NRT during the idle window after the last run, extrapolated linearly to an hour.",
+    "Updater: one `tas-updater` process with its default flags (periodic-and-events, 10 s period, pods polled every 500 ms, 200 ms debounce, 10 min re-apply) on one node of 2 zones × 16 CPUs whose podresources server, sysfs and kubelet config are the referee's. A change is timed from just before the referee admits (or removes) a 2-CPU Guaranteed pod, whose Pod object is created bound to the node at the same time, to the NRT read (every 10 ms) showing the new free CPU count. The next change starts 1 to 2 s later (spread, so changes do not fall in step with the pod poll), so each finds the agent idle, as most admissions on a node do (back to back, a change rides on the publish the agent's previous write sets off, its watch seeing its own write, and the figure measures that). Peak RSS is `VmHWM` at the end of the run; of it anonymous is `RssAnon` then (heap and stacks), the rest being file-backed pages of the binary (its code, shared with the page cache and reclaimable). Idle writes: every watch event of the node's NRT during the idle window after the last run, extrapolated linearly to an hour.",
     "The machine is shared by the control plane, kwok, the runner and the scheduler: figures compare schedulers on the same machine, not absolute capacity.",
 ];
 

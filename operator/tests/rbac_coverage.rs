@@ -45,8 +45,8 @@ fn covered(held: &[PolicyRule], grant: &(String, String, String, Option<String>)
     })
 }
 
-#[test]
-fn the_operator_holds_every_permission_it_grants_the_operands() {
+/// The operands' RBAC objects for the full fixture (every optional rule on).
+fn desired_full() -> desired::Desired {
     let path = format!("{}/tests/fixtures/full.yaml", env!("CARGO_MANIFEST_DIR"));
     let cr: TopologyAwareScheduling =
         serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -61,7 +61,12 @@ fn the_operator_holds_every_permission_it_grants_the_operands() {
         allowed_toleration_keys: vec!["dedicated".to_owned()],
         updater_namespace: None,
     };
-    let d = desired::build(&validate(&cr, &ctx, None).unwrap()).unwrap();
+    desired::build(&validate(&cr, &ctx, None).unwrap()).unwrap()
+}
+
+#[test]
+fn the_operator_holds_every_permission_it_grants_the_operands() {
+    let d = desired_full();
     assert!(!d.roles.is_empty(), "the fixture has leader election");
 
     let cluster_wide = config_role("role.yaml");
@@ -123,4 +128,38 @@ fn the_operators_cluster_role_writes_no_namespaced_operand() {
         .filter(|(_, r, v, _)| namespaced.contains(&r.as_str()) && writes.contains(&v.as_str()))
         .collect();
     assert!(found.is_empty(), "cluster-wide writes: {found:?}");
+}
+
+/// Finding 8d: the node agents learn of their node's pods from the kubelet, so their
+/// ClusterRole grants nothing on pods (nor a wildcard that would cover them), and no
+/// Role binds them anything. `operator/tests/stack/least_privilege.rs` asks the API
+/// server the same with the agents' own token.
+#[test]
+fn the_node_agents_may_read_no_pod() {
+    let d = desired_full();
+    let updater = d
+        .cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(desired::UPDATER_CLUSTER_ROLE))
+        .expect("the node agents' ClusterRole");
+    let on_pods: Vec<_> = updater
+        .rules
+        .iter()
+        .flatten()
+        .flat_map(grants)
+        .filter(|(g, r, _, _)| {
+            (g.is_empty() || g == "*") && (r == "*" || r == "pods" || r.starts_with("pods/"))
+        })
+        .collect();
+    assert!(on_pods.is_empty(), "the node agents may: {on_pods:?}");
+    for binding in &d.role_bindings {
+        for subject in binding.subjects.iter().flatten() {
+            assert_ne!(
+                subject.name,
+                desired::UPDATER_SERVICE_ACCOUNT,
+                "RoleBinding {:?}",
+                binding.metadata.name
+            );
+        }
+    }
 }

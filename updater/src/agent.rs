@@ -4,8 +4,8 @@
 //! thread) and the kubelet's podresources API, then builds the object and hands it to
 //! the [`Publisher`]. Every failure is logged, counted and turns readiness off; the loop
 //! itself never exits on an observation error. Each publish runs in a `publish` span
-//! attached with `.instrument()`, so the agent's other tasks (watches, debouncer) never
-//! log inside it while it waits.
+//! attached with `.instrument()`, so the agent's other tasks (watches, pod poll,
+//! debouncer) never log inside it while it waits.
 
 use crate::accounting::{self, AccountingOptions};
 use crate::kubelet_source::{Discovery, SourceConfig, configz, stamp};
@@ -16,7 +16,7 @@ use crate::podresources::PodResourcesClient;
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::publish::{Outcome, Publisher};
 use crate::triggers::{self, Mode, Trigger};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,7 +41,10 @@ pub struct AgentConfig {
     pub mode: Mode,
     /// Periodic interval.
     pub period: Duration,
-    /// Pod-event coalescing window.
+    /// How often the kubelet's podresources `List` is polled for pod changes (events
+    /// modes only).
+    pub pod_poll_interval: Duration,
+    /// Pod-change coalescing window.
     pub debounce: Duration,
     /// Safety-net re-apply interval of unchanged content.
     pub reapply_interval: Duration,
@@ -83,7 +86,8 @@ impl ObserveError {
 pub struct Agent {
     cfg: AgentConfig,
     client: Client,
-    podresources: PodResourcesClient,
+    /// Shared with the pod poll, so both are paced and back off as one client.
+    podresources: Arc<PodResourcesClient>,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     publisher: Publisher,
@@ -115,7 +119,7 @@ impl Agent {
         Self {
             cfg,
             client,
-            podresources,
+            podresources: Arc::new(podresources),
             metrics,
             readiness,
             publisher,
@@ -126,8 +130,8 @@ impl Agent {
     }
 
     /// Run until the process is stopped, or until one of its background tasks (the
-    /// ticker, the watches, the debouncer) ends or panics: the returned error names
-    /// it, and the process should exit non-zero.
+    /// ticker, the pod poll, the watches, the debouncer) ends or panics: the returned
+    /// error names it, and the process should exit non-zero.
     pub async fn run(mut self) -> TaskEnded {
         let (tx, mut rx) = mpsc::channel::<Trigger>(16);
         let mut tasks = Supervisor::new();
@@ -149,13 +153,22 @@ impl Agent {
         if self.cfg.mode.events() {
             let (raw_tx, raw_rx) = mpsc::channel(256);
             tasks.spawn(
-                "debounce pod events",
+                "debounce pod changes",
                 triggers::debounce(raw_rx, self.cfg.debounce, tx.clone()),
             );
-            let pods: Api<Pod> = Api::all(self.client.clone());
+            let podresources = Arc::clone(&self.podresources);
+            let list = move || {
+                let podresources = Arc::clone(&podresources);
+                async move { podresources.list().await }
+            };
             tasks.spawn(
-                "watch pods",
-                triggers::watch_pods(pods, self.cfg.node_name.clone(), raw_tx),
+                "poll pods",
+                triggers::poll_pods(
+                    list,
+                    self.cfg.pod_poll_interval,
+                    Arc::clone(&self.metrics),
+                    raw_tx,
+                ),
             );
         }
         if !self.cfg.kubelet.configz {
@@ -398,6 +411,7 @@ mod tests {
             take_over_nrt: false,
             mode: Mode::Periodic,
             period: Duration::from_secs(3600),
+            pod_poll_interval: Duration::from_millis(500),
             debounce: Duration::from_millis(100),
             reapply_interval: Duration::from_secs(600),
             fingerprint: FingerprintPolicy::new(None, &[]),

@@ -63,7 +63,12 @@ pub struct Args {
     /// Interval of the periodic re-check (Go duration).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub refresh_period: Duration,
-    /// Coalescing window for pod events (Go duration).
+    /// How often the kubelet's podresources `List` is polled for pod changes in the
+    /// events modes (Go duration, at least 100ms). Each poll is one local gRPC call; the
+    /// default keeps a pod's admission → NRT within a second with the default debounce.
+    #[arg(long, default_value = "500ms", value_parser = parse_poll_interval)]
+    pub pod_poll_interval: Duration,
+    /// Coalescing window for pod changes (Go duration).
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     pub debounce: Duration,
     /// Re-apply unchanged content this often, repairing edits by others (Go duration).
@@ -86,6 +91,16 @@ pub struct Args {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     tas_api::duration::parse(s).map_err(|e| e.to_string())
+}
+/// The shortest `--pod-poll-interval`: the kubelet allows 100 podresources calls per
+/// second for all its clients, and the agent's own client paces itself at 20.
+const MIN_POD_POLL_INTERVAL: Duration = Duration::from_millis(100);
+fn parse_poll_interval(s: &str) -> Result<Duration, String> {
+    let interval = parse_duration(s)?;
+    if interval < MIN_POD_POLL_INTERVAL {
+        return Err(format!("must be at least {MIN_POD_POLL_INTERVAL:?}"));
+    }
+    Ok(interval)
 }
 fn parse_policy(s: &str) -> Result<TopologyManagerPolicy, String> {
     s.parse().map_err(|e| format!("{e}"))
@@ -145,6 +160,7 @@ impl Args {
             take_over_nrt: self.take_over_nrt,
             mode: self.refresh_mode,
             period: self.refresh_period,
+            pod_poll_interval: self.pod_poll_interval,
             debounce: self.debounce,
             reapply_interval: self.reapply_interval,
             fingerprint: FingerprintPolicy::new(method, &self.exclude_pods),
@@ -176,6 +192,23 @@ mod tests {
             config.kubelet.host_path(&config.kubelet.file),
             "/var/lib/kubelet/config.yaml"
         );
+    }
+
+    #[test]
+    fn the_pod_poll_interval_defaults_to_half_a_second_and_refuses_a_busy_loop() {
+        let parse = |extra: &[&str]| {
+            Args::try_parse_from(["tas-updater", "--node-name=n"].iter().chain(extra))
+                .map(|args| args.agent_config().unwrap().pod_poll_interval)
+        };
+        assert_eq!(parse(&[]).unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            parse(&["--pod-poll-interval=2s"]).unwrap(),
+            Duration::from_secs(2)
+        );
+        for bad in ["0s", "50ms", "soon"] {
+            let flag = format!("--pod-poll-interval={bad}");
+            assert!(parse(&[flag.as_str()]).is_err(), "{bad}");
+        }
     }
 
     /// An exclude entry the glob library refuses (the shape the CRD allowed) no longer

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub errors: Family<KindLabel, Counter>,
     /// podresources call latency.
     pub podresources_latency: Family<CallLabel, Histogram>,
+    /// Polls of the pods on the node by result: `changed`, `unchanged` or `error`.
+    pub pod_polls: Family<ResultLabel, Counter>,
     /// Seconds since the object was last confirmed (written or found unchanged).
     last_publish_age: Gauge<f64, AtomicU64>,
     /// Unix time of the last confirmation.
@@ -97,6 +99,12 @@ impl Metrics {
             "Latency of kubelet podresources calls",
             podresources_latency.clone(),
         );
+        let pod_polls = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "pod_polls",
+            "Polls of the kubelet's podresources List for pod changes by result (changed, unchanged, error)",
+            pod_polls.clone(),
+        );
         let last_publish_age = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "last_publish_age_seconds",
@@ -122,6 +130,7 @@ impl Metrics {
             publishes,
             errors,
             podresources_latency,
+            pod_polls,
             last_publish_age,
             last_publish_time,
             last_publish: Mutex::new(None),
@@ -180,6 +189,27 @@ impl Metrics {
         if let Some(otel) = &self.otel {
             otel.podresources_latency
                 .record(seconds, &[KeyValue::new("call", call)]);
+        }
+    }
+
+    /// Record a poll of the pods on the node: whether what the kubelet listed `changed`.
+    pub fn pod_polled(&self, changed: bool) {
+        let result = if changed { "changed" } else { "unchanged" };
+        self.pod_polls
+            .get_or_create(&ResultLabel::new(result))
+            .inc();
+    }
+
+    /// Record a failed poll of the pods on the node (also `errors_total{kind="pod_poll"}`).
+    pub fn pod_poll_failed(&self) {
+        self.pod_polls
+            .get_or_create(&ResultLabel::new("error"))
+            .inc();
+        self.errors
+            .get_or_create(&KindLabel { kind: "pod_poll" })
+            .inc();
+        if let Some(otel) = &self.otel {
+            otel.errors.add(1, &[KeyValue::new("kind", "pod_poll")]);
         }
     }
 
@@ -291,6 +321,9 @@ mod tests {
         m.published(true);
         m.published(false);
         m.failed("apply");
+        m.pod_polled(true);
+        m.pod_polled(false);
+        m.pod_poll_failed();
         m.podresources_latency
             .get_or_create(&CallLabel { call: "list" })
             .observe(0.002);
@@ -300,6 +333,10 @@ mod tests {
             "tas_updater_publishes_total{result=\"unchanged\"} 1",
             "tas_updater_publishes_total{result=\"error\"} 1",
             "tas_updater_errors_total{kind=\"apply\"} 1",
+            "tas_updater_errors_total{kind=\"pod_poll\"} 1",
+            "tas_updater_pod_polls_total{result=\"changed\"} 1",
+            "tas_updater_pod_polls_total{result=\"unchanged\"} 1",
+            "tas_updater_pod_polls_total{result=\"error\"} 1",
             "tas_updater_podresources_call_duration_seconds_count{call=\"list\"} 1",
             "tas_updater_last_publish_age_seconds",
             "tas_updater_last_publish_timestamp_seconds",

@@ -1,27 +1,33 @@
-//! When to publish: a periodic tick, pod events on this node (debounced), or a change to
-//! the published object made by someone else.
+//! When to publish: a periodic tick, a change of the pods on this node (debounced), or a
+//! change to the published object made by someone else.
 //!
 //! Every source sends a [`Trigger`] into one channel; the agent's loop drains it. Pod
-//! events are coalesced: after the first event the debouncer waits `debounce` for more,
+//! changes are seen by polling the kubelet's podresources `List` ([`poll_pods`]): the
+//! agent never reads pods from the API server, so its token needs no right on pods. Pod
+//! changes are coalesced: after the first one the debouncer waits `debounce` for more,
 //! restarting the wait on each one but never past `8 × debounce` in total, so a steady
-//! stream of events cannot postpone a publish forever.
+//! stream of changes cannot postpone a publish forever.
 
+use crate::metrics::Metrics;
+use crate::podresources::v1::ListPodResourcesResponse;
+use crate::podresources::{ListDigest, PodResourcesError};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
 /// Why a publish was requested.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Trigger {
     /// The periodic tick.
     Tick,
-    /// Pods on the node changed (after debouncing).
+    /// What the kubelet lists for the pods on the node changed (after debouncing).
     Pods,
     /// The kubelet's configuration files changed.
     KubeletConfig,
@@ -46,7 +52,7 @@ impl Trigger {
 pub enum Mode {
     /// Every period only.
     Periodic,
-    /// On pod events only.
+    /// On pod changes only.
     Events,
     /// Both.
     PeriodicAndEvents,
@@ -58,7 +64,7 @@ impl Mode {
         matches!(self, Self::Periodic | Self::PeriodicAndEvents)
     }
 
-    /// Whether pod events trigger.
+    /// Whether pod changes trigger.
     pub fn events(self) -> bool {
         matches!(self, Self::Events | Self::PeriodicAndEvents)
     }
@@ -67,7 +73,7 @@ impl Mode {
 /// Send a [`Trigger::Tick`] every `period` (the first one immediately).
 pub async fn ticker(period: Duration, tx: mpsc::Sender<Trigger>) {
     let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
         if tx.send(Trigger::Tick).await.is_err() {
@@ -97,21 +103,49 @@ pub async fn debounce(mut raw: mpsc::Receiver<()>, wait: Duration, tx: mpsc::Sen
     }
 }
 
-/// Watch the pods bound to `node` and signal every change into `raw`.
-/// Watch errors are retried by the watcher with backoff; they are logged, never fatal.
-pub async fn watch_pods(pods: Api<Pod>, node: String, raw: mpsc::Sender<()>) {
-    let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    let mut stream = watcher::watcher(pods, config).default_backoff().boxed();
+/// Ask `list` (the kubelet's podresources `List`) what runs on the node every `every`,
+/// and signal into `raw` whenever the answer's [`ListDigest`] differs from the last one
+/// (the first answer counts as a change, so nothing that changed before it is missed).
+/// A failed call is logged (a warning when a streak of failures starts) and counted, never
+/// fatal: the client backs off, and the next poll asks again. Returns when `raw` closes.
+pub async fn poll_pods<F, Fut>(
+    mut list: F,
+    every: Duration,
+    metrics: Arc<Metrics>,
+    raw: mpsc::Sender<()>,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<ListPodResourcesResponse, PodResourcesError>>,
+{
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last = None;
+    let mut failing = false;
     loop {
-        match stream.try_next().await {
-            Ok(Some(Event::Apply(_) | Event::Delete(_) | Event::InitDone)) => {
-                if raw.send(()).await.is_err() {
-                    return;
+        interval.tick().await;
+        let started = Instant::now();
+        let answer = match list().await {
+            Ok(answer) => answer,
+            Err(e) => {
+                metrics.pod_poll_failed();
+                if failing {
+                    tracing::debug!(error = %e, "polling the pods on this node");
+                } else {
+                    tracing::warn!(error = %e, "polling the pods on this node: pod changes are not seen until it works again");
                 }
+                failing = true;
+                continue;
             }
-            Ok(Some(Event::Init | Event::InitApply(_))) => {}
-            Ok(None) => return,
-            Err(e) => tracing::warn!(error = %e, "watching pods on this node"),
+        };
+        metrics.podresources_call("list", started.elapsed());
+        if std::mem::take(&mut failing) {
+            tracing::info!("polling the pods on this node works again");
+        }
+        let digest = ListDigest::of(&answer);
+        let changed = last.replace(digest) != Some(digest);
+        metrics.pod_polled(changed);
+        if changed && raw.send(()).await.is_err() {
+            return;
         }
     }
 }
@@ -159,6 +193,139 @@ pub async fn watch_own_object(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::podresources::v1::{ContainerResources, PodResources};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    type Answer = Result<ListPodResourcesResponse, PodResourcesError>;
+
+    fn pods(entries: &[(&str, &[i64])]) -> Answer {
+        Ok(ListPodResourcesResponse {
+            pod_resources: entries
+                .iter()
+                .map(|&(name, cpus)| PodResources {
+                    name: name.into(),
+                    namespace: "default".into(),
+                    containers: vec![ContainerResources {
+                        name: "app".into(),
+                        cpu_ids: cpus.to_vec(),
+                        ..Default::default()
+                    }],
+                })
+                .collect(),
+        })
+    }
+
+    fn socket_missing() -> Answer {
+        Err(PodResourcesError::SocketMissing {
+            path: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
+        })
+    }
+
+    /// Polls the scripted `answers` in order, then nothing more (the next call waits
+    /// forever); returns the number of signals sent and the metrics.
+    async fn signals_for(answers: Vec<Answer>) -> (usize, Arc<Metrics>) {
+        let script = Arc::new(Mutex::new(VecDeque::from(answers)));
+        let list = move || {
+            let next = script.lock().unwrap().pop_front();
+            async move {
+                match next {
+                    Some(answer) => answer,
+                    None => std::future::pending().await,
+                }
+            }
+        };
+        let metrics = Arc::new(Metrics::new());
+        let (raw_tx, mut raw_rx) = mpsc::channel(64);
+        let poller = tokio::spawn(poll_pods(
+            list,
+            Duration::from_millis(500),
+            metrics.clone(),
+            raw_tx,
+        ));
+        let mut signals = 0;
+        // Time is paused: it jumps ahead whenever the poller waits, so the timeout
+        // fires only once the script is exhausted and the poller waits forever.
+        while tokio::time::timeout(Duration::from_secs(3600), raw_rx.recv())
+            .await
+            .is_ok()
+        {
+            signals += 1;
+        }
+        poller.abort();
+        (signals, metrics)
+    }
+
+    fn polls(metrics: &Metrics, result: &'static str) -> u64 {
+        metrics
+            .pod_polls
+            .get_or_create(&tas_runtime::metrics::ResultLabel::new(result))
+            .get()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_changed_list_signals() {
+        let (signals, metrics) = signals_for(vec![
+            pods(&[("a", &[1, 2])]),
+            pods(&[("a", &[1, 2])]),
+            pods(&[("a", &[2, 1])]),
+            pods(&[("a", &[1, 2]), ("b", &[3])]),
+            pods(&[("b", &[3]), ("a", &[1, 2])]),
+            pods(&[("a", &[1, 2]), ("b", &[4])]),
+            pods(&[("a", &[1, 2])]),
+            pods(&[("a", &[1, 2])]),
+        ])
+        .await;
+        // The first answer, b added, b reassigned, b removed.
+        assert_eq!(signals, 4);
+        assert_eq!(polls(&metrics, "changed"), 4);
+        assert_eq!(polls(&metrics, "unchanged"), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_are_counted_and_polling_goes_on() {
+        let (signals, metrics) = signals_for(vec![
+            socket_missing(),
+            pods(&[("a", &[1])]),
+            socket_missing(),
+            socket_missing(),
+            pods(&[("a", &[1])]),
+            socket_missing(),
+            pods(&[("a", &[1]), ("b", &[2])]),
+        ])
+        .await;
+        // The first answer, then b; the failures in between change nothing.
+        assert_eq!(signals, 2);
+        assert_eq!(polls(&metrics, "error"), 4);
+        let text = metrics.render().unwrap();
+        assert!(
+            text.contains("tas_updater_errors_total{kind=\"pod_poll\"} 4"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn polls_keep_their_interval() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let seen = calls.clone();
+        let start = Instant::now();
+        let list = move || {
+            seen.lock().unwrap().push(start.elapsed());
+            async { pods(&[]) }
+        };
+        let (raw_tx, _raw_rx) = mpsc::channel(64);
+        let poller = tokio::spawn(poll_pods(
+            list,
+            Duration::from_millis(500),
+            Arc::new(Metrics::new()),
+            raw_tx,
+        ));
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        poller.abort();
+        let calls = calls.lock().unwrap().clone();
+        let ms: Vec<u128> = calls.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [0, 500, 1000, 1500, 2000]);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_burst_becomes_one_trigger() {

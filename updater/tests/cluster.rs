@@ -2,10 +2,9 @@
 //! with a fake kubelet serving podresources on a real unix socket and a fake sysfs tree.
 //! Each test uses its own kwok node, so tests share one cluster without interfering.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::DeleteParams;
 use kube::{Api, Client};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +12,7 @@ use tas_api::fingerprint::Method;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_nodesim::kubelet_server::{FakeKubelet, FakeKubeletHandle};
 use tas_runtime::http::Readiness;
-use tas_testcluster::{unique_name, wait_for};
+use tas_testcluster::wait_for;
 use tas_updater::agent::AgentConfig;
 use tas_updater::kubelet_source::SourceConfig;
 use tas_updater::metrics::Metrics;
@@ -277,30 +276,27 @@ async fn an_idle_node_is_rewritten_once_per_heartbeat_period() {
     assert_eq!(node.publishes("applied"), 2, "one heartbeat write");
 }
 
+/// Events only: the period is irrelevant; what the kubelet lists drives publishing. No
+/// Pod object is created: the agent reads pods from the kubelet, never the API server.
 #[tokio::test]
-async fn pod_events_publish_within_the_debounce_not_the_period() {
+async fn pod_changes_publish_within_the_poll_and_debounce_not_the_period() {
     let client = client().await;
-    // Events only: the period is irrelevant, the pod watch drives publishing.
     let node = start(&client, Mode::Events, Duration::from_secs(3600)).await;
     let api: Api<NodeResourceTopology> = Api::all(client.clone());
     wait_nrt(&api, &node.name, "NRT published", |_| true).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod_name = unique_name("pinned");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": pod_name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
-        "spec": {"nodeName": node.name, "containers": [{"name": "app", "image": "app"}]}
-    }))
-    .unwrap();
     let started = Instant::now();
     node.kubelet
-        .set_pods(vec![pinned_pod("default", &pod_name, &[4, 5, 6])]);
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait_nrt(&api, &node.name, "event-driven update", |o| {
+        .set_pods(vec![pinned_pod("default", "pinned", &[4, 5, 6])]);
+    wait_nrt(&api, &node.name, "a pod's CPUs published", |o| {
         available(o, "node-1", "cpu").as_deref() == Some("1")
     })
     .await;
-    println!("pod event → NRT updated in {:?}", started.elapsed());
-    let _ = pods.delete(&pod_name, &DeleteParams::default()).await;
+    println!("pod admitted → NRT updated in {:?}", started.elapsed());
+    node.kubelet.set_pods(vec![]);
+    wait_nrt(&api, &node.name, "its removal published", |o| {
+        available(o, "node-1", "cpu").as_deref() == Some("4")
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -151,7 +151,9 @@ fn default_resources() -> ResourceRequirements {
 pub enum RefreshMode {
     /// Every `period`.
     Periodic,
-    /// When pods on the node start, change or stop (after `debounce`).
+    /// When pods on the node start, change or stop (after `debounce`), as the agent
+    /// sees by polling the kubelet's podresources API (its `--pod-poll-interval`,
+    /// 500 ms by default); it reads no pods from the API server.
     Events,
     /// Both: react to pod changes and re-check every `period`.
     #[default]

@@ -509,11 +509,12 @@ async fn finish_idle_window(
         Ok(mut result) => {
             result.idle_beside = window.beside;
             eprintln!(
-                "tas-bench: updater idle: {} NRT writes in {} s ({:.1}/hour extrapolated), {:.1} CPU-s; {:.0} s after its runs began",
+                "tas-bench: updater idle: {} NRT writes in {} s ({:.1}/hour extrapolated), {:.1} CPU-s (the updater alone {:.2}); {:.0} s after its runs began",
                 result.idle_writes,
                 result.idle_window.as_secs(),
                 result.writes_per_hour().unwrap_or(f64::NAN),
                 result.idle_cpu.as_secs_f64(),
+                result.idle_agent_cpu.as_secs_f64(),
                 window.started.elapsed().as_secs_f64()
             );
             *updater = Some(result);

@@ -268,6 +268,7 @@ fn updater_section_extrapolates_idle_writes() {
         idle_writes: 1,
         idle_window: Duration::from_secs(600),
         idle_cpu: Duration::from_secs(12),
+        idle_agent_cpu: Duration::from_millis(600),
         idle_beside: vec!["Saturation".into()],
     };
     let text = render(&env(), &[], Some(&updater), &[]);
@@ -287,7 +288,7 @@ fn updater_section_extrapolates_idle_writes() {
     );
     assert!(text.contains("6.0 per hour extrapolated"), "{text}");
     assert!(
-        text.contains("used 12.0 CPU-s in the window (2.0 % of one CPU). The window ran beside the Saturation scenario(s)"),
+        text.contains("used 12.0 CPU-s in the window (2.0 % of one CPU); the updater alone 0.60 CPU-s (0.10 %). The window ran beside the Saturation scenario(s)"),
         "{text}"
     );
     assert!(text.contains("**met**."), "{text}");

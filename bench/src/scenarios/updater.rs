@@ -6,7 +6,8 @@
 //! allocation changes, alternately admitting a 2-CPU Guaranteed pod in the referee (and
 //! creating its Pod, bound to the node, as the kubelet's node would have it) and
 //! removing it again; each change is timed from just before the referee call to the
-//! NRT showing the new free CPU count (polled every 10 ms). Its peak RSS (`VmHWM`) is
+//! NRT showing the new free CPU count (polled every 10 ms), and the next starts 1 to
+//! 2 s later ([`pause`]), when the agent is idle again. Its peak RSS (`VmHWM`) is
 //! read at the end. After the last run the updater is left idle for `idle_window` and
 //! every write of its NRT (each watch event) is counted; writes per hour are that
 //! count extrapolated from the window.
@@ -16,7 +17,8 @@
 //! it (the saturation scenario): the updater writes only when what it reads changes
 //! or its 10-minute heartbeat is due, neither of which CPU contention changes, and its
 //! idle control plane costs the other scenario little (the CPU it used in the window
-//! is reported, [`UpdaterResult::idle_cpu`]).
+//! is reported, [`UpdaterResult::idle_cpu`]; the updater's own share, what its idle
+//! loops cost a node, is [`UpdaterResult::idle_agent_cpu`]).
 
 use std::path::PathBuf;
 use std::pin::pin;
@@ -45,6 +47,16 @@ const POD_CPUS: i64 = 2;
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the NRT is read while waiting for a change.
 const POLL: Duration = Duration::from_millis(10);
+/// Least pause between a change showing and the next one. The agent's watch of its own
+/// object sees each of its writes and may publish once more; a change made during that
+/// publish would ride on it and time the agent's pace, not its reaction to a pod.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// The pause after change `i`: [`SETTLE`] plus 0 to 0.9 s, spread over the changes, so
+/// that they do not fall in step with the agent's pod poll.
+fn pause(i: usize) -> Duration {
+    SETTLE + Duration::from_millis((i * 7 % 10) as u64 * 100)
+}
 
 /// What the updater scenario is asked for.
 #[derive(Debug, Clone)]
@@ -102,6 +114,8 @@ pub struct UpdaterResult {
     pub idle_window: Duration,
     /// CPU time the idle updater and its control plane used in the window.
     pub idle_cpu: Duration,
+    /// CPU time of the idle updater alone in the window.
+    pub idle_agent_cpu: Duration,
     /// The scenarios that ran during the idle window (empty: none).
     pub idle_beside: Vec<String>,
 }
@@ -198,17 +212,20 @@ impl IdleUpdater {
     /// Counts the NRT writes of the idle updater over the idle window, then stops it
     /// and its control plane.
     pub async fn count_writes(self) -> Result<UpdaterResult, BenchError> {
+        let agent = [self.updater.0.id()];
         let mut pids = self.cluster.pids();
-        pids.push(self.updater.0.id());
-        let before = cpu_ticks(&pids);
+        pids.extend(agent);
+        let before = (cpu_ticks(&pids), cpu_ticks(&agent));
         let idle_writes = count_writes(&self.client, &self.node, self.window).await?;
-        let idle_cpu =
-            procfs::cpu_between(before, cpu_ticks(&pids), procfs::clock_ticks_per_second());
+        let ticks = procfs::clock_ticks_per_second();
+        let idle_cpu = procfs::cpu_between(before.0, cpu_ticks(&pids), ticks);
+        let idle_agent_cpu = procfs::cpu_between(before.1, cpu_ticks(&agent), ticks);
         Ok(UpdaterResult {
             runs: self.runs,
             idle_writes,
             idle_window: self.window,
             idle_cpu,
+            idle_agent_cpu,
             idle_beside: Vec::new(),
         })
     }
@@ -376,6 +393,7 @@ async fn one_run(
         }
         latencies.push(start.elapsed());
         free = want;
+        tokio::time::sleep(pause(change)).await;
     }
     latencies.sort_unstable();
     let sample = procfs::sample(Some(pid)).map_err(io("sampling tas-updater"))?;
@@ -420,6 +438,14 @@ async fn count_writes(client: &Client, node: &str, window: Duration) -> Result<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pauses_spread_over_a_second() {
+        let mut offsets: Vec<_> = (0..10).map(|i| pause(i) - SETTLE).collect();
+        offsets.sort();
+        let want: Vec<_> = (0..10).map(|i| Duration::from_millis(i * 100)).collect();
+        assert_eq!(offsets, want);
+    }
 
     #[test]
     fn idle_writes_extrapolate_to_an_hour() {

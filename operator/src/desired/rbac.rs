@@ -87,7 +87,8 @@ pub(crate) fn rbac(stack: &Stack, leader_election: &LeaderElection) -> Rbac {
     out
 }
 
-/// The node agent: publishes its node's NodeResourceTopology and reads its node's pods.
+/// The node agent: publishes its node's NodeResourceTopology. It reads no pods from the
+/// API server: it learns of the pods on its node from the kubelet's podresources API.
 fn updater_rules() -> Vec<PolicyRule> {
     vec![
         // Publish the node's NRT object with server-side apply (create on first publish,
@@ -100,9 +101,6 @@ fn updater_rules() -> Vec<PolicyRule> {
         // Read its own Node for the uid of the NRT object's owner reference, so the NRT
         // object is garbage-collected with the node.
         rule(CORE, &["nodes"], &["get"]),
-        // Watch the pods bound to its node (field selector spec.nodeName): pod events
-        // trigger a publish, and the pod-set fingerprint is computed from them.
-        rule(CORE, &["pods"], &["get", "list", "watch"]),
     ]
     .into_iter()
     .chain(metrics_auth_rules())

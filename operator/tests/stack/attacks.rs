@@ -159,7 +159,7 @@ async fn try_create(
 
 /// Collects `what` unless `result` is a 403 whose message contains `needle` (any 403
 /// when `needle` is empty).
-fn expect_refused(
+pub fn expect_refused(
     wrong: &mut Vec<String>,
     what: &str,
     result: Result<(), kube::Error>,
@@ -173,7 +173,7 @@ fn expect_refused(
     }
 }
 
-fn assert_all_refused(wrong: &[String]) {
+pub fn assert_all_refused(wrong: &[String]) {
     assert!(
         wrong.is_empty(),
         "not refused as expected:\n{}",

@@ -6,20 +6,22 @@
 //! labels `restricted`; a namespace it did not create keeps its labels and annotations
 //! exactly, during the install and after the uninstall. The operator's Deployment (the parameter of the
 //! policy tas-operator-workloads: the images the install allows) exists, with no
-//! replicas: the operator runs in-process.
+//! replicas: the operator runs in-process. The node agents' token, as the operator
+//! granted it, may read its node but no pod (finding 8d).
 
+use crate::attacks::{assert_all_refused, expect_refused};
 use crate::harness::*;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use tas_api::tas::status::condition_type::AVAILABLE;
 use tas_operator::OperatorIdentity;
-use tas_operator::desired::SCHEDULER_DEPLOYMENT;
+use tas_operator::desired::{SCHEDULER_DEPLOYMENT, UPDATER_SERVICE_ACCOUNT};
 use tas_operator::reconcile::apply::CREATED_BY_ANNOTATION;
 use tas_operator::telemetry::{Otlp, OtlpSettings};
 use tas_testcluster::{TestCluster, unique_name, wait_for};
@@ -76,10 +78,11 @@ pub async fn scenario(cluster: &TestCluster, admin: &Client) {
 
     // 1. Operands in the operator's own namespace, which it did not create.
     let label = ("tas.dev/least-privilege", "own");
-    nodes(admin, "lp-own", 2, &[label]).await;
+    let own_nodes = nodes(admin, "lp-own", 2, &[label]).await;
     create(admin, &with_groups(INSTALL_NS, &[("lp", label.0, label.1)])).await;
     wait_condition(admin, AVAILABLE, "True", Some("AsExpected")).await;
     assert_agents_apart(admin, INSTALL_NS).await;
+    updater_reads_no_pods(cluster, admin, &own_nodes[0]).await;
     assert_eq!(
         snapshot(&namespaces.get(INSTALL_NS).await.unwrap()),
         original,
@@ -163,6 +166,65 @@ async fn assert_agents_apart(admin: &Client, scheduler_ns: &str) {
         .get(SCHEDULER_DEPLOYMENT)
         .await
         .expect("the scheduler in spec.namespace");
+}
+
+/// The node agents' token as the operator bound it: it reads its node (so the token
+/// works), and every read of pods is refused: cluster-wide, in a namespace, and limited
+/// to its node by field selector, which RBAC cannot tell apart from the first.
+async fn updater_reads_no_pods(cluster: &TestCluster, admin: &Client, node: &str) {
+    let updater = cluster
+        .service_account_client(
+            admin,
+            AGENTS_NS,
+            UPDATER_SERVICE_ACCOUNT,
+            Duration::from_secs(600),
+        )
+        .await
+        .expect("a client with the node agents' token");
+    Api::<Node>::all(updater.clone())
+        .get(node)
+        .await
+        .expect("the node agents' token reads a node");
+    let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let mut wrong = Vec::new();
+    let list =
+        |api: Api<Pod>, params: ListParams| async move { api.list(&params).await.map(|_| ()) };
+    for (what, api, params) in [
+        (
+            "list pods cluster-wide",
+            Api::all(updater.clone()),
+            ListParams::default(),
+        ),
+        ("list pods on its node", Api::all(updater.clone()), on_node),
+        (
+            "list pods in the scheduler's namespace",
+            Api::namespaced(updater.clone(), INSTALL_NS),
+            ListParams::default(),
+        ),
+        (
+            "list pods in its own namespace",
+            Api::namespaced(updater.clone(), AGENTS_NS),
+            ListParams::default(),
+        ),
+        (
+            "list pods in kube-system",
+            Api::namespaced(updater.clone(), "kube-system"),
+            ListParams::default(),
+        ),
+    ] {
+        expect_refused(&mut wrong, what, list(api, params).await, "");
+    }
+    let watch = Api::<Pod>::all(updater.clone())
+        .watch(&Default::default(), "0")
+        .await
+        .map(|_| ());
+    expect_refused(&mut wrong, "watch pods cluster-wide", watch, "");
+    let get = Api::<Pod>::namespaced(updater, "kube-system")
+        .get("kube-apiserver")
+        .await
+        .map(|_| ());
+    expect_refused(&mut wrong, "get a pod", get, "");
+    assert_all_refused(&wrong);
 }
 
 /// The operator's Deployment as the installer writes it, scaled to zero: its env names

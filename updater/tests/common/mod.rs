@@ -53,7 +53,8 @@ pub fn fake_kubelet(cpus: i64) -> FakeKubelet {
 }
 
 /// The agent's settings for node `name` with its sysfs under `dir/sys` and the kubelet
-/// settings of `kubelet`: periodic every `period`, a 50 ms debounce, never taking over
+/// settings of `kubelet`: periodic every `period`, pods polled every 100 ms (in the events
+/// modes) with a 50 ms debounce, never taking over
 /// another writer's object, fingerprinting no pods. Tests change fields as they need.
 pub fn agent_config(
     name: &str,
@@ -68,6 +69,7 @@ pub fn agent_config(
         take_over_nrt: false,
         mode: Mode::Periodic,
         period,
+        pod_poll_interval: Duration::from_millis(100),
         debounce: Duration::from_millis(50),
         reapply_interval: Duration::from_secs(600),
         heartbeat_period: Duration::from_secs(600),

@@ -33,7 +33,6 @@ fn rbac_grants_only_what_each_operand_uses() {
                 v(&["get", "list", "watch", "create", "update", "patch"])
             ),
             ("".into(), "nodes".into(), v(&["get"])),
-            ("".into(), "pods".into(), v(&["get", "list", "watch"])),
             (
                 "authentication.k8s.io".into(),
                 "tokenreviews".into(),
