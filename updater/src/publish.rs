@@ -19,7 +19,7 @@
 
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 use tas_api::nrt::heartbeat::{self, Heartbeat};
 use tas_api::nrt::ownership::foreign_nrt_writers;
@@ -153,7 +153,12 @@ pub struct Publisher {
     take_over: bool,
     foreign: Vec<String>,
     last_write: Option<Duration>,
+    /// The resourceVersions of the agent's own latest writes, newest last.
+    own_versions: VecDeque<String>,
 }
+
+/// How many of its own writes the agent recognises when its watch delivers them late.
+const OWN_VERSIONS: usize = 8;
 
 impl Publisher {
     /// A publisher that re-applies unchanged content every `safety_interval`.
@@ -167,6 +172,7 @@ impl Publisher {
             take_over: false,
             foreign: Vec::new(),
             last_write: None,
+            own_versions: VecDeque::new(),
         }
     }
 
@@ -250,10 +256,16 @@ impl Publisher {
             .instrument(tracing::info_span!("apply", object = %name))
             .await;
         self.last_write = Some(started.elapsed());
-        written.map_err(|source| PublishError::Apply {
+        let written = written.map_err(|source| PublishError::Apply {
             name: name.clone(),
             source,
         })?;
+        if let Some(version) = written.metadata.resource_version {
+            if self.own_versions.len() == OWN_VERSIONS {
+                self.own_versions.pop_front();
+            }
+            self.own_versions.push_back(version);
+        }
         self.last = Some((content, Some(started)));
         Ok(Outcome::Applied)
     }
@@ -267,14 +279,34 @@ impl Publisher {
 }
 
 impl Publisher {
-    /// Whether `observed` (e.g. from a watch of the object) still holds what was last
-    /// written. `None` (the object was deleted) is never current.
+    /// Whether `observed` (e.g. from a watch of the object) needs no repair: it holds what
+    /// was last written, or it is one of the agent's own recent writes, which a watch may
+    /// deliver after a newer write already happened (the newer one's event follows). `None`
+    /// (the object was deleted) is never current.
     pub fn is_current(&self, observed: Option<&NodeResourceTopology>) -> bool {
-        match (observed, &self.last) {
-            (Some(o), Some((last, _))) => Content::of(o) == *last,
-            _ => false,
-        }
+        is_current(
+            self.last.as_ref().map(|(content, _)| content),
+            &self.own_versions,
+            observed,
+        )
     }
+}
+
+/// See [`Publisher::is_current`].
+fn is_current(
+    last: Option<&Content>,
+    own_versions: &VecDeque<String>,
+    observed: Option<&NodeResourceTopology>,
+) -> bool {
+    let Some(observed) = observed else {
+        return false;
+    };
+    let own = observed
+        .metadata
+        .resource_version
+        .as_ref()
+        .is_some_and(|v| own_versions.contains(v));
+    own || last.is_some_and(|last| Content::of(observed) == *last)
 }
 
 #[cfg(test)]
@@ -293,6 +325,38 @@ mod tests {
 
     fn stamped(nrt: NodeResourceTopology, at: SystemTime) -> NodeResourceTopology {
         heartbeat::stamp(nrt, &Heartbeat { at, period: PERIOD })
+    }
+
+    /// The watch of its own object may deliver the agent's previous write after the next
+    /// one: that is not someone else's edit, and must not trigger a read and a rewrite.
+    /// An edit by someone else (another resourceVersion) with other content is repaired;
+    /// a deletion always is.
+    #[test]
+    fn a_late_event_of_its_own_write_is_not_an_edit() {
+        let with_version = |policy: &str, version: &str| {
+            let mut nrt = object(policy);
+            nrt.metadata.resource_version = Some(version.to_owned());
+            nrt
+        };
+        let latest = Content::of(&object("restricted"));
+        let own = VecDeque::from(["41".to_owned(), "42".to_owned()]);
+        let previous = with_version("single-numa-node", "41");
+        assert!(is_current(Some(&latest), &own, Some(&previous)));
+        assert!(is_current(
+            Some(&latest),
+            &own,
+            Some(&with_version("restricted", "42"))
+        ));
+        let edited = with_version("none", "43");
+        assert!(!is_current(Some(&latest), &own, Some(&edited)));
+        // Someone else's write of the same content needs no repair either.
+        assert!(is_current(
+            Some(&latest),
+            &own,
+            Some(&with_version("restricted", "44"))
+        ));
+        assert!(!is_current(Some(&latest), &own, None));
+        assert!(!is_current(None, &VecDeque::new(), Some(&previous)));
     }
 
     #[test]
