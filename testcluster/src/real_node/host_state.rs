@@ -6,7 +6,9 @@
 //! global: the kernel sysctls the kubelet sets (`vm.overcommit_memory`, `kernel.panic`,
 //! `kernel.panic_on_oops`; `net.ipv4.ip_forward` is recorded too, as a check) and the
 //! cgroups it creates (`kubepods` in every cgroup v1 hierarchy: there is no cgroup
-//! namespace here). [`HostState::restore_script`] is a `sh` script that writes the
+//! namespace here). The host's iptables chains named `KUBE-*` are recorded as a check:
+//! the kubelet creates its chains in the node's network namespace, so none should
+//! appear on the host. [`HostState::restore_script`] is a `sh` script that writes the
 //! values back and removes the cgroups that were absent; it runs from `Drop` and, when
 //! the test process dies first, from the cluster's watchdog (`cleanup.d/`).
 
@@ -34,6 +36,9 @@ pub struct HostState {
     pub sysctls: Vec<(String, String)>,
     /// The `kubepods` cgroup directories that did not exist, to remove afterwards.
     pub absent_cgroups: Vec<PathBuf>,
+    /// The host's iptables chains named `KUBE-*` (`table/chain`), when `iptables-save`
+    /// is installed.
+    pub kube_chains: Vec<String>,
 }
 
 impl HostState {
@@ -61,6 +66,7 @@ impl HostState {
         Ok(Self {
             sysctls,
             absent_cgroups,
+            kube_chains: kube_chains(),
         })
     }
 
@@ -76,6 +82,11 @@ impl HostState {
         for dir in &self.absent_cgroups {
             if dir.exists() {
                 out.push(format!("cgroup {} left behind", dir.display()));
+            }
+        }
+        for chain in &now.kube_chains {
+            if !self.kube_chains.contains(chain) {
+                out.push(format!("iptables chain {chain} appeared on the host"));
             }
         }
         out
@@ -103,6 +114,29 @@ impl HostState {
     }
 }
 
+/// `table/chain` for every `KUBE-*` chain `iptables-save` lists; empty without it.
+fn kube_chains() -> Vec<String> {
+    let Ok(out) = std::process::Command::new("iptables-save")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let mut table = "";
+    let mut chains = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(t) = line.strip_prefix('*') {
+            table = t;
+        } else if let Some(chain) = line.strip_prefix(":KUBE-") {
+            let name = chain.split_whitespace().next().unwrap_or_default();
+            chains.push(format!("{table}/KUBE-{name}"));
+        }
+    }
+    chains.sort();
+    chains
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +146,7 @@ mod tests {
         let state = HostState {
             sysctls: vec![("kernel/panic".into(), "1".into())],
             absent_cgroups: vec![PathBuf::from("/sys/fs/cgroup/cpu/kubepods")],
+            kube_chains: vec![],
         };
         let s = state.restore_script();
         assert!(s.contains("echo '1' > /proc/sys/kernel/panic"));
@@ -123,12 +158,17 @@ mod tests {
         let before = HostState {
             sysctls: vec![("kernel/panic".into(), "1".into())],
             absent_cgroups: vec![],
+            kube_chains: vec![],
         };
         let mut after = before.clone();
         after.sysctls[0].1 = "10".into();
+        after.kube_chains.push("filter/KUBE-FIREWALL".into());
         assert_eq!(
             before.differences(&after),
-            vec!["sysctl kernel/panic: 1 before, 10 now".to_owned()]
+            vec![
+                "sysctl kernel/panic: 1 before, 10 now".to_owned(),
+                "iptables chain filter/KUBE-FIREWALL appeared on the host".to_owned()
+            ]
         );
     }
 }
