@@ -100,6 +100,22 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         "the container is pinned on CPU 1: {state}"
     );
 
+    let container_id = pods
+        .get("pinned")
+        .await
+        .expect("the pod")
+        .status
+        .and_then(|s| s.container_statuses)
+        .and_then(|c| c.into_iter().next())
+        .and_then(|c| c.container_id)
+        .expect("a container id");
+    let container_id = container_id.trim_start_matches("containerd://");
+    let allowed = cpus_allowed_in_cgroup(&format!("/pod{uid}/{container_id}"));
+    assert!(
+        !allowed.is_empty() && allowed.iter().all(|cpus| cpus == "1"),
+        "the container's processes may run on CPU 1 only: {allowed:?}"
+    );
+
     let dir = node.dir().to_path_buf();
     let stopped = Instant::now();
     node.stop();
@@ -115,6 +131,27 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
     );
     let left = processes_mentioning(&dir.to_string_lossy());
     assert!(left.is_empty(), "processes of the node left: {left:?}");
+}
+
+/// `Cpus_allowed_list` of every process whose cgroup path contains `needle` (cgroupfs
+/// driver: `.../kubepods/pod<uid>/<container id>`).
+fn cpus_allowed_in_cgroup(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("cgroup")).is_ok_and(|c| c.contains(needle))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_owned())
+        })
+        .collect()
 }
 
 /// Processes whose command line mentions `needle` (the node's directory: containerd,
