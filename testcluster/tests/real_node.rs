@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use serde_json::json;
-use tas_testcluster::real_node::{HostState, RealNode, RealNodeError, RealNodeOptions, config};
+use tas_testcluster::real_node::{HostState, RealNode, RealNodeOptions, guaranteed_pause_pod};
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,12 +32,7 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
     let started = Instant::now();
     let node = match RealNode::start(&cluster, RealNodeOptions::new("real-node-1")).await {
         Ok(node) => node,
-        Err(
-            e @ (RealNodeError::NotRoot { .. }
-            | RealNodeError::RuntimeMissing { .. }
-            | RealNodeError::KubeletMissing(_)
-            | RealNodeError::PauseImageMissing(_)),
-        ) => {
+        Err(e) if e.is_missing_prerequisite() => {
             eprintln!("\n*** SKIPPED real_node: a prerequisite is missing: {e} ***\n");
             return;
         }
@@ -58,23 +52,7 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         .await
         .expect("a namespace");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "pinned"},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node.name()},
-            "automountServiceAccountToken": false,
-            "containers": [{
-                "name": "c",
-                "image": config::PAUSE_IMAGE,
-                "imagePullPolicy": "Never",
-                "resources": {
-                    "requests": {"cpu": "1", "memory": "32Mi"},
-                    "limits": {"cpu": "1", "memory": "32Mi"}
-                }
-            }]
-        }
-    }))
-    .expect("a valid pod");
+    let pod = guaranteed_pause_pod("pinned", node.name(), 1);
     let created = Instant::now();
     let pod = pods
         .create(&PostParams::default(), &pod)

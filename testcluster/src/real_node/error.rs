@@ -69,3 +69,18 @@ pub enum RealNodeError {
     #[error(transparent)]
     Cluster(#[from] crate::Error),
 }
+
+impl RealNodeError {
+    /// Whether the machine lacks something a real node needs (root, the runtime, the
+    /// kubelet, the sandbox image), as opposed to a node that failed: a test may skip,
+    /// saying why, on the former only.
+    pub fn is_missing_prerequisite(&self) -> bool {
+        matches!(
+            self,
+            Self::NotRoot { .. }
+                | Self::RuntimeMissing { .. }
+                | Self::KubeletMissing(_)
+                | Self::PauseImageMissing(_)
+        )
+    }
+}

@@ -38,6 +38,7 @@ pub mod config;
 mod error;
 mod forwarder;
 pub mod host_state;
+mod pod;
 
 use std::fmt;
 use std::fs::OpenOptions;
@@ -52,6 +53,7 @@ use kube::Api;
 
 pub use error::RealNodeError;
 pub use host_state::HostState;
+pub use pod::guaranteed_pause_pod;
 
 use crate::{TestCluster, tail_lines};
 use forwarder::Forwarder;
