@@ -14,26 +14,20 @@ use kube::api::PostParams;
 use tas_podresources::connect_unix;
 use tas_podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 use tas_podresources::v1::{AllocatableResourcesRequest, ListPodResourcesRequest};
-use tas_testcluster::real_node::{RealNode, RealNodeOptions, guaranteed_pause_pod};
-use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace, wait_for};
+use tas_testcluster::real_node::{RealNodeCluster, RealNodeOptions, guaranteed_pause_pod};
+use tas_testcluster::{unique_namespace, wait_pod_running};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_kubelet_podresources_report_the_exclusive_cpu() {
-    let cluster = TestCluster::start(ClusterOptions {
-        controller_manager: true,
-        kube_scheduler: true,
-        ..ClusterOptions::default()
-    })
-    .expect("the test cluster starts");
-    let node = match RealNode::start(&cluster, RealNodeOptions::new("real-node-pr")).await {
-        Ok(node) => node,
-        Err(e) if e.is_missing_prerequisite() => {
-            eprintln!("\n*** SKIPPED real_node_podresources: a prerequisite is missing: {e} ***\n");
-            return;
-        }
-        Err(e) => panic!("the real node starts: {e}"),
+    let Some(RealNodeCluster { node, cluster }) = RealNodeCluster::start_for_test(
+        "real_node_podresources",
+        RealNodeOptions::new("real-node-pr"),
+    )
+    .await
+    else {
+        return;
     };
 
     let socket = node
@@ -69,13 +63,9 @@ async fn real_kubelet_podresources_report_the_exclusive_cpu() {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("pod created");
-    wait_for("the pod to be Running", TIMEOUT, || async {
-        let pod = pods.get("pinned").await?;
-        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
-        Ok::<_, kube::Error>((phase == "Running").then_some(()))
-    })
-    .await
-    .expect("the pod runs");
+    wait_pod_running(&pods, "pinned", TIMEOUT)
+        .await
+        .expect("the pod runs");
 
     let listed = podresources
         .list(ListPodResourcesRequest {})
@@ -93,4 +83,6 @@ async fn real_kubelet_podresources_report_the_exclusive_cpu() {
         vec![1],
         "the container holds CPU 1"
     );
+    // Before the cluster: the node's directory is inside the cluster's.
+    node.stop();
 }

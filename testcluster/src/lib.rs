@@ -55,7 +55,7 @@ pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
     wait_node_schedulable,
 };
-pub use pods::is_marked_unschedulable;
+pub use pods::{is_marked_unschedulable, wait_pod_running};
 pub use ports::free_ports;
 pub use process::{Component, tail_lines};
 pub use tools::{BINARIES, KUBERNETES_VERSION, TOOLS_BIN_ENV, Tools};

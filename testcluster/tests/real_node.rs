@@ -14,31 +14,21 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use tas_testcluster::real_node::{HostState, RealNode, RealNodeOptions, guaranteed_pause_pod};
-use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace, wait_for};
+use tas_testcluster::real_node::{
+    HostState, RealNodeCluster, RealNodeOptions, guaranteed_pause_pod,
+};
+use tas_testcluster::{unique_namespace, wait_pod_running};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
-    let cluster = TestCluster::start(ClusterOptions {
-        controller_manager: true,
-        kube_scheduler: true,
-        ..ClusterOptions::default()
-    })
-    .expect("the test cluster starts");
     let before = HostState::record().expect("reading the host state");
-
-    let started = Instant::now();
-    let node = match RealNode::start(&cluster, RealNodeOptions::new("real-node-1")).await {
-        Ok(node) => node,
-        Err(e) if e.is_missing_prerequisite() => {
-            eprintln!("\n*** SKIPPED real_node: a prerequisite is missing: {e} ***\n");
-            return;
-        }
-        Err(e) => panic!("the real node starts: {e}"),
+    let Some(RealNodeCluster { node, cluster }) =
+        RealNodeCluster::start_for_test("real_node", RealNodeOptions::new("real-node-1")).await
+    else {
+        return;
     };
-    eprintln!("real node Ready {:.1?} after start", started.elapsed());
 
     let kubelet_log = std::fs::read_to_string(node.kubelet_log()).expect("the kubelet's log");
     assert!(
@@ -52,20 +42,16 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         .await
         .expect("a namespace");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pod = guaranteed_pause_pod("pinned", node.name(), 1);
     let created = Instant::now();
+    let pod = guaranteed_pause_pod("pinned", node.name(), 1);
     let pod = pods
         .create(&PostParams::default(), &pod)
         .await
         .expect("pod created");
     let uid = pod.metadata.uid.clone().expect("a uid");
-    wait_for("the pod to be Running", TIMEOUT, || async {
-        let pod = pods.get("pinned").await?;
-        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
-        Ok::<_, kube::Error>((phase == "Running").then_some(()))
-    })
-    .await
-    .expect("the pod runs");
+    wait_pod_running(&pods, "pinned", TIMEOUT)
+        .await
+        .expect("the pod runs");
     eprintln!("pod Running {:.1?} after create", created.elapsed());
 
     let state_path = node.kubelet_root().join("cpu_manager_state");
@@ -77,7 +63,6 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         state["entries"][&uid]["c"], "1",
         "the container is pinned on CPU 1: {state}"
     );
-
     let container_id = pods
         .get("pinned")
         .await
@@ -88,13 +73,17 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         .and_then(|c| c.container_id)
         .expect("a container id");
     let container_id = container_id.trim_start_matches("containerd://");
-    let allowed = cpus_allowed_in_cgroup(&format!("/pod{uid}/{container_id}"));
+    let in_container = format!("/pod{uid}/{container_id}");
+    let allowed: Vec<String> = processes()
+        .filter(|p| p.cgroup.contains(&in_container))
+        .filter_map(|p| p.cpus_allowed)
+        .collect();
     assert!(
         !allowed.is_empty() && allowed.iter().all(|cpus| cpus == "1"),
         "the container's processes may run on CPU 1 only: {allowed:?}"
     );
 
-    let dir = node.dir().to_path_buf();
+    let dir = node.dir().to_string_lossy().into_owned();
     let stopped = Instant::now();
     node.stop();
     eprintln!(
@@ -107,38 +96,26 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         Vec::<String>::new(),
         "host state restored"
     );
-    let left = processes_mentioning(&dir.to_string_lossy());
+    // containerd, the kubelet and the shims all name the node's directory.
+    let left: Vec<String> = processes()
+        .map(|p| p.cmdline)
+        .filter(|c| c.contains(&dir))
+        .collect();
     assert!(left.is_empty(), "processes of the node left: {left:?}");
 }
 
-/// `Cpus_allowed_list` of every process whose cgroup path contains `needle` (cgroupfs
-/// driver: `.../kubepods/pod<uid>/<container id>`).
-fn cpus_allowed_in_cgroup(needle: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("cgroup")).is_ok_and(|c| c.contains(needle))
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
-        .filter_map(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .map(|v| v.trim().to_owned())
-        })
-        .collect()
+/// What the test reads of a process in `/proc`.
+struct Process {
+    cmdline: String,
+    cgroup: String,
+    cpus_allowed: Option<String>,
 }
 
-/// Processes whose command line mentions `needle` (the node's directory: containerd,
-/// the kubelet and the shims all name it).
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
+/// Every process the test can read.
+fn processes() -> impl Iterator<Item = Process> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
         .flatten()
         .filter(|e| {
             e.file_name()
@@ -146,8 +123,16 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
                 .bytes()
                 .all(|b| b.is_ascii_digit())
         })
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(needle))
-        .collect()
+        .filter_map(|e| {
+            let read = |f: &str| std::fs::read(e.path().join(f)).ok();
+            let status = String::from_utf8_lossy(&read("status")?).into_owned();
+            Some(Process {
+                cmdline: String::from_utf8_lossy(&read("cmdline")?).replace('\0', " "),
+                cgroup: String::from_utf8_lossy(&read("cgroup")?).into_owned(),
+                cpus_allowed: status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .map(|v| v.trim().to_owned()),
+            })
+        })
 }

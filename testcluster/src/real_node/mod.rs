@@ -124,6 +124,9 @@ pub struct RealNode {
     unshare: Child,
     forwarder: Option<Forwarder>,
     before: HostState,
+    /// The restore script, also kept in memory: the copy in `cleanup.d/` is for the
+    /// watchdog and goes with the cluster's directory.
+    restore: String,
     cleanup_script: PathBuf,
     keep_dir: bool,
 }
@@ -134,6 +137,42 @@ impl fmt::Debug for RealNode {
             .field("name", &self.name)
             .field("dir", &self.dir)
             .finish_non_exhaustive()
+    }
+}
+
+/// A private cluster (with kube-controller-manager and kube-scheduler) and one real
+/// node on it, for a test. The node is dropped first.
+pub struct RealNodeCluster {
+    /// The node.
+    pub node: RealNode,
+    /// Its cluster.
+    pub cluster: TestCluster,
+}
+
+impl RealNodeCluster {
+    /// Starts both; `None` when the machine lacks a prerequisite of real nodes, after
+    /// printing which and that `test` is skipped. Panics on any other failure.
+    pub async fn start_for_test(test: &str, options: RealNodeOptions) -> Option<Self> {
+        let cluster = match TestCluster::start(crate::ClusterOptions {
+            controller_manager: true,
+            kube_scheduler: true,
+            ..crate::ClusterOptions::default()
+        }) {
+            Ok(cluster) => cluster,
+            Err(e) => panic!("the test cluster starts: {e}"),
+        };
+        let started = Instant::now();
+        match RealNode::start(&cluster, options).await {
+            Ok(node) => {
+                eprintln!("real node Ready {:.1?} after start", started.elapsed());
+                Some(Self { node, cluster })
+            }
+            Err(e) if e.is_missing_prerequisite() => {
+                eprintln!("\n*** SKIPPED {test}: a prerequisite is missing: {e} ***\n");
+                None
+            }
+            Err(e) => panic!("the real node starts: {e}"),
+        }
     }
 }
 
@@ -237,7 +276,8 @@ impl RealNode {
         std::fs::create_dir_all(&cleanup_dir)
             .map_err(host_err(format!("creating {}", cleanup_dir.display())))?;
         let cleanup_script = cleanup_dir.join(format!("real-node-{name}.sh"));
-        write(&cleanup_script, &before.restore_script())?;
+        let restore = before.restore_script();
+        write(&cleanup_script, &restore)?;
 
         let log = dir.join("node.log");
         let out =
@@ -277,6 +317,7 @@ impl RealNode {
             unshare,
             forwarder: None,
             before,
+            restore,
             cleanup_script,
             keep_dir: std::env::var(crate::KEEP_CLUSTER_ENV).is_ok_and(|v| v == "1"),
         };
@@ -337,16 +378,10 @@ impl RealNode {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_alive("kubelet")?;
-            if let Ok(Some(node)) = nodes.get_opt(&self.name).await {
-                let ready = node
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True");
-                if ready {
-                    return Ok(());
-                }
+            if let Ok(Some(node)) = nodes.get_opt(&self.name).await
+                && crate::nodes::is_ready(&node)
+            {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 return Err(self.startup_error(
@@ -439,7 +474,7 @@ impl Drop for RealNode {
         let _ = self.unshare.wait();
         self.forwarder = None;
         let _ = Command::new("sh")
-            .arg(&self.cleanup_script)
+            .args(["-c", &self.restore])
             .stdin(Stdio::null())
             .status();
         let _ = std::fs::remove_file(&self.cleanup_script);
