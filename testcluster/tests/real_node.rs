@@ -21,8 +21,16 @@ use tas_testcluster::{unique_namespace, wait_pod_running};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// One real node at a time: nodes share the host's `kubepods` cgroups and sysctls, and
+/// each test compares the host with what it recorded before its node.
+static ONE_NODE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Set for the child process [`leaky_real_node_helper`] runs in.
+const LEAKY_HELPER_ENV: &str = "TAS_REAL_NODE_LEAKY_HELPER";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
+    let _one = ONE_NODE.lock().await;
     let before = HostState::record().expect("reading the host state");
     let Some(RealNodeCluster { node, cluster }) =
         RealNodeCluster::start_for_test("real_node", RealNodeOptions::new("real-node-1")).await
@@ -102,6 +110,85 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
         .filter(|c| c.contains(&dir))
         .collect();
     assert!(left.is_empty(), "processes of the node left: {left:?}");
+}
+
+/// Runs [`leaky_real_node_helper`] in a child test process, which starts a real node
+/// and exits without dropping it; the cluster's watchdog must then end the node's
+/// processes and restore the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_restores_the_host_after_the_test_process_dies() {
+    let _one = ONE_NODE.lock().await;
+    let before = HostState::record().expect("reading the host state");
+    let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "leaky_real_node_helper",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(LEAKY_HELPER_ENV, "1")
+        .env_remove(tas_testcluster::KEEP_CLUSTER_ENV)
+        .output()
+        .expect("the helper runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if stderr.contains("*** SKIPPED") {
+        eprintln!(
+            "\n*** SKIPPED watchdog_restores_the_host_after_the_test_process_dies: the helper skipped (see above) ***\n{stderr}"
+        );
+        return;
+    }
+    let (during, dir) = stdout
+        .lines()
+        .find_map(|l| l.split_once("LEAKED ").map(|(_, rest)| rest))
+        .and_then(|rest| rest.split_once(' '))
+        .unwrap_or_else(|| panic!("the helper reported no node:\n{stdout}\n{stderr}"));
+    eprintln!("while the node ran: {during}");
+    let died = Instant::now();
+    tas_testcluster::wait_for(
+        "the watchdog to restore the host",
+        Duration::from_secs(30),
+        || async {
+            let differences = before.differences(&HostState::record().map_err(|e| e.to_string())?);
+            let left = processes().filter(|p| p.cmdline.contains(dir)).count();
+            let done = differences.is_empty() && left == 0 && !std::path::Path::new(dir).exists();
+            Ok::<_, String>(done.then_some(()))
+        },
+    )
+    .await
+    .expect("the host restored");
+    eprintln!(
+        "the watchdog restored the host {:.1?} after the test process exited",
+        died.elapsed()
+    );
+}
+
+/// Not a test of its own: started by
+/// [`watchdog_restores_the_host_after_the_test_process_dies`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "helper process of watchdog_restores_the_host_after_the_test_process_dies"]
+async fn leaky_real_node_helper() {
+    if std::env::var_os(LEAKY_HELPER_ENV).is_none() {
+        return;
+    }
+    // `cluster` stays bound: dropping it would stop its watchdog.
+    let Some(RealNodeCluster {
+        node,
+        cluster: _cluster,
+    }) = RealNodeCluster::start_for_test(
+        "leaky_real_node_helper",
+        RealNodeOptions::new("real-node-leak"),
+    )
+    .await
+    else {
+        return;
+    };
+    let changed = node
+        .host_state_before()
+        .differences(&HostState::record().expect("reading the host state"));
+    println!("LEAKED {} {}", changed.len(), node.dir().display());
+    // Exit the way a test process that dies does: without any Drop.
+    std::process::exit(0);
 }
 
 /// What the test reads of a process in `/proc`.

@@ -117,7 +117,9 @@ impl RealNodeOptions {
 }
 
 /// A running real node. Dropping it kills every process of the node and restores the
-/// host state recorded before it started.
+/// host state recorded before it started. Drop it before its cluster: the node's files
+/// live in the cluster's directory, and an orderly drop of the cluster disarms the
+/// watchdog that would otherwise end the node.
 pub struct RealNode {
     name: String,
     dir: PathBuf,
