@@ -39,6 +39,7 @@ mod error;
 mod forwarder;
 pub mod host_state;
 mod pod;
+mod prerequisites;
 
 use std::fmt;
 use std::fs::OpenOptions;
@@ -57,15 +58,13 @@ pub use pod::guaranteed_pause_pod;
 
 use crate::{TestCluster, tail_lines};
 use forwarder::Forwarder;
+use prerequisites::Programs;
 
 /// Environment variable naming the sandbox image archive `build-pause.sh` prints.
 pub const PAUSE_IMAGE_ENV: &str = "TAS_PAUSE_IMAGE";
 
 /// The script every node runs as PID 1 of its namespaces.
 const NODE_SCRIPT: &str = include_str!("node.sh");
-
-/// Where the Debian package puts the CNI plugins, and the upstream default.
-const CNI_BIN_DIRS: [&str; 2] = ["/usr/lib/cni", "/opt/cni/bin"];
 
 /// Lines of a log an error carries.
 const TAIL_LINES: usize = 30;
@@ -155,6 +154,12 @@ impl RealNodeCluster {
     /// Starts both; `None` when the machine lacks a prerequisite of real nodes, after
     /// printing which and that `test` is skipped. Panics on any other failure.
     pub async fn start_for_test(test: &str, options: RealNodeOptions) -> Option<Self> {
+        // Before the cluster: a machine without them skips at once.
+        let tools = crate::Tools::locate().unwrap_or_else(|e| panic!("the cluster tools: {e}"));
+        if let Err(e) = Programs::locate(tools.dir()) {
+            skip(test, &e);
+            return None;
+        }
         let cluster = match TestCluster::start(crate::ClusterOptions {
             controller_manager: true,
             kube_scheduler: true,
@@ -170,7 +175,7 @@ impl RealNodeCluster {
                 Some(Self { node, cluster })
             }
             Err(e) if e.is_missing_prerequisite() => {
-                eprintln!("\n*** SKIPPED {test}: a prerequisite is missing: {e} ***\n");
+                skip(test, &e);
                 None
             }
             Err(e) => panic!("the real node starts: {e}"),
@@ -178,59 +183,13 @@ impl RealNodeCluster {
     }
 }
 
-/// The programs a node runs, found before anything changes on the host.
-struct Programs {
-    containerd: PathBuf,
-    ctr: PathBuf,
-    kubelet: PathBuf,
-    cni_bin_dir: PathBuf,
-    pause_image: PathBuf,
-}
-
-impl Programs {
-    fn locate(cluster: &TestCluster) -> Result<Self, RealNodeError> {
-        let on_path = |program: &'static str| {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(program))
-                .find(|p| p.is_file())
-                .ok_or(RealNodeError::RuntimeMissing {
-                    program,
-                    looked: "on PATH".into(),
-                })
-        };
-        let containerd = on_path("containerd")?;
-        let ctr = on_path("ctr")?;
-        on_path("runc")?;
-        on_path("unshare")?;
-        on_path("ip")?;
-        let cni_bin_dir = CNI_BIN_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .find(|d| d.join("bridge").is_file() && d.join("host-local").is_file())
-            .ok_or(RealNodeError::RuntimeMissing {
-                program: "the CNI plugins bridge and host-local",
-                looked: CNI_BIN_DIRS.join(", "),
-            })?;
-        let kubelet = cluster.binaries_dir().join("kubelet");
-        if !kubelet.is_file() {
-            return Err(RealNodeError::KubeletMissing(cluster.binaries_dir().into()));
-        }
-        let pause_image = std::env::var_os(PAUSE_IMAGE_ENV)
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(format!("(${PAUSE_IMAGE_ENV} not set)")));
-        if !pause_image.is_file() {
-            return Err(RealNodeError::PauseImageMissing(pause_image));
-        }
-        Ok(Self {
-            containerd,
-            ctr,
-            kubelet,
-            cni_bin_dir,
-            pause_image,
-        })
-    }
+/// Says that `test` is skipped and why, straight to the process's stderr, past
+/// libtest's capture of `eprintln!`: a skip must show in a run that passes.
+fn skip(test: &str, why: &RealNodeError) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED {test}: a prerequisite is missing: {why} ***\n"
+    );
 }
 
 fn host_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RealNodeError {
@@ -248,11 +207,7 @@ impl RealNode {
         cluster: &TestCluster,
         options: RealNodeOptions,
     ) -> Result<Self, RealNodeError> {
-        let uid = rustix::process::geteuid().as_raw();
-        if uid != 0 {
-            return Err(RealNodeError::NotRoot { uid });
-        }
-        let programs = Programs::locate(cluster)?;
+        let programs = Programs::locate(cluster.binaries_dir())?;
         let name = options.name.clone();
         let dir = cluster.base_dir().join("real-nodes").join(&name);
         std::fs::create_dir_all(dir.join("net.d"))
