@@ -210,6 +210,21 @@ impl RealNode {
         let programs = Programs::locate(cluster.binaries_dir())?;
         let name = options.name.clone();
         let dir = cluster.base_dir().join("real-nodes").join(&name);
+        // node.sh mounts directories of the node's own over these; a node directory
+        // below one of them would be hidden from the node itself.
+        if let Some(hidden) = ["/run", "/var/lib", "/var/log"]
+            .into_iter()
+            .find(|p| dir.starts_with(p))
+        {
+            return Err(RealNodeError::Host {
+                what: format!(
+                    "the node directory {} is below {hidden}, which the node mounts over; \
+                     set TMPDIR elsewhere",
+                    dir.display()
+                ),
+                source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            });
+        }
         std::fs::create_dir_all(dir.join("net.d"))
             .map_err(host_err(format!("creating {}", dir.display())))?;
         write(
