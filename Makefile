@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds chart cluster-tools test unit-test clean-cluster-tools help images image-archives demo bench fuzz
+.PHONY: all build lint fmt crds chart cluster-tools test real-node-test unit-test clean-cluster-tools help images image-archives demo bench fuzz
 
 all: build
 
@@ -91,6 +91,20 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --bench '*' -- $(CRITERION_ARGS) && \
 	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md
+
+# A real kubelet and containerd on this machine (testcluster's real_node module): needs
+# root; installs containerd, runc and the CNI plugins when missing (Debian packages),
+# builds the kubelet and kube-proxy (TAS_TOOLS_ONLY=kubelet, cached like the others; a
+# few minutes cold) and the pause image. `make test` runs the same test, which says it
+# is skipped when one of these is missing.
+real-node-test: ## Build what a real node needs, then run the real-node tests (root)
+	@testcluster/tools/install-node-runtime.sh >/dev/null && \
+	bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok kubelet" testcluster/tools/build.sh | tail -n 1); \
+	test -n "$$bin" || { echo "make real-node-test: building the cluster tools failed" >&2; exit 1; }; \
+	pause=$$(testcluster/tools/build-pause.sh | tail -n 1); \
+	test -n "$$pause" || { echo "make real-node-test: building the pause image failed" >&2; exit 1; }; \
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-testcluster --test real_node -- --nocapture && \
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_podresources -- --nocapture
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins

@@ -137,6 +137,10 @@ pub(crate) fn apiserver_args(layout: &Layout, ports: Ports) -> Vec<String> {
         // Service's endpoints.
         flag("endpoint-reconciler-type", "none"),
         flag("profiling", "false"),
+        // Reach kubelets (logs, exec; real nodes, see crate::real_node) by the address
+        // the node reports, never by looking its name up in DNS, which would leave the
+        // machine.
+        flag("kubelet-preferred-address-types", "InternalIP"),
     ]
 }
 

@@ -18,6 +18,8 @@
 //!   bearer token ([`TestCluster::admin_token`]).
 //! - Acting as a ServiceAccount (tokens, clients with them, bindings, SubjectAccessReview
 //!   checks) and admission-policy type checks: [`access`].
+//! - Real nodes (containerd + a real kubelet in namespaces of their own, with a fake
+//!   2-NUMA sysfs view): [`real_node::RealNode`].
 //! - A scheduling test's namespace, node group, Guaranteed pods and NRT objects:
 //!   [`scope`].
 
@@ -37,6 +39,7 @@ mod nodes;
 mod pods;
 mod ports;
 mod process;
+pub mod real_node;
 pub mod scope;
 mod tools;
 mod wait;
@@ -52,7 +55,7 @@ pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
     wait_node_schedulable,
 };
-pub use pods::is_marked_unschedulable;
+pub use pods::{is_marked_unschedulable, wait_pod_running};
 pub use ports::free_ports;
 pub use process::{Component, tail_lines};
 pub use tools::{BINARIES, KUBERNETES_VERSION, TOOLS_BIN_ENV, Tools};

@@ -131,15 +131,21 @@ pub async fn wait_node_ready(client: &Client, name: &str, timeout: Duration) -> 
     let nodes: Api<Node> = Api::all(client.clone());
     wait_for(format!("node {name} to be Ready"), timeout, || async {
         let node = nodes.get(name).await?;
-        let ready = node
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        Ok::<_, kube::Error>(ready.then_some(()))
+        Ok::<_, kube::Error>(is_ready(&node).then_some(()))
     })
     .await
+}
+
+/// Whether the Node's `Ready` condition is `True`.
+pub(crate) fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 /// Waits until node `name` can take pods: Ready (kwok) and without the

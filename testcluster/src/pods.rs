@@ -16,3 +16,17 @@ pub fn is_marked_unschedulable(pod: &Pod) -> bool {
             })
         })
 }
+
+/// Waits until pod `name` in `pods`' namespace is in phase `Running`.
+pub async fn wait_pod_running(
+    pods: &kube::Api<Pod>,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Result<(), crate::Error> {
+    crate::wait_for(format!("pod {name} to be Running"), timeout, || async {
+        let pod = pods.get(name).await?;
+        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+        Ok::<_, kube::Error>((phase == "Running").then_some(()))
+    })
+    .await
+}

@@ -8,7 +8,9 @@
 //! script that blocks reading a pipe whose only writer is the test process. When the
 //! test process exits for any reason the kernel closes that pipe, `read` sees end of
 //! file, and the script stops every pid listed in `<base>/pids` (SIGTERM, then SIGKILL
-//! after 3 s) and removes the base directory (unless asked to keep it).
+//! after 3 s), runs every `<base>/cleanup.d/*.sh` (a real node's restore of host
+//! state, see [`crate::real_node`]) and removes the base directory (unless asked to
+//! keep it).
 //!
 //! The script runs in its own process group and ignores SIGINT/SIGHUP/SIGTERM so that
 //! Ctrl-C on `cargo test` (which signals the whole foreground group) does not take it
@@ -39,6 +41,7 @@ while [ -n "$pids" ] && [ $n -lt 30 ]; do
   n=$((n + 1))
 done
 [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+for f in "$1"/cleanup.d/*.sh; do [ -f "$f" ] && sh "$f"; done
 [ "$2" = keep ] || rm -rf "$1"
 "#;
 

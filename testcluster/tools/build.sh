@@ -18,9 +18,12 @@
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
 #   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok schedplugins helm promtool
-#                    (default: k8s etcd kwok helm promtool; schedplugins — kube-scheduler
-#                    with the scheduler-plugins NUMA plugin, for `make bench` — only on
-#                    request)
+#                    kubelet (default: k8s etcd kwok helm promtool; schedplugins —
+#                    kube-scheduler with the scheduler-plugins NUMA plugin, for `make
+#                    bench` — and kubelet — the kubelet and kube-proxy of the real-node
+#                    tests, from kubelet/go.mod: the k8s set plus the go.sum entries only
+#                    the kubelet needs, so the default set's cache key does not move —
+#                    only on request)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,7 +39,7 @@ HELM_VERSION=v4.3.1
 PROMTOOL_VERSION=v0.316.0
 
 if [ "${1:-}" = "--clean" ]; then
-  for pinned in "k8s-$K8S_VERSION" "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
+  for pinned in "k8s-$K8S_VERSION" "kubelet-$K8S_VERSION" "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
     "schedplugins-$SCHEDPLUGINS_VERSION" "helm-$HELM_VERSION" "promtool-$PROMTOOL_VERSION" \
     "bin-$K8S_VERSION"; do
     # <module>-<version>-<go.sum digest>, one per go.sum the version was built from.
@@ -58,7 +61,7 @@ only="${TAS_TOOLS_ONLY:-k8s etcd kwok helm promtool}"
 required=
 for m in $only; do
   if [ ! -f "$here/$m/go.mod" ]; then
-    echo "unknown tool set: $m (known: k8s etcd kwok schedplugins helm promtool)" >&2
+    echo "unknown tool set: $m (known: k8s etcd kwok schedplugins helm promtool kubelet)" >&2
     exit 2
   fi
   v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$m/go.mod")
@@ -157,6 +160,9 @@ for m in $only; do
       kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
       kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
       kubectl=k8s.io/kubernetes/cmd/kubectl ;;
+    kubelet) build kubelet "$K8S_VERSION" "$k8s_ldflags" \
+      kubelet=k8s.io/kubernetes/cmd/kubelet \
+      kube-proxy=k8s.io/kubernetes/cmd/kube-proxy ;;
     *) echo "unknown tool set: $m" >&2; exit 2 ;;
   esac
 done
@@ -174,10 +180,11 @@ sp="$(key schedplugins "$SCHEDPLUGINS_VERSION")/kube-scheduler-plugins"
 if [ -x "$sp" ]; then
   ln -sf "$sp" "$bin/kube-scheduler-plugins"
 fi
-for t in "helm $HELM_VERSION" "promtool $PROMTOOL_VERSION"; do
+for t in "helm $HELM_VERSION helm" "promtool $PROMTOOL_VERSION promtool" \
+  "kubelet $K8S_VERSION kubelet" "kubelet $K8S_VERSION kube-proxy"; do
   set -- $t
-  if [ -x "$(key "$1" "$2")/$1" ]; then
-    ln -sf "$(key "$1" "$2")/$1" "$bin/$1"
+  if [ -x "$(key "$1" "$2")/$3" ]; then
+    ln -sf "$(key "$1" "$2")/$3" "$bin/$3"
   fi
 done
 echo "$bin"

@@ -1,0 +1,157 @@
+//! The files a real node runs from, as pure functions of its options and paths:
+//! containerd's configuration, the CNI network, the KubeletConfiguration and the
+//! kubelet's kubeconfig. Nothing here touches the host.
+
+use std::path::Path;
+
+use super::{CpuManagerPolicy, RealNodeOptions};
+
+/// The reference the sandbox image is imported under (`testcluster/tools/build-pause.sh`
+/// tags it so) and containerd's `sandbox_image`.
+pub const PAUSE_IMAGE: &str = "tas.local/pause:1";
+
+/// containerd 1.6's configuration (version 2): state under `dir`, the CRI plugin with
+/// the settings this machine type needs (see the module docs of [`super`]).
+pub fn containerd_toml(dir: &Path, cni_bin_dir: &Path) -> String {
+    let d = dir.display();
+    let cni = cni_bin_dir.display();
+    format!(
+        r#"version = 2
+root = "{d}/containerd/root"
+state = "{d}/containerd/state"
+
+[grpc]
+  address = "{d}/containerd.sock"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # Root here lacks CAP_SYS_RESOURCE: without this, runc fails every sandbox while
+  # raising its oom_score_adj.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{cni}"
+    conf_dir = "{d}/net.d"
+"#
+    )
+}
+
+/// One bridge network inside the node's network namespace, no masquerading (no
+/// iptables rule anywhere).
+pub fn cni_conflist(pod_cidr: &str) -> String {
+    serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": "tas-real-node",
+        "plugins": [{
+            "type": "bridge",
+            "bridge": "cni0",
+            "isGateway": true,
+            "ipMasq": false,
+            "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]]}
+        }]
+    })
+    .to_string()
+}
+
+/// The KubeletConfiguration: cgroupfs, no swap check, kernel defaults left alone, the
+/// CPU and Topology Manager policies asked for, no eviction on this shared disk.
+pub fn kubelet_yaml(options: &RealNodeOptions, dir: &Path) -> String {
+    let cpu = match options.cpu_manager {
+        CpuManagerPolicy::None => "cpuManagerPolicy: none\n".to_owned(),
+        CpuManagerPolicy::Static => {
+            "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n".to_owned()
+        }
+    };
+    format!(
+        r#"apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://{d}/containerd.sock
+cgroupDriver: cgroupfs
+failSwapOn: false
+protectKernelDefaults: false
+{cpu}topologyManagerPolicy: {topology}
+address: {ip}
+port: 10250
+readOnlyPort: 0
+healthzPort: 0
+resolvConf: ""
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "0%"
+  imagefs.available: "0%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+"#,
+        d = dir.display(),
+        topology = options.topology_policy,
+        ip = options.node_ip,
+    )
+}
+
+/// The kubelet's kubeconfig: the API server through the forwarder on the node's own
+/// loopback, the cluster's CA, the admin token.
+pub fn kubeconfig(server: &str, ca: &Path, token: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: {server}
+    certificate-authority: {ca}
+users:
+- name: kubelet
+  user:
+    token: {token}
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: kubelet
+current-context: test
+"#,
+        ca = ca.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubelet_static_policy_reserves_cpu0() {
+        let y = kubelet_yaml(&RealNodeOptions::new("n1"), Path::new("/d"));
+        assert!(y.contains("cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"));
+        assert!(y.contains("topologyManagerPolicy: single-numa-node"));
+        assert!(y.contains("containerRuntimeEndpoint: unix:///d/containerd.sock"));
+        let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
+        assert_eq!(v["cgroupDriver"], "cgroupfs");
+    }
+
+    #[test]
+    fn containerd_restricts_oom_score_adj() {
+        let t = containerd_toml(Path::new("/d"), Path::new("/cni"));
+        assert!(t.contains("restrict_oom_score_adj = true"));
+        assert!(t.contains("SystemdCgroup = false"));
+        assert!(t.contains(&format!("sandbox_image = \"{PAUSE_IMAGE}\"")));
+    }
+
+    #[test]
+    fn cni_has_no_masquerade() {
+        let v: serde_json::Value = serde_json::from_str(&cni_conflist("10.1.0.0/24")).unwrap();
+        assert_eq!(v["plugins"][0]["ipMasq"], false);
+    }
+}

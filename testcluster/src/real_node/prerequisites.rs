@@ -1,0 +1,71 @@
+//! What a real node needs from the machine, checked before anything on the host
+//! changes: root, containerd, ctr, runc, unshare, ip, the CNI plugins, the kubelet
+//! among the test binaries and the sandbox image archive.
+
+use std::path::{Path, PathBuf};
+
+use super::{PAUSE_IMAGE_ENV, RealNodeError};
+
+/// Where the Debian package puts the CNI plugins, and the upstream default.
+const CNI_BIN_DIRS: [&str; 2] = ["/usr/lib/cni", "/opt/cni/bin"];
+
+/// The programs a node runs, found before anything changes on the host.
+pub(super) struct Programs {
+    pub containerd: PathBuf,
+    pub ctr: PathBuf,
+    pub kubelet: PathBuf,
+    pub cni_bin_dir: PathBuf,
+    pub pause_image: PathBuf,
+}
+
+impl Programs {
+    /// Checks that the caller is root and finds every program; `tools_dir` holds the
+    /// Kubernetes binaries (the kubelet among them).
+    pub fn locate(tools_dir: &Path) -> Result<Self, RealNodeError> {
+        let uid = rustix::process::geteuid().as_raw();
+        if uid != 0 {
+            return Err(RealNodeError::NotRoot { uid });
+        }
+        let on_path = |program: &'static str| {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|p| p.is_file())
+                .ok_or(RealNodeError::RuntimeMissing {
+                    program,
+                    looked: "on PATH".into(),
+                })
+        };
+        let containerd = on_path("containerd")?;
+        let ctr = on_path("ctr")?;
+        on_path("runc")?;
+        on_path("unshare")?;
+        on_path("ip")?;
+        let cni_bin_dir = CNI_BIN_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .find(|d| d.join("bridge").is_file() && d.join("host-local").is_file())
+            .ok_or(RealNodeError::RuntimeMissing {
+                program: "the CNI plugins bridge and host-local",
+                looked: CNI_BIN_DIRS.join(", "),
+            })?;
+        let kubelet = tools_dir.join("kubelet");
+        if !kubelet.is_file() {
+            return Err(RealNodeError::KubeletMissing(tools_dir.into()));
+        }
+        let pause_image = std::env::var_os(PAUSE_IMAGE_ENV)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(format!("(${PAUSE_IMAGE_ENV} not set)")));
+        if !pause_image.is_file() {
+            return Err(RealNodeError::PauseImageMissing(pause_image));
+        }
+        Ok(Self {
+            containerd,
+            ctr,
+            kubelet,
+            cni_bin_dir,
+            pause_image,
+        })
+    }
+}
