@@ -229,7 +229,15 @@ while [ -n "$pending" ]; do
   pending=
   [ -n "$batch" ] || break
   # shellcheck disable=SC2086 # one word a package
-  debs=$(fetch $batch)
+  if ! debs=$(fetch $batch); then
+    # A fresh machine may have no package lists yet, or lists older than the mirror:
+    # refresh them once (root only) and ask again.
+    [ "$(id -u)" = 0 ] || die "apt-get update (as root) may help"
+    echo "images: refreshing the package lists (apt-get update)" >&2
+    apt-get update -qq >&2 || die "apt-get update failed"
+    # shellcheck disable=SC2086
+    debs=$(fetch $batch)
+  fi
   for deb in $debs; do
     unpack "$deb"
   done
