@@ -46,6 +46,12 @@ pub struct ClusterOptions {
     /// [`crate::audit`]), read with [`TestCluster::audit_log_path`],
     /// [`crate::audit::bindings`] and [`crate::audit::lease_writes`].
     pub audit_bindings: bool,
+    /// kube-apiserver's `--advertise-address`: the address of the `kubernetes` Service's
+    /// endpoints. Unset: `127.0.0.1`, for which the API server publishes no endpoints
+    /// (a loopback address is not a valid one). Real nodes set an address that exists
+    /// only in their own network namespace, where a forwarder listens on it
+    /// ([`crate::real_node`]).
+    pub advertise_address: Option<std::net::Ipv4Addr>,
 }
 
 impl Default for ClusterOptions {
@@ -59,6 +65,7 @@ impl Default for ClusterOptions {
             scheduler_burst: 100,
             startup_timeout: Duration::from_secs(90),
             audit_bindings: false,
+            advertise_address: None,
         }
     }
 }

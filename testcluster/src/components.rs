@@ -102,6 +102,13 @@ fn flag(name: &str, value: impl AsRef<Path>) -> String {
     format!("--{name}={}", value.as_ref().display())
 }
 
+/// Replaces the value of `--<name>=` in `args` (appends it when absent).
+pub(crate) fn set_flag(args: &mut Vec<String>, name: &str, value: &str) {
+    let prefix = format!("--{name}=");
+    args.retain(|a| !a.starts_with(&prefix));
+    args.push(format!("{prefix}{value}"));
+}
+
 pub(crate) fn etcd_args(layout: &Layout, ports: Ports) -> Vec<String> {
     let client_url = format!("http://127.0.0.1:{}", ports.etcd);
     vec![
@@ -134,7 +141,7 @@ pub(crate) fn apiserver_args(layout: &Layout, ports: Ports) -> Vec<String> {
         flag("authorization-mode", "Node,RBAC"),
         flag("allow-privileged", "true"),
         // There is no kube-proxy or Service network: don't maintain the kubernetes
-        // Service's endpoints.
+        // Service's endpoints (ClusterOptions::advertise_address turns them on).
         flag("endpoint-reconciler-type", "none"),
         flag("profiling", "false"),
         // Reach kubelets (logs, exec; real nodes, see crate::real_node) by the address

@@ -12,13 +12,14 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::PostParams;
 use tas_testcluster::real_node::{
-    HostState, RealNodeCluster, RealNodeOptions, guaranteed_pause_pod,
+    DeviceOptions, HostState, RealNodeCluster, RealNodeOptions, guaranteed_pause_pod,
 };
-use tas_testcluster::{unique_namespace, wait_pod_running};
+use tas_testcluster::{unique_namespace, wait_for, wait_pod_running};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -33,8 +34,18 @@ const LEAKY_HELPER_ENV: &str = "TAS_REAL_NODE_LEAKY_HELPER";
 async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
     let _one = ONE_NODE.lock().await;
     let before = HostState::record().expect("reading the host state");
+    let options = RealNodeOptions {
+        kube_proxy: true,
+        device: Some(DeviceOptions {
+            resource: "tas.dev/nic".into(),
+            numa_node: 0,
+            count: 1,
+        }),
+        ..RealNodeOptions::new("real-node-1")
+    };
+    let api_ip = options.api_ip;
     let Some(RealNodeCluster { node, cluster }) =
-        RealNodeCluster::start_for_test("real_node", RealNodeOptions::new("real-node-1")).await
+        RealNodeCluster::start_for_test("real_node", options).await
     else {
         return;
     };
@@ -47,6 +58,57 @@ async fn real_node_pins_a_guaranteed_pod_and_restores_the_host() {
     );
 
     let client = cluster.client().await.expect("a client");
+
+    // The device plugin registered; 100m of CPU reserved leaves 1900m allocatable.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let allocatable = wait_for(
+        "the device plugin's resource on the Node",
+        TIMEOUT,
+        || async {
+            let n = nodes.get(node.name()).await.map_err(|e| e.to_string())?;
+            let a = n.status.and_then(|s| s.allocatable).unwrap_or_default();
+            Ok::<_, String>(a.contains_key("tas.dev/nic").then_some(a))
+        },
+    )
+    .await
+    .expect("the device is advertised");
+    assert_eq!(allocatable["tas.dev/nic"].0, "1");
+    assert_eq!(allocatable["cpu"].0, "1900m");
+
+    // The `kubernetes` Service: its endpoint is api_ip, and kube-proxy's rules take a
+    // connection to the Service's address there, to the API server.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let slice = wait_for("the kubernetes EndpointSlice", TIMEOUT, || async {
+        slices
+            .get_opt("kubernetes")
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("the kubernetes EndpointSlice");
+    assert_eq!(
+        slice.endpoints[0].addresses,
+        vec![api_ip.to_string()],
+        "kube-apiserver advertises api_ip"
+    );
+    let service = Api::<Service>::namespaced(client.clone(), "default")
+        .get("kubernetes")
+        .await
+        .expect("the kubernetes Service");
+    let cluster_ip: std::net::IpAddr = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .expect("a ClusterIP")
+        .parse()
+        .expect("an address");
+    wait_for(
+        "kube-proxy's rules for the kubernetes Service",
+        TIMEOUT,
+        || async { Ok::<_, String>(node.connect_from_node((cluster_ip, 443).into()).ok()) },
+    )
+    .await
+    .expect("the kubernetes Service is reachable from the node");
+
     let ns = unique_namespace(&client, "real-node")
         .await
         .expect("a namespace");

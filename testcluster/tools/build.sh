@@ -20,7 +20,7 @@
 #   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok schedplugins helm promtool
 #                    kubelet (default: k8s etcd kwok helm promtool; schedplugins —
 #                    kube-scheduler with the scheduler-plugins NUMA plugin, for `make
-#                    bench` — and kubelet — the kubelet and kube-proxy of the real-node
+#                    bench` — and kubelet — the kubelet, kube-proxy and device plugin of the real-node
 #                    tests, from kubelet/go.mod: the k8s set plus the go.sum entries only
 #                    the kubelet needs, so the default set's cache key does not move —
 #                    only on request)
@@ -101,11 +101,11 @@ key() { # module version
   printf '%s/%s-%s-%s' "$cache_root" "$1" "$2" "$sum"
 }
 
-build() { # module version ldflags name=package... (env BUILD_TAGS: go build -tags)
+build() { # module version ldflags name=package... (env BUILD_TAGS: go build -tags; BUILD_DIR: cache directory instead of key's)
   local mod=$1 version=$2 ldflags=$3
   shift 3
   local dir missing=()
-  dir=$(key "$mod" "$version")
+  dir=${BUILD_DIR:-$(key "$mod" "$version")}
   for pair in "$@"; do
     [ -x "$dir/${pair%%=*}" ] || missing+=("$pair")
   done
@@ -127,6 +127,11 @@ build() { # module version ldflags name=package... (env BUILD_TAGS: go build -ta
   done
   rmdir "$tmp"
   echo "cluster-tools: built $mod $version in $(($(date +%s) - start))s" >&2
+}
+
+devplugin_dir() {
+  printf '%s-devplugin-%s' "$(key kubelet "$K8S_VERSION")" \
+    "$(sha256sum "$here/kubelet/devplugin/main.go" | cut -c1-12)"
 }
 
 mkdir -p "$cache_root"
@@ -162,7 +167,10 @@ for m in $only; do
       kubectl=k8s.io/kubernetes/cmd/kubectl ;;
     kubelet) build kubelet "$K8S_VERSION" "$k8s_ldflags" \
       kubelet=k8s.io/kubernetes/cmd/kubelet \
-      kube-proxy=k8s.io/kubernetes/cmd/kube-proxy ;;
+      kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
+      # The tests' device plugin (kubelet/devplugin), keyed by its source as well: an
+      # edit rebuilds it (seconds), never the kubelet.
+      BUILD_DIR="$(devplugin_dir)" build kubelet "$K8S_VERSION" "" tas-devplugin=./devplugin ;;
     *) echo "unknown tool set: $m" >&2; exit 2 ;;
   esac
 done
@@ -187,4 +195,7 @@ for t in "helm $HELM_VERSION helm" "promtool $PROMTOOL_VERSION promtool" \
     ln -sf "$(key "$1" "$2")/$3" "$bin/$3"
   fi
 done
+if [ -x "$(devplugin_dir)/tas-devplugin" ]; then
+  ln -sf "$(devplugin_dir)/tas-devplugin" "$bin/tas-devplugin"
+fi
 echo "$bin"

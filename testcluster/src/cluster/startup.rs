@@ -55,6 +55,11 @@ impl TestCluster {
             .wait_for_port(Component::Etcd, ports.etcd, deadline)
             .await?;
         let mut apiserver = components::apiserver_args(&cluster.layout, ports);
+        if let Some(ip) = options.advertise_address {
+            components::set_flag(&mut apiserver, "advertise-address", &ip.to_string());
+            // Someone serves that address: keep the Service's endpoints on it.
+            components::set_flag(&mut apiserver, "endpoint-reconciler-type", "lease");
+        }
         if options.audit_bindings {
             apiserver.extend(components::audit_args(&cluster.layout));
         }

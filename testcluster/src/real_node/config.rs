@@ -64,8 +64,12 @@ pub fn cni_conflist(pod_cidr: &str) -> String {
 pub fn kubelet_yaml(options: &RealNodeOptions, dir: &Path) -> String {
     let cpu = match options.cpu_manager {
         CpuManagerPolicy::None => "cpuManagerPolicy: none\n".to_owned(),
+        // 100m reserved: the static policy reserves whole CPUs (ceil: CPU 0, the first
+        // of NUMA node 0) and leaves CPU 1 for exclusive use, while the node's
+        // allocatable CPU stays 1900m, so Burstable pods (TAS's own) fit beside a
+        // Guaranteed 1-CPU pod. `reservedSystemCPUs: "0"` would cut allocatable to 1000m.
         CpuManagerPolicy::Static => {
-            "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n".to_owned()
+            "cpuManagerPolicy: static\nkubeReserved:\n  cpu: 100m\n".to_owned()
         }
     };
     format!(
@@ -101,6 +105,31 @@ imageGCLowThresholdPercent: 99
     )
 }
 
+/// kube-proxy's configuration: iptables rules in the node's network namespace only, and
+/// no conntrack sysctl (those are the host's): every conntrack setting 0, "leave it".
+pub fn kube_proxy_yaml(options: &RealNodeOptions, dir: &Path) -> String {
+    format!(
+        r#"apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: {d}/kubeconfig
+hostnameOverride: {name}
+mode: iptables
+clusterCIDR: {cidr}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+"#,
+        d = dir.display(),
+        name = options.name,
+        cidr = options.pod_cidr,
+    )
+}
+
 /// The kubelet's kubeconfig: the API server through the forwarder on the node's own
 /// loopback, the cluster's CA, the admin token.
 pub fn kubeconfig(server: &str, ca: &Path, token: &str) -> String {
@@ -132,13 +161,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kubelet_static_policy_reserves_cpu0() {
+    fn kubelet_static_policy_reserves_a_fraction_of_a_cpu() {
         let y = kubelet_yaml(&RealNodeOptions::new("n1"), Path::new("/d"));
-        assert!(y.contains("cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"));
+        assert!(y.contains("cpuManagerPolicy: static\nkubeReserved:\n  cpu: 100m\n"));
         assert!(y.contains("topologyManagerPolicy: single-numa-node"));
         assert!(y.contains("containerRuntimeEndpoint: unix:///d/containerd.sock"));
         let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
         assert_eq!(v["cgroupDriver"], "cgroupfs");
+    }
+
+    #[test]
+    fn kube_proxy_leaves_the_host_conntrack_alone() {
+        let y = kube_proxy_yaml(&RealNodeOptions::new("n1"), Path::new("/d"));
+        let v: serde_json::Value = serde_norway::from_str(&y).unwrap();
+        assert_eq!(v["conntrack"]["maxPerCore"], 0);
+        assert_eq!(v["conntrack"]["min"], 0);
+        assert_eq!(v["hostnameOverride"], "n1");
+        assert_eq!(v["clientConnection"]["kubeconfig"], "/d/kubeconfig");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The kubelet's way to the API server: a TCP forwarder whose listening socket lives in
-//! the node's network namespace (on its loopback) and whose outgoing connections start
+//! The node's way to the API server: a TCP forwarder whose listening socket lives in
+//! the node's network namespace and whose outgoing connections start
 //! in the host's, where kube-apiserver listens on `127.0.0.1`.
 //!
 //! A socket belongs to the namespace of the thread that created it, for its whole life.
@@ -25,16 +25,16 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Listens on `127.0.0.1:0` inside the network namespace `netns` (a
-    /// `/proc/<pid>/ns/net` path) and forwards every connection to `target`.
-    pub fn start(netns: &Path, target: SocketAddr) -> io::Result<Self> {
+    /// Listens on `bind` inside the network namespace `netns` (a `/proc/<pid>/ns/net`
+    /// path) and forwards every connection to `target`.
+    pub fn start(netns: &Path, bind: SocketAddr, target: SocketAddr) -> io::Result<Self> {
         let ns = std::fs::File::open(netns)?;
         let listener = std::thread::spawn(move || -> io::Result<TcpListener> {
             rustix::thread::move_into_link_name_space(
                 std::os::fd::AsFd::as_fd(&ns),
                 Some(rustix::thread::LinkNameSpaceType::Network),
             )?;
-            TcpListener::bind("127.0.0.1:0")
+            TcpListener::bind(bind)
         })
         .join()
         .map_err(|_| io::Error::other("the thread binding in the node's namespace panicked"))??;
@@ -50,7 +50,7 @@ impl Forwarder {
         })
     }
 
-    /// The port it listens on, on the node's loopback.
+    /// The port it listens on, in the node's namespace.
     pub fn port(&self) -> u16 {
         self.port
     }

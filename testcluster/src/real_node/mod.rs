@@ -17,13 +17,25 @@
 //! PID namespace, and the kernel then kills every process in it (containerd, the
 //! kubelet, every shim and container). The mounts go with the mount namespace.
 //!
-//! # How the kubelet reaches the API server
+//! # How the node reaches the API server
 //! kube-apiserver listens on `127.0.0.1` of the host's network namespace. A
-//! [`forwarder`] listens on the node's own loopback (its socket created from a thread
-//! that entered the node's namespace) and connects to the API server from the host's:
-//! the kubelet's kubeconfig says `https://127.0.0.1:<port>`, a name the API server's
-//! self-signed certificate already covers, so neither its certificate nor its flags
-//! change. The API server does not reach the kubelet (no `kubectl logs`/`exec` yet).
+//! [`forwarder`] listens on every address of the node's namespace, on the API server's
+//! port (its socket created from a thread that entered the node's namespace), and
+//! connects to the API server from the host's. The kubelet and kube-proxy use
+//! `https://127.0.0.1:<port>`; pods use the `kubernetes` Service as on a real cluster:
+//! kube-apiserver advertises [`RealNodeOptions::api_ip`] (an address on the node's
+//! loopback only), so the Service's endpoint is `api_ip:<port>`, and kube-proxy, run in
+//! the node's namespace, maps the Service's address to it. The API server's self-signed
+//! certificate covers `127.0.0.1` and the Service's address, so no certificate or
+//! token changes. The API server does not reach the kubelet (no `kubectl logs`/`exec`).
+//!
+//! # The kubelet's files and devices
+//! The kubelet's root is `/var/lib/kubelet` and its configuration
+//! `/var/lib/kubelet/config.yaml` inside the node, where kubeadm puts them (the node's
+//! own `/var/lib`, [`RealNode::kubelet_root`] from the host), so a node agent reads
+//! them at the default paths. The tests' device plugin (`tas-devplugin`,
+//! [`RealNodeOptions::device`]) advertises devices on a chosen NUMA node.
+//! [`RealNode::restart_kubelet`] restarts the kubelet as `systemctl restart` would.
 //!
 //! # What is still global, and restored
 //! Kernel sysctls the kubelet sets and the `kubepods` cgroups ([`host_state`]). They are
@@ -97,6 +109,26 @@ pub struct RealNodeOptions {
     pub pod_cidr: String,
     /// How long [`RealNode::start`] waits for the Node to be Ready.
     pub ready_timeout: Duration,
+    /// The API server's address as the node's pods see it: kube-apiserver advertises it
+    /// (the endpoint of the `kubernetes` Service) and the harness's forwarder listens on
+    /// it, on the API server's port, inside the node's network namespace only.
+    pub api_ip: Ipv4Addr,
+    /// Run kube-proxy, so that pods reach the API server through the `kubernetes`
+    /// Service as on a real cluster.
+    pub kube_proxy: bool,
+    /// Run the tests' device plugin.
+    pub device: Option<DeviceOptions>,
+}
+
+/// The devices the tests' device plugin (`tas-devplugin`) advertises.
+#[derive(Debug, Clone)]
+pub struct DeviceOptions {
+    /// The extended resource, e.g. `tas.dev/nic`.
+    pub resource: String,
+    /// The NUMA node every device is on.
+    pub numa_node: u32,
+    /// How many.
+    pub count: u32,
 }
 
 impl RealNodeOptions {
@@ -111,6 +143,9 @@ impl RealNodeOptions {
             node_prefix: 24,
             pod_cidr: "10.78.0.0/24".into(),
             ready_timeout: Duration::from_secs(90),
+            api_ip: Ipv4Addr::new(10, 77, 0, 1),
+            kube_proxy: false,
+            device: None,
         }
     }
 }
@@ -163,6 +198,7 @@ impl RealNodeCluster {
         let cluster = match TestCluster::start(crate::ClusterOptions {
             controller_manager: true,
             kube_scheduler: true,
+            advertise_address: Some(options.api_ip),
             ..crate::ClusterOptions::default()
         }) {
             Ok(cluster) => cluster,
@@ -208,6 +244,8 @@ impl RealNode {
         options: RealNodeOptions,
     ) -> Result<Self, RealNodeError> {
         let programs = Programs::locate(cluster.binaries_dir())?;
+        let kube_proxy = programs.optional("kube-proxy", options.kube_proxy)?;
+        let devplugin = programs.optional("tas-devplugin", options.device.is_some())?;
         let name = options.name.clone();
         let dir = cluster.base_dir().join("real-nodes").join(&name);
         // node.sh mounts directories of the node's own over these; a node directory
@@ -235,9 +273,16 @@ impl RealNode {
             &dir.join("net.d").join("10-tas.conflist"),
             &config::cni_conflist(&options.pod_cidr),
         )?;
+        let kubelet_root = dir.join("root/var/lib/kubelet");
+        std::fs::create_dir_all(&kubelet_root)
+            .map_err(host_err(format!("creating {}", kubelet_root.display())))?;
         write(
-            &dir.join("kubelet.yaml"),
+            &kubelet_root.join("config.yaml"),
             &config::kubelet_yaml(&options, &dir),
+        )?;
+        write(
+            &dir.join("kube-proxy.yaml"),
+            &config::kube_proxy_yaml(&options, &dir),
         )?;
         write(&dir.join("node.sh"), NODE_SCRIPT)?;
 
@@ -257,7 +302,18 @@ impl RealNode {
         let err = out
             .try_clone()
             .map_err(host_err("duplicating the node log"))?;
-        let unshare = Command::new("unshare")
+        let mut command = Command::new("unshare");
+        if let Some(kube_proxy) = &kube_proxy {
+            command.env("KUBE_PROXY", kube_proxy);
+        }
+        if let (Some(devplugin), Some(device)) = (&devplugin, &options.device) {
+            command
+                .env("DEVPLUGIN", devplugin)
+                .env("DEVICE_RESOURCE", &device.resource)
+                .env("DEVICE_NUMA", device.numa_node.to_string())
+                .env("DEVICE_COUNT", device.count.to_string());
+        }
+        let unshare = command
             .args([
                 "--pid",
                 "--fork",
@@ -273,6 +329,7 @@ impl RealNode {
             .arg(&dir)
             .env("NODE_IP", options.node_ip.to_string())
             .env("NODE_PREFIX", options.node_prefix.to_string())
+            .env("API_IP", options.api_ip.to_string())
             .env("NODE_NAME", &name)
             .env("PAUSE_IMAGE", &programs.pause_image)
             .env("CONTAINERD", &programs.containerd)
@@ -302,7 +359,15 @@ impl RealNode {
             .map_err(host_err(format!("recording a pid in {}", pids.display())))?;
 
         let netns = node.wait_for_netns().await?;
-        let forwarder = Forwarder::start(&netns, cluster.api_server_addr()?).map_err(host_err(
+        // On every address of the node's namespace (its loopback for the kubelet and
+        // kube-proxy, api_ip for pods), on the API server's own port.
+        let api_server = cluster.api_server_addr()?;
+        let forwarder = Forwarder::start(
+            &netns,
+            (Ipv4Addr::UNSPECIFIED, api_server.port()).into(),
+            api_server,
+        )
+        .map_err(host_err(
             "starting the API server forwarder in the node's namespace",
         ))?;
         let kubeconfig = config::kubeconfig(
@@ -412,9 +477,86 @@ impl RealNode {
         &self.dir
     }
 
-    /// The kubelet's root directory (`cpu_manager_state`, `pod-resources/kubelet.sock`).
+    /// The kubelet's root directory as the host sees it: `/var/lib/kubelet` inside the
+    /// node (`config.yaml`, `cpu_manager_state`, `pod-resources/kubelet.sock`).
     pub fn kubelet_root(&self) -> PathBuf {
-        self.dir.join("kubelet")
+        self.dir.join("root/var/lib/kubelet")
+    }
+
+    /// Opens a TCP connection to `addr` from inside the node's network namespace, as
+    /// a process of the node (hostNetwork) would: through kube-proxy's rules for a
+    /// Service address.
+    pub fn connect_from_node(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<std::net::TcpStream, RealNodeError> {
+        let ns = std::fs::File::open(format!("/proc/{}/ns/net", self.unshare.id()))
+            .map_err(host_err("opening the node's network namespace"))?;
+        std::thread::spawn(move || -> std::io::Result<std::net::TcpStream> {
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&ns),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )?;
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        })
+        .join()
+        .map_err(|_| host_err("connecting")(std::io::Error::other("the thread panicked")))?
+        .map_err(host_err(format!("connecting to {addr} from the node")))
+    }
+
+    /// containerd's socket, for `ctr -a`.
+    pub fn containerd_socket(&self) -> PathBuf {
+        self.dir.join("containerd.sock")
+    }
+
+    /// Runs `ctr -a <socket> -n k8s.io <args>` against the node's containerd; its stdout.
+    pub fn ctr(&self, args: &[&str]) -> Result<String, RealNodeError> {
+        let output = Command::new("ctr")
+            .arg("-a")
+            .arg(self.containerd_socket())
+            .args(["-n", "k8s.io"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(host_err("running ctr"))?;
+        if !output.status.success() {
+            return Err(RealNodeError::Host {
+                what: format!(
+                    "ctr {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+                source: std::io::Error::other(output.status.to_string()),
+            });
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Imports an image archive (docker-archive or OCI) into the node's containerd, in
+    /// the namespace the kubelet uses, as `ctr images import` does on a real node.
+    pub fn import_image(&self, archive: &Path) -> Result<(), RealNodeError> {
+        let path = archive.to_string_lossy();
+        self.ctr(&["images", "import", &path]).map(|_| ())
+    }
+
+    /// Restarts the kubelet (SIGTERM, then a new process with the same configuration),
+    /// as `systemctl restart kubelet` would; returns once the new one started. Its
+    /// containers keep running.
+    pub async fn restart_kubelet(&mut self) -> Result<(), RealNodeError> {
+        let flag = self.dir.join("restart-kubelet");
+        write(&flag, "")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while flag.exists() {
+            self.check_alive("kubelet")?;
+            if Instant::now() > deadline {
+                return Err(self.startup_error(
+                    "kubelet",
+                    "the node script did not restart the kubelet in 30 s".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
     }
 
     /// The kubelet's log.
@@ -434,7 +576,16 @@ impl RealNode {
 impl Drop for RealNode {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            for log in ["node.log", "containerd.log", "kubelet.log"] {
+            for log in [
+                "node.log",
+                "containerd.log",
+                "kubelet.log",
+                "kube-proxy.log",
+                "devplugin.log",
+            ] {
+                if !self.dir.join(log).is_file() {
+                    continue;
+                }
                 let path = self.dir.join(log);
                 eprintln!("--- last {TAIL_LINES} lines of {} ---", path.display());
                 eprintln!("{}", tail_lines(&path, TAIL_LINES));

@@ -3,9 +3,14 @@
 # killing it ends containerd, the kubelet and every container shim at once, and every
 # mount and address it makes disappears with it.
 #
-# $1: the node's directory (containerd.toml, kubelet.yaml, kubeconfig, net.d/ written
-# by the harness). Environment: NODE_IP, NODE_PREFIX, PAUSE_IMAGE, CONTAINERD, CTR,
-# KUBELET, NODE_NAME.
+# $1: the node's directory (containerd.toml, kubeconfig, net.d/, kube-proxy.yaml and
+# root/var/lib/kubelet/config.yaml written by the harness). Environment: NODE_IP,
+# NODE_PREFIX, API_IP, PAUSE_IMAGE, CONTAINERD, CTR, KUBELET, NODE_NAME; KUBE_PROXY (the
+# binary, when the node runs one); DEVPLUGIN, DEVICE_RESOURCE, DEVICE_NUMA, DEVICE_COUNT
+# (when it runs the device plugin).
+#
+# The kubelet runs supervised: when the harness creates restart-kubelet, the kubelet is
+# stopped (SIGTERM) and started again, as `systemctl restart kubelet` would.
 set -eu
 d=$1
 log() { echo "node.sh: $*"; }
@@ -58,6 +63,9 @@ ip addr add "$NODE_IP/$NODE_PREFIX" dev eth0
 ip link set eth0 up
 ip link set eth0-peer up
 ip route add default dev eth0
+# The API server as pods see it (the endpoint of the `kubernetes` Service, which
+# kube-proxy maps the Service's address to): the harness's forwarder listens on it.
+ip addr add "$API_IP/32" dev lo
 
 log "starting containerd"
 "$CONTAINERD" --config "$d/containerd.toml" >"$d/containerd.log" 2>&1 &
@@ -77,9 +85,31 @@ until [ -f "$d/kubeconfig" ]; do
   if [ $i -gt 600 ]; then log "no kubeconfig from the harness in 30 s"; exit 1; fi
   sleep 0.05
 done
-log "starting the kubelet"
-"$KUBELET" --config="$d/kubelet.yaml" --kubeconfig="$d/kubeconfig" \
-  --root-dir="$d/kubelet" --cert-dir="$d/kubelet/pki" --node-ip="$NODE_IP" \
-  --hostname-override="$NODE_NAME" --v=2 >"$d/kubelet.log" 2>&1 &
+# Where kubeadm puts them: the kubelet's root /var/lib/kubelet (this node's own), its
+# configuration /var/lib/kubelet/config.yaml.
+start_kubelet() {
+  log "starting the kubelet"
+  "$KUBELET" --config=/var/lib/kubelet/config.yaml --kubeconfig="$d/kubeconfig" \
+    --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" --v=2 >>"$d/kubelet.log" 2>&1 &
+  kubelet=$!
+}
+start_kubelet
+if [ -n "${KUBE_PROXY:-}" ]; then
+  log "starting kube-proxy"
+  "$KUBE_PROXY" --config="$d/kube-proxy.yaml" >"$d/kube-proxy.log" 2>&1 &
+fi
+if [ -n "${DEVPLUGIN:-}" ]; then
+  log "starting the device plugin ($DEVICE_COUNT x $DEVICE_RESOURCE on NUMA node $DEVICE_NUMA)"
+  "$DEVPLUGIN" --resource="$DEVICE_RESOURCE" --numa-node="$DEVICE_NUMA" \
+    --count="$DEVICE_COUNT" >"$d/devplugin.log" 2>&1 &
+fi
 touch "$d/started"
-wait
+while sleep 0.1; do
+  if [ -f "$d/restart-kubelet" ]; then
+    log "restarting the kubelet"
+    kill "$kubelet" 2>/dev/null || true
+    wait "$kubelet" 2>/dev/null || true
+    rm -f "$d/restart-kubelet"
+    start_kubelet
+  fi
+done

@@ -16,6 +16,7 @@ pub(super) struct Programs {
     pub kubelet: PathBuf,
     pub cni_bin_dir: PathBuf,
     pub pause_image: PathBuf,
+    tools_dir: PathBuf,
 }
 
 impl Programs {
@@ -66,6 +67,20 @@ impl Programs {
             kubelet,
             cni_bin_dir,
             pause_image,
+            tools_dir: tools_dir.into(),
         })
+    }
+
+    /// `program` among the test binaries when `wanted` (kube-proxy and the device plugin
+    /// are built with the kubelet), `None` when not.
+    pub fn optional(&self, program: &str, wanted: bool) -> Result<Option<PathBuf>, RealNodeError> {
+        if !wanted {
+            return Ok(None);
+        }
+        let path = self.tools_dir.join(program);
+        if !path.is_file() {
+            return Err(RealNodeError::KubeletMissing(self.tools_dir.clone()));
+        }
+        Ok(Some(path))
     }
 }
