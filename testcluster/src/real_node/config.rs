@@ -42,8 +42,8 @@ state = "{d}/containerd/state"
     )
 }
 
-/// One bridge network inside the node's network namespace, no masquerading (no
-/// iptables rule anywhere).
+/// One bridge network inside the node's network namespace, the pods' default route
+/// through it, no masquerading (no iptables rule of the plugin's anywhere).
 pub fn cni_conflist(pod_cidr: &str) -> String {
     serde_json::json!({
         "cniVersion": "0.4.0",
@@ -52,6 +52,8 @@ pub fn cni_conflist(pod_cidr: &str) -> String {
             "type": "bridge",
             "bridge": "cni0",
             "isGateway": true,
+            // The default route through the bridge, so pods reach Service addresses.
+            "isDefaultGateway": true,
             "ipMasq": false,
             "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]]}
         }]
