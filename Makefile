@@ -35,6 +35,9 @@ clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_T
 
 # The test control plane's binaries: built once, cached outside the work tree by version.
 TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
+# make test's: the same plus the kubelet, kube-proxy and device plugin of the real-node
+# tests (one directory of symlinks holds both sets).
+TEST_TOOLS_BIN = $(shell TAS_TOOLS_ONLY="k8s etcd kwok helm promtool kubelet" testcluster/tools/build.sh | tail -n 1)
 # The referee: the kubelet's admission code and podresources server (nodesim/referee), cached
 # the same way; tests, the demo and the benchmark find it through TAS_REFEREE_BIN.
 REFEREE_BIN = $(shell nodesim/referee/build.sh | tail -n 1)
@@ -51,15 +54,19 @@ KUBELET_TABLES = $(shell scheduler/tests/kubelet_tables/dump.sh | tail -n 1)
 # e2e/tests/images.rs builds archives with it through TAS_IMAGEBUILD_BIN.
 IMAGEBUILD_BIN = $(shell images/build.sh --tool | tail -n 1)
 
-test: lint ## Lint, then every test of the workspace (unit + real-cluster integration)
-	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
+test: lint ## Lint, then every test of the workspace (unit + real-cluster integration + real-node, root)
+	@bin="$(TEST_TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
 	otelcol="$(OTELCOL_BIN)"; test -n "$$otelcol" || { echo "make test: building the OpenTelemetry Collector failed" >&2; exit 1; }; \
 	imagebuild="$(IMAGEBUILD_BIN)"; test -n "$$imagebuild" || { echo "make test: building imagebuild (images/) failed" >&2; exit 1; }; \
+	testcluster/tools/install-node-runtime.sh >/dev/null || \
+		echo "make test: the node runtime is missing and could not be installed (above); the real-node tests will say so and skip" >&2; \
+	pause=$$(TAS_IMAGEBUILD_BIN="$$imagebuild" testcluster/tools/build-pause.sh | tail -n 1) || \
+		echo "make test: building the pause image failed (above); the real-node tests will say so and skip" >&2; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" \
-		TAS_IMAGEBUILD_BIN="$$imagebuild" $(CARGO) test --workspace
+		TAS_IMAGEBUILD_BIN="$$imagebuild" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
@@ -97,14 +104,16 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 # builds the kubelet and kube-proxy (TAS_TOOLS_ONLY=kubelet, cached like the others; a
 # few minutes cold) and the pause image. `make test` runs the same test, which says it
 # is skipped when one of these is missing.
-real-node-test: ## Build what a real node needs, then run the real-node tests (root)
+real-node-test: ## Only the real-node tests (make test runs them too; root)
 	@testcluster/tools/install-node-runtime.sh >/dev/null && \
-	bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok kubelet" testcluster/tools/build.sh | tail -n 1); \
+	bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok helm kubelet" testcluster/tools/build.sh | tail -n 1); \
 	test -n "$$bin" || { echo "make real-node-test: building the cluster tools failed" >&2; exit 1; }; \
 	pause=$$(testcluster/tools/build-pause.sh | tail -n 1); \
 	test -n "$$pause" || { echo "make real-node-test: building the pause image failed" >&2; exit 1; }; \
 	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-testcluster --test real_node -- --nocapture && \
-	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_podresources -- --nocapture
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_podresources -- --nocapture && \
+	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_stack -- --nocapture
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins

@@ -3,8 +3,8 @@
 //! static CPU Manager and CPU 0 reserved, the kubelet offers CPU 1 for exclusive use and
 //! lists a Guaranteed 1-CPU container on it.
 //!
-//! Opt-in like testcluster's `tests/real_node.rs` (`make real-node-test` builds what it
-//! needs); without a prerequisite it says which and passes.
+//! Needs what testcluster's `tests/real_node.rs` needs (`make test` and `make
+//! real-node-test` provide it); without a prerequisite it says which and passes.
 
 use std::time::{Duration, Instant};
 

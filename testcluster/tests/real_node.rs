@@ -1,13 +1,14 @@
 //! A real kubelet on a real container runtime joins a test cluster
 //! ([`tas_testcluster::real_node`]): the node becomes Ready with the fake 2-NUMA
-//! layout, a Guaranteed 1-CPU pod runs pinned to CPU 1 (NUMA node 1), and stopping the
-//! node leaves the host as it was.
+//! layout, the device plugin's device and 1900m of allocatable CPU; the `kubernetes`
+//! Service reaches the API server through kube-proxy's rules; a Guaranteed 1-CPU pod
+//! runs pinned to CPU 1 (NUMA node 1); and stopping the node leaves the host as it was.
 //!
-//! Opt-in: it needs root, the node runtime (`testcluster/tools/install-node-runtime.sh`),
-//! the kubelet (`TAS_TOOLS_ONLY="k8s etcd kwok kubelet" testcluster/tools/build.sh`) and
-//! the sandbox image (`TAS_PAUSE_IMAGE`, from `testcluster/tools/build-pause.sh`);
-//! `make real-node-test` provides all of them. Without one it says which and why, and
-//! passes.
+//! It needs root, the node runtime (`testcluster/tools/install-node-runtime.sh`), the
+//! kubelet, kube-proxy and device plugin (`TAS_TOOLS_ONLY="k8s etcd kwok kubelet"
+//! testcluster/tools/build.sh`) and the sandbox image (`TAS_PAUSE_IMAGE`, from
+//! `testcluster/tools/build-pause.sh`); `make test` and `make real-node-test` provide
+//! all of them. Without one it says which and why, and passes.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
