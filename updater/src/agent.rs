@@ -14,6 +14,7 @@ use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
 use crate::podresources::PodResourcesClient;
 use crate::pods_fingerprint::FingerprintPolicy;
+use crate::problem_report::ProblemReport;
 use crate::publish::{Outcome, Publisher};
 use crate::triggers::{self, Mode, Trigger};
 use k8s_openapi::api::core::v1::Node;
@@ -72,6 +73,13 @@ pub enum ObserveError {
 }
 
 impl ObserveError {
+    /// A failure to observe the node (podresources, sysfs), which the object's
+    /// agent-problem annotation reports; not a failure to reach the API server, nor a
+    /// kubelet configuration problem (reported by its own annotations).
+    fn is_about_the_node(&self) -> bool {
+        matches!(self, Self::NodeFiles(_) | Self::PodResources(_))
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             Self::KubeletConfig(_) => "kubelet_config",
@@ -94,6 +102,7 @@ pub struct Agent {
     node: NodeRef,
     discovery: Discovery,
     yielded_to: Vec<String>,
+    problems: ProblemReport,
 }
 
 /// How often the kubelet's configuration files are checked for changes.
@@ -116,6 +125,7 @@ impl Agent {
             name: cfg.node_name.clone(),
             uid: String::new(),
         };
+        let problems = ProblemReport::new(Api::all(client.clone()), cfg.node_name.clone());
         Self {
             cfg,
             client,
@@ -126,6 +136,7 @@ impl Agent {
             node,
             discovery: Discovery::default(),
             yielded_to: Vec::new(),
+            problems,
         }
     }
 
@@ -259,6 +270,7 @@ impl Agent {
                 self.yielded_to = managers;
             }
             Ok(outcome) => {
+                self.problems.report(None).await;
                 self.yielded_to.clear();
                 self.metrics.published(outcome == Outcome::Applied);
                 self.readiness.set_ready();
@@ -274,6 +286,9 @@ impl Agent {
             Err(e) => {
                 self.metrics.failed(e.kind());
                 tracing::warn!(error = %e, kind = e.kind(), "could not publish NodeResourceTopology");
+                if e.is_about_the_node() {
+                    self.problems.report(Some(&e.to_string())).await;
+                }
                 self.readiness.set_not_ready(e.to_string());
             }
         }

@@ -21,6 +21,7 @@ pub mod node_files;
 pub mod nrt_object;
 pub mod podresources;
 pub mod pods_fingerprint;
+pub mod problem_report;
 pub mod publish;
 pub mod sysfs;
 pub mod triggers;

@@ -11,6 +11,12 @@ pub const KUBELET_CONFIG_SOURCE: &str = "tas.dev/kubelet-config-source";
 /// naming the file. The object then holds the last settings the agent could read.
 pub const KUBELET_CONFIG_PROBLEM: &str = "tas.dev/kubelet-config-problem";
 
+/// Set while the agent cannot observe its node (the kubelet's podresources API or sysfs
+/// unreadable): the error, naming what failed. The zones are then the last ones
+/// published. Written apart from the agent's applies (its own field manager) and
+/// removed after the next successful publish.
+pub const AGENT_PROBLEM: &str = "tas.dev/agent-problem";
+
 /// The agent's report, read back from an object's annotations.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AgentReport {

@@ -99,6 +99,9 @@ pub struct Facts {
     pub stale_topology: Vec<(String, std::time::Duration)>,
     /// Heartbeat periods allowed without a write (for the message).
     pub missed_heartbeats: u32,
+    /// Node → why its agent pod is not ready (sorted; at most
+    /// [`super::agent_problems::MAX_AGENT_PROBLEMS`]), named in `UpdaterNotReady`.
+    pub agent_problems: Vec<(String, String)>,
 }
 
 /// A condition as decided, before timestamps.
@@ -123,6 +126,14 @@ impl Decided {
             message: message.into(),
         }
     }
+}
+
+/// `"; on node n1: ...; on node n2: ..."`, or nothing.
+fn agent_problems_text(problems: &[(String, String)]) -> String {
+    problems
+        .iter()
+        .map(|(node, why)| format!("; on node {node}: {why}"))
+        .collect()
 }
 
 /// All three conditions, in a stable order.
@@ -150,7 +161,11 @@ pub fn available(f: &Facts) -> Decided {
             AVAILABLE,
             false,
             UPDATER_NOT_READY,
-            format!("node agents not ready: {}", not_ready.join(", ")),
+            format!(
+                "node agents not ready: {}{}",
+                not_ready.join(", "),
+                agent_problems_text(&f.agent_problems)
+            ),
         );
     }
     let s = &f.scheduler;

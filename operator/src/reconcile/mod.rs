@@ -13,6 +13,7 @@
 //! a transient one becomes `Degraded=ApplyFailed` (or similar) and is retried with a
 //! per-object backoff ([`error_policy`]). Every failure is also a Warning Event.
 
+pub mod agent_problems;
 pub mod apply;
 pub mod coexistence;
 pub mod conditions;

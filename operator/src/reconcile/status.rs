@@ -12,6 +12,7 @@
 //! operator stops reporting (e.g. a removed node group) disappears from the status.
 
 use super::FIELD_MANAGER;
+use super::agent_problems;
 use super::coexistence;
 use super::conditions::{self, Facts, Problem};
 use super::events;
@@ -27,6 +28,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
+use tas_api::nrt::agent_report::AGENT_PROBLEM;
 use tas_api::nrt::heartbeat;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::{
@@ -138,15 +140,21 @@ fn compute(
     let agents_namespace = crate::validate::updater_namespace(cr, &ctx.config.build);
     let stores = &ctx.stores;
 
-    // Nodes whose agent pod is Ready, per node group.
+    // Nodes whose agent pod is Ready, per node group; why the others are not.
     let mut agent_ready: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut unready_agents = BTreeMap::new();
     for pod in stores.updater_pods.state() {
-        if pod.metadata.namespace.as_deref() != Some(agents_namespace) || !observed::pod_ready(&pod)
-        {
+        if pod.metadata.namespace.as_deref() != Some(agents_namespace) {
             continue;
         }
         let group = pod.labels().get(NODE_GROUP_LABEL).cloned();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if !observed::pod_ready(&pod) {
+            if let Some(node) = node {
+                unready_agents.insert(node, pod);
+            }
+            continue;
+        }
         if let (Some(group), Some(node)) = (group, node) {
             agent_ready.entry(group).or_default().insert(node);
         }
@@ -155,6 +163,18 @@ fn compute(
     let by_node: BTreeMap<&str, &NodeResourceTopology> = nrts
         .iter()
         .filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref())))
+        .collect();
+    let agent_problems: Vec<(String, String)> = unready_agents
+        .iter()
+        .take(agent_problems::MAX_AGENT_PROBLEMS)
+        .map(|(node, pod)| {
+            let reported = by_node
+                .get(node.as_str())
+                .and_then(|n| n.metadata.annotations.as_ref())
+                .and_then(|a| a.get(AGENT_PROBLEM))
+                .map(String::as_str);
+            (node.clone(), agent_problems::agent_problem(pod, reported))
+        })
         .collect();
     let now_wall = SystemTime::now();
     let missed = cr.spec.scheduler.cache.missed_heartbeats;
@@ -230,6 +250,7 @@ fn compute(
         desired_nodes: input.membership.total_nodes(),
         stale_topology: stale_topology.into_iter().collect(),
         missed_heartbeats: missed,
+        agent_problems,
     };
     let recheck_in = if facts.stale_topology.is_empty() {
         // One second late, so the node is past the limit when the reconcile runs.

@@ -44,7 +44,7 @@
 //! in `<cluster>/cleanup.d/` after it has killed the cluster's processes.
 //!
 //! Only one real node runs at a time per machine: nodes would share the `kubepods`
-//! cgroups and the two CPUs.
+//! cgroups and the two CPUs. Each holds [`MACHINE_LOCK`]; another waits for it.
 
 pub mod config;
 mod error;
@@ -165,6 +165,45 @@ pub struct RealNode {
     restore: String,
     cleanup_script: PathBuf,
     keep_dir: bool,
+    /// The machine-wide real-node lock ([`MACHINE_LOCK`]), held while the node lives.
+    _lock: std::fs::File,
+}
+
+/// The lock file every real node holds while it runs (an exclusive `flock`, released
+/// by the kernel when the holding process ends): nodes share the host's `kubepods`
+/// cgroups, sysctls and CPUs, so a second one, from another test binary, demo or
+/// checkout, waits instead of colliding.
+pub const MACHINE_LOCK: &str = "/tmp/tas-real-node.lock";
+
+/// Waits (up to 15 minutes, saying so every minute) for [`MACHINE_LOCK`].
+async fn machine_lock() -> Result<std::fs::File, RealNodeError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(MACHINE_LOCK)
+        .map_err(host_err(format!("opening {MACHINE_LOCK}")))?;
+    let started = Instant::now();
+    let mut said = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(host_err(format!("locking {MACHINE_LOCK}"))(e));
+            }
+        }
+        if started.elapsed() > Duration::from_secs(900) {
+            return Err(host_err(format!(
+                "another real node has held {MACHINE_LOCK} for 15 minutes"
+            ))(std::io::Error::from(std::io::ErrorKind::TimedOut)));
+        }
+        if said.elapsed() > Duration::from_secs(60) {
+            eprintln!("real node: waiting for another real node to stop ({MACHINE_LOCK})");
+            said = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 impl fmt::Debug for RealNode {
@@ -244,6 +283,7 @@ impl RealNode {
         options: RealNodeOptions,
     ) -> Result<Self, RealNodeError> {
         let programs = Programs::locate(cluster.binaries_dir())?;
+        let lock = machine_lock().await?;
         let kube_proxy = programs.optional("kube-proxy", options.kube_proxy)?;
         let devplugin = programs.optional("tas-devplugin", options.device.is_some())?;
         let name = options.name.clone();
@@ -349,6 +389,7 @@ impl RealNode {
             restore,
             cleanup_script,
             keep_dir: std::env::var(crate::KEEP_CLUSTER_ENV).is_ok_and(|v| v == "1"),
+            _lock: lock,
         };
         let pids = cluster.watchdog_pids_file();
         OpenOptions::new()
@@ -504,6 +545,40 @@ impl RealNode {
         .map_err(host_err(format!("connecting to {addr} from the node")))
     }
 
+    /// `Err` naming why when the kubelet has exited on its own (it is not restarted;
+    /// [`RealNode::restart_kubelet`] starts it again): its exit status and the end of its
+    /// log, which holds the kubelet's own reason (e.g. a CPU-manager checkpoint that
+    /// disagrees with its configuration).
+    pub fn kubelet_health(&self) -> Result<(), RealNodeError> {
+        match std::fs::read_to_string(self.dir.join("kubelet.exited")) {
+            Ok(status) => Err(RealNodeError::Startup {
+                component: "kubelet",
+                node: self.name.clone(),
+                reason: format!("the kubelet exited with status {}", status.trim()),
+                log: self.kubelet_log(),
+                log_tail: tail_lines(&self.kubelet_log(), TAIL_LINES),
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Stops the node's containerd (SIGKILL), as a crashed or stopped runtime; the
+    /// kubelet keeps running and reports it.
+    pub fn kill_containerd(&self) -> Result<(), RealNodeError> {
+        let config = self.dir.join("containerd.toml");
+        let pattern = format!("--config {}", config.display());
+        let status = Command::new("pkill")
+            .args(["-KILL", "-f", &pattern])
+            .status()
+            .map_err(host_err("running pkill"))?;
+        if !status.success() {
+            return Err(host_err("stopping containerd")(std::io::Error::other(
+                format!("no containerd process with {pattern}"),
+            )));
+        }
+        Ok(())
+    }
+
     /// containerd's socket, for `ctr -a`.
     pub fn containerd_socket(&self) -> PathBuf {
         self.dir.join("containerd.sock")
@@ -540,8 +615,8 @@ impl RealNode {
     }
 
     /// Restarts the kubelet (SIGTERM, then a new process with the same configuration),
-    /// as `systemctl restart kubelet` would; returns once the new one started. Its
-    /// containers keep running.
+    /// as `systemctl restart kubelet` would, or starts it again after it exited; returns
+    /// once the new one started. Its containers keep running.
     pub async fn restart_kubelet(&mut self) -> Result<(), RealNodeError> {
         let flag = self.dir.join("restart-kubelet");
         write(&flag, "")?;

@@ -104,12 +104,20 @@ if [ -n "${DEVPLUGIN:-}" ]; then
     --count="$DEVICE_COUNT" >"$d/devplugin.log" 2>&1 &
 fi
 touch "$d/started"
+# A kubelet that exits on its own is not restarted (a real node's systemd would, into
+# the same error): its exit status goes to kubelet.exited for the harness to report.
 while sleep 0.1; do
   if [ -f "$d/restart-kubelet" ]; then
     log "restarting the kubelet"
     kill "$kubelet" 2>/dev/null || true
     wait "$kubelet" 2>/dev/null || true
-    rm -f "$d/restart-kubelet"
+    rm -f "$d/restart-kubelet" "$d/kubelet.exited"
     start_kubelet
+  elif [ -n "$kubelet" ] && ! kill -0 "$kubelet" 2>/dev/null; then
+    status=0
+    wait "$kubelet" || status=$?
+    log "the kubelet exited with status $status"
+    echo "$status" >"$d/kubelet.exited"
+    kubelet=
   fi
 done

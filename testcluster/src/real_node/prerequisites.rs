@@ -23,13 +23,24 @@ impl Programs {
     /// Checks that the caller is root and finds every program; `tools_dir` holds the
     /// Kubernetes binaries (the kubelet among them).
     pub fn locate(tools_dir: &Path) -> Result<Self, RealNodeError> {
-        let uid = rustix::process::geteuid().as_raw();
+        Self::locate_with(
+            tools_dir,
+            &std::env::var_os("PATH").unwrap_or_default(),
+            rustix::process::geteuid().as_raw(),
+        )
+    }
+
+    /// [`Programs::locate`] for the effective `uid` and the search path `path`.
+    fn locate_with(
+        tools_dir: &Path,
+        path: &std::ffi::OsStr,
+        uid: u32,
+    ) -> Result<Self, RealNodeError> {
         if uid != 0 {
             return Err(RealNodeError::NotRoot { uid });
         }
         let on_path = |program: &'static str| {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            std::env::split_paths(&path)
+            std::env::split_paths(path)
                 .map(|dir| dir.join(program))
                 .find(|p| p.is_file())
                 .ok_or(RealNodeError::RuntimeMissing {
@@ -82,5 +93,32 @@ impl Programs {
             return Err(RealNodeError::KubeletMissing(self.tools_dir.clone()));
         }
         Ok(Some(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_runtime_is_named_with_the_script_that_installs_it() {
+        let e = Programs::locate_with(Path::new("/nonexistent"), std::ffi::OsStr::new(""), 0)
+            .err()
+            .expect("nothing is on an empty PATH");
+        assert!(e.is_missing_prerequisite());
+        let text = e.to_string();
+        assert!(
+            text.starts_with("containerd not found (on PATH)")
+                && text.contains("testcluster/tools/install-node-runtime.sh"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_user_other_than_root_is_told_why() {
+        let e = Programs::locate_with(Path::new("/"), std::ffi::OsStr::new("/usr/bin"), 1000)
+            .err()
+            .expect("not root");
+        assert!(e.to_string().contains("needs root"), "{e}");
     }
 }

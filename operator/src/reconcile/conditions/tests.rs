@@ -28,6 +28,7 @@ fn healthy() -> Facts {
         desired_nodes: 3,
         stale_topology: vec![],
         missed_heartbeats: 3,
+        agent_problems: vec![],
     }
 }
 
@@ -61,6 +62,18 @@ fn agents_not_ready_make_it_unavailable_with_counts() {
         a.message.contains("tas-updater-a 1/3 ready"),
         "{}",
         a.message
+    );
+
+    f.agent_problems = vec![(
+        "n2".into(),
+        "container updater waiting, ErrImageNeverPull".into(),
+    )];
+    assert!(
+        available(&f).message.ends_with(
+            "tas-updater-a 1/3 ready; on node n2: container updater waiting, ErrImageNeverPull"
+        ),
+        "{}",
+        available(&f).message
     );
 
     f.daemon_sets[0].exists = false;
