@@ -113,7 +113,8 @@ real-node-test: ## Only the real-node tests (make test runs them too; root)
 	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-testcluster --test real_node -- --nocapture && \
 	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_podresources -- --nocapture && \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_stack -- --nocapture
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_stack -- --nocapture && \
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_faults -- --nocapture
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins

@@ -2,8 +2,10 @@
 //! `config/default`, the operands it renders, and simulated NUMA nodes ([`stack`]);
 //! `tas-demo` runs it for a person, the tests under `tests/` for CI. [`chart`] generates
 //! the Helm chart from the kustomize tree (`make chart`); [`otelcol`] runs a real
-//! OpenTelemetry Collector for the tests that check what the stack exports.
+//! OpenTelemetry Collector for the tests that check what the stack exports;
+//! [`real_node`] installs TAS on real nodes.
 
 pub mod chart;
 pub mod otelcol;
+pub mod real_node;
 pub mod stack;

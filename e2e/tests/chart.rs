@@ -9,7 +9,7 @@
 //! chart installed but the CRD (docs/user-guide.md#uninstall).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::{Value, json};
 use tas_e2e::chart::{self, CHART_DIR, Inputs, documents};
+use tas_e2e::real_node::helm;
 use tas_e2e::stack::{self, start_nodes, wait_available, wait_ready_pods};
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, Tools, wait_for, wait_no_pods};
@@ -43,33 +44,6 @@ fn repo() -> PathBuf {
 
 fn tools() -> Tools {
     Tools::locate().expect("the cluster tools (testcluster/tools/build.sh)")
-}
-
-/// helm from the tools directory (built by testcluster/tools/build.sh), with its
-/// config, cache and data in `home` rather than the user's.
-fn helm(home: &Path, args: &[&str]) -> String {
-    let helm = tools().binary("helm");
-    assert!(
-        helm.is_file(),
-        "{} missing: run testcluster/tools/build.sh (it builds helm)",
-        helm.display()
-    );
-    let output = Command::new(&helm)
-        .args(args)
-        .current_dir(repo())
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .output()
-        .expect("helm runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "helm {} failed:\n{stdout}\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
 }
 
 fn kustomize(dir: &str) -> Vec<Value> {

@@ -2,7 +2,7 @@
 //! the clear error it must give and the recovery after it:
 //! - an operand image the node does not have (`imagePullPolicy: Never`): the object's
 //!   `Available` condition names the node and the kubelet's `ErrImageNeverPull`;
-//! - the kubelet's podresources socket gone: the node agent says so on its node's
+//! - the kubelet's podresources socket missing: the node agent says so on its node's
 //!   NodeResourceTopology, and `Available` names the node and the socket's error;
 //! - a kubelet whose configuration disagrees with its CPU-manager checkpoint: the kubelet
 //!   refuses to start, the harness reports its own reason, and `Available` names the
@@ -12,25 +12,19 @@
 //! Without a prerequisite of real nodes it says which and passes; `make test` provides
 //! them.
 
-#[allow(dead_code)]
-#[path = "real_node_stack/support.rs"]
-mod support;
-
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
 use tas_api::nrt::agent_report::AGENT_PROBLEM;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::TopologyAwareScheduling;
 use tas_e2e::chart::CHART_DIR;
-use tas_e2e::stack::{AGENTS_NAMESPACE, SAMPLE_NODE_LABEL};
+use tas_e2e::real_node::{build_images, create_namespace, helm, select_for_sample};
+use tas_e2e::stack::AGENTS_NAMESPACE;
 use tas_testcluster::real_node::{RealNodeCluster, RealNodeOptions};
 use tas_testcluster::wait_for;
-
-use support::helm;
 
 const NAMESPACE: &str = "tas-system";
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -74,37 +68,17 @@ async fn faults_on_the_real_path_give_clear_errors() {
     let client = cluster.client().await.expect("a client");
     let kubeconfig = cluster.kubeconfig_path().to_string_lossy().into_owned();
     let work = tempfile::tempdir().expect("a work dir");
-    let (archives, _) = support::build_images(&work.path().join("images"));
+    let (archives, _) = build_images(&work.path().join("images"));
     let (updater_image, others): (Vec<_>, Vec<_>) = archives
         .iter()
         .partition(|a| a.to_string_lossy().ends_with("tas-updater.tar"));
     for archive in others {
         node.import_image(archive).expect("ctr images import");
     }
-    Api::<Node>::all(client.clone())
-        .patch(
-            node.name(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {SAMPLE_NODE_LABEL: ""}}})),
-        )
+    select_for_sample(&client, node.name())
         .await
         .expect("node labelled");
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NAMESPACE.into()),
-            labels: Some(
-                [(
-                    "pod-security.kubernetes.io/enforce".into(),
-                    "restricted".into(),
-                )]
-                .into(),
-            ),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
+    create_namespace(&client, NAMESPACE, "restricted")
         .await
         .expect("namespace created");
 
@@ -143,9 +117,10 @@ async fn faults_on_the_real_path_give_clear_errors() {
     available(&client, "True", |_| true).await;
     eprintln!("image imported → Available");
 
-    // 2. The podresources socket disappears.
+    // 2. The podresources socket is missing: the kubelet stopped and its socket gone.
+    node.stop_kubelet().await.expect("the kubelet stops");
     let socket = node.kubelet_root().join("pod-resources/kubelet.sock");
-    std::fs::remove_file(&socket).expect("removing the socket");
+    let _ = std::fs::remove_file(&socket);
     let message = available(&client, "False", |m| {
         m.contains(&format!("on node {}", node.name())) && m.contains("kubelet.sock")
     })
@@ -171,7 +146,7 @@ async fn faults_on_the_real_path_give_clear_errors() {
     })
     .await
     .expect("the report goes with the problem");
-    eprintln!("kubelet restarted → socket back → Available, report cleared");
+    eprintln!("kubelet started → socket back → Available, report cleared");
 
     // 3. The kubelet's configuration no longer matches its CPU-manager checkpoint.
     let config = node.kubelet_root().join("config.yaml");

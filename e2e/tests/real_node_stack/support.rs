@@ -1,67 +1,13 @@
-//! What the real-node stack test reads and runs besides the API: the image build, helm,
-//! the kubelet's CPU-manager checkpoint, the NRT's CPU figures, and the processes of a
-//! container in `/proc`.
+//! What the real-node stack test reads besides the API: the kubelet's CPU-manager
+//! checkpoint, the NRT's CPU figures, and the processes of a container in `/proc`; and
+//! the test pods.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_nodesim::runner::Images;
-use tas_nodesim::runner::images::TAS_IMAGES;
-use tas_testcluster::Tools;
-
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `images/build.sh` from the binaries cargo built for this run into `out`: the three
-/// archives and the `digests` line of each (`<ref> digest=<sha256> id=...`).
-pub fn build_images(out: &Path) -> (Vec<PathBuf>, String) {
-    let images = Images::from_target_dir();
-    let (_, operator) = images
-        .binary("tas-operator")
-        .expect("the debug binaries (make test builds them)");
-    let bin_dir = operator.parent().expect("target dir").to_owned();
-    let output = Command::new(repo().join("images/build.sh"))
-        .arg("--bin-dir")
-        .arg(&bin_dir)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("running images/build.sh");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "images/build.sh failed:\n{stderr}");
-    let digests = std::fs::read_to_string(out.join("digests")).expect("digests");
-    let archives = TAS_IMAGES
-        .iter()
-        .map(|name| out.join(format!("{name}.tar")))
-        .collect();
-    (archives, digests)
-}
-
-/// helm from the tools directory, with its own home; panics with its output on failure.
-pub fn helm(home: &Path, args: &[&str]) -> String {
-    let helm = Tools::locate().expect("the cluster tools").binary("helm");
-    let output = Command::new(&helm)
-        .args(args)
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .current_dir(repo())
-        .output()
-        .expect("helm runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "helm {} failed:\n{stdout}\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
 
 /// The CPUs of a kubelet cpulist (`0-2,5`).
 pub fn cpu_list(list: &str) -> BTreeSet<u32> {

@@ -60,6 +60,11 @@ pub fn agent_problem(pod: &Pod, reported: Option<&str>) -> String {
     }
 }
 
+/// What the agent reports (on its node's object) while its pod still looks ready.
+pub fn reported_problem(reported: &str) -> String {
+    format!("the agent reports: {}", clip(reported))
+}
+
 /// Said of a running, unready container when the agent reported nothing.
 const RUNNING_UNREADY_HINT: &str = " (its log says why)";
 

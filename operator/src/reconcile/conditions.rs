@@ -128,12 +128,17 @@ impl Decided {
     }
 }
 
-/// `"; on node n1: ...; on node n2: ..."`, or nothing.
-fn agent_problems_text(problems: &[(String, String)]) -> String {
-    problems
+/// `"; on node n1: ...; on node n2: ..."` (without the first `"; "` when no DaemonSet
+/// is short of ready pods), or nothing.
+fn agent_problems_text(problems: &[(String, String)], first: bool) -> String {
+    let text: String = problems
         .iter()
         .map(|(node, why)| format!("; on node {node}: {why}"))
-        .collect()
+        .collect();
+    match first {
+        true => text.trim_start_matches("; ").to_owned(),
+        false => text,
+    }
 }
 
 /// All three conditions, in a stable order.
@@ -156,7 +161,7 @@ pub fn available(f: &Facts) -> Decided {
             }
         })
         .collect();
-    if !not_ready.is_empty() {
+    if !not_ready.is_empty() || !f.agent_problems.is_empty() {
         return Decided::new(
             AVAILABLE,
             false,
@@ -164,7 +169,7 @@ pub fn available(f: &Facts) -> Decided {
             format!(
                 "node agents not ready: {}{}",
                 not_ready.join(", "),
-                agent_problems_text(&f.agent_problems)
+                agent_problems_text(&f.agent_problems, not_ready.is_empty())
             ),
         );
     }

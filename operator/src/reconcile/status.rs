@@ -164,17 +164,32 @@ fn compute(
         .iter()
         .filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref())))
         .collect();
-    let agent_problems: Vec<(String, String)> = unready_agents
+    // Per selected node: why its agent is not ready, from its pod and from what the agent
+    // itself reports on the node's object. The report counts even while the pod looks
+    // ready: with the kubelet down, nobody updates the pod's readiness.
+    let reported = |node: &str| {
+        by_node
+            .get(node)
+            .and_then(|n| n.metadata.annotations.as_ref())
+            .and_then(|a| a.get(AGENT_PROBLEM))
+            .map(String::as_str)
+    };
+    let agent_problems: Vec<(String, String)> = input
+        .membership
+        .groups
         .iter()
-        .take(agent_problems::MAX_AGENT_PROBLEMS)
-        .map(|(node, pod)| {
-            let reported = by_node
-                .get(node.as_str())
-                .and_then(|n| n.metadata.annotations.as_ref())
-                .and_then(|a| a.get(AGENT_PROBLEM))
-                .map(String::as_str);
-            (node.clone(), agent_problems::agent_problem(pod, reported))
+        .flat_map(|g| g.nodes.iter())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|node| {
+            let why = match (unready_agents.get(node), reported(node)) {
+                (Some(pod), reported) => agent_problems::agent_problem(pod, reported),
+                (None, Some(r)) => agent_problems::reported_problem(r),
+                (None, None) => return None,
+            };
+            Some((node.clone(), why))
         })
+        .take(agent_problems::MAX_AGENT_PROBLEMS)
         .collect();
     let now_wall = SystemTime::now();
     let missed = cr.spec.scheduler.cache.missed_heartbeats;

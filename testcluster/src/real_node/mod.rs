@@ -196,7 +196,9 @@ async fn machine_lock() -> Result<std::fs::File, RealNodeError> {
         if started.elapsed() > Duration::from_secs(900) {
             return Err(host_err(format!(
                 "another real node has held {MACHINE_LOCK} for 15 minutes"
-            ))(std::io::Error::from(std::io::ErrorKind::TimedOut)));
+            ))(std::io::Error::from(
+                std::io::ErrorKind::TimedOut,
+            )));
         }
         if said.elapsed() > Duration::from_secs(60) {
             eprintln!("real node: waiting for another real node to stop ({MACHINE_LOCK})");
@@ -566,7 +568,7 @@ impl RealNode {
     /// kubelet keeps running and reports it.
     pub fn kill_containerd(&self) -> Result<(), RealNodeError> {
         let config = self.dir.join("containerd.toml");
-        let pattern = format!("--config {}", config.display());
+        let pattern = format!("containerd --config {}", config.display());
         let status = Command::new("pkill")
             .args(["-KILL", "-f", &pattern])
             .status()
@@ -614,11 +616,15 @@ impl RealNode {
         self.ctr(&["images", "import", &path]).map(|_| ())
     }
 
-    /// Restarts the kubelet (SIGTERM, then a new process with the same configuration),
-    /// as `systemctl restart kubelet` would, or starts it again after it exited; returns
-    /// once the new one started. Its containers keep running.
-    pub async fn restart_kubelet(&mut self) -> Result<(), RealNodeError> {
-        let flag = self.dir.join("restart-kubelet");
+    /// Stops the kubelet (SIGTERM), as `systemctl stop kubelet` would; its containers
+    /// keep running. [`RealNode::restart_kubelet`] starts it again.
+    pub async fn stop_kubelet(&mut self) -> Result<(), RealNodeError> {
+        self.signal_node_script("stop-kubelet", "stop").await
+    }
+
+    /// Creates `flag` for node.sh and waits until it took it (removed it).
+    async fn signal_node_script(&mut self, flag: &str, what: &str) -> Result<(), RealNodeError> {
+        let flag = self.dir.join(flag);
         write(&flag, "")?;
         let deadline = Instant::now() + Duration::from_secs(30);
         while flag.exists() {
@@ -626,12 +632,19 @@ impl RealNode {
             if Instant::now() > deadline {
                 return Err(self.startup_error(
                     "kubelet",
-                    "the node script did not restart the kubelet in 30 s".into(),
+                    format!("the node script did not {what} the kubelet in 30 s"),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())
+    }
+
+    /// Restarts the kubelet (SIGTERM, then a new process with the same configuration),
+    /// as `systemctl restart kubelet` would, or starts it again after it exited; returns
+    /// once the new one started. Its containers keep running.
+    pub async fn restart_kubelet(&mut self) -> Result<(), RealNodeError> {
+        self.signal_node_script("restart-kubelet", "restart").await
     }
 
     /// The kubelet's log.

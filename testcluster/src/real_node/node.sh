@@ -10,7 +10,8 @@
 # (when it runs the device plugin).
 #
 # The kubelet runs supervised: when the harness creates restart-kubelet, the kubelet is
-# stopped (SIGTERM) and started again, as `systemctl restart kubelet` would.
+# stopped (SIGTERM) and started again, as `systemctl restart kubelet` would;
+# stop-kubelet stops it (`systemctl stop kubelet`).
 set -eu
 d=$1
 log() { echo "node.sh: $*"; }
@@ -113,6 +114,12 @@ while sleep 0.1; do
     wait "$kubelet" 2>/dev/null || true
     rm -f "$d/restart-kubelet" "$d/kubelet.exited"
     start_kubelet
+  elif [ -f "$d/stop-kubelet" ]; then
+    log "stopping the kubelet"
+    [ -n "$kubelet" ] && kill "$kubelet" 2>/dev/null || true
+    [ -n "$kubelet" ] && wait "$kubelet" 2>/dev/null || true
+    kubelet=
+    rm -f "$d/stop-kubelet"
   elif [ -n "$kubelet" ] && ! kill -0 "$kubelet" 2>/dev/null; then
     status=0
     wait "$kubelet" || status=$?

@@ -76,6 +76,17 @@ fn agents_not_ready_make_it_unavailable_with_counts() {
         available(&f).message
     );
 
+    // The agent's own report counts while its DaemonSet still counts it ready (a
+    // stopped kubelet updates no readiness).
+    let mut g = healthy();
+    g.agent_problems = vec![("n1".into(), "the agent reports: socket missing".into())];
+    let a = available(&g);
+    assert_eq!((a.status, a.reason.as_str()), (false, UPDATER_NOT_READY));
+    assert_eq!(
+        a.message,
+        "node agents not ready: on node n1: the agent reports: socket missing"
+    );
+
     f.daemon_sets[0].exists = false;
     assert!(available(&f).message.contains("tas-updater-a not created"));
 }

@@ -1,0 +1,104 @@
+//! Installing TAS as a cluster admin does, on the real nodes of
+//! [`tas_testcluster::real_node`]: the image archives built from cargo's binaries
+//! (`images/build.sh`, no container engine), helm with a home of its own, the node label
+//! the sample object selects, a namespace with its Pod Security level.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tas_nodesim::runner::Images;
+use tas_nodesim::runner::images::TAS_IMAGES;
+use tas_testcluster::Tools;
+
+use crate::stack::SAMPLE_NODE_LABEL;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `images/build.sh` from the binaries cargo built for this run into `out`: the three
+/// archives and the `digests` line of each (`<ref> digest=<sha256> id=...`).
+pub fn build_images(out: &Path) -> (Vec<PathBuf>, String) {
+    let images = Images::from_target_dir();
+    let (_, operator) = images
+        .binary("tas-operator")
+        .expect("the debug binaries (make test builds them)");
+    let bin_dir = operator.parent().expect("target dir").to_owned();
+    let output = Command::new(repo().join("images/build.sh"))
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("running images/build.sh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "images/build.sh failed:\n{stderr}");
+    let digests = std::fs::read_to_string(out.join("digests")).expect("digests");
+    let archives = TAS_IMAGES
+        .iter()
+        .map(|name| out.join(format!("{name}.tar")))
+        .collect();
+    (archives, digests)
+}
+
+/// helm from the tools directory (built by testcluster/tools/build.sh), with its config,
+/// cache and data in `home` rather than the user's; run in the repository's root.
+/// Panics with its output on failure.
+pub fn helm(home: &Path, args: &[&str]) -> String {
+    let helm = Tools::locate().expect("the cluster tools").binary("helm");
+    let output = Command::new(&helm)
+        .args(args)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .current_dir(repo())
+        .output()
+        .expect("helm runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "helm {} failed:\n{stdout}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Labels `node` so that the sample object's node group selects it.
+pub async fn select_for_sample(client: &Client, node: &str) -> Result<(), kube::Error> {
+    Api::<Node>::all(client.clone())
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {SAMPLE_NODE_LABEL: ""}}})),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Creates namespace `name` enforcing the Pod Security `level`, as the guide says to
+/// before `helm install`.
+pub async fn create_namespace(client: &Client, name: &str, level: &str) -> Result<(), kube::Error> {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(
+                [(
+                    "pod-security.kubernetes.io/enforce".to_owned(),
+                    level.to_owned(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .map(|_| ())
+}
