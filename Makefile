@@ -70,11 +70,21 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
-demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report (DEMO_ARGS)
-	@bin="$(TOOLS_BIN)"; test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
+# REAL_NODE=1 adds a real kubelet node (root; installs the node runtime, builds the
+# kubelet and the sandbox image) and prints its own verdicts beside the simulated ones.
+demo: ## The whole stack on a local control plane with simulated NUMA nodes; prints a report (DEMO_ARGS, REAL_NODE=1)
+	@if [ -n "$(REAL_NODE)" ]; then \
+		testcluster/tools/install-node-runtime.sh >/dev/null || exit 1; \
+		bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok helm promtool kubelet" testcluster/tools/build.sh | tail -n 1); \
+		pause=$$(testcluster/tools/build-pause.sh | tail -n 1); \
+		test -n "$$pause" || { echo "make demo: building the pause image failed" >&2; exit 1; }; \
+		args="--real-node"; \
+	else bin="$(TOOLS_BIN)"; pause=; args=; fi; \
+	test -n "$$bin" || { echo "make demo: building the cluster tools failed" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make demo: building the referee failed" >&2; exit 1; }; \
 	$(CARGO) build --quiet -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_REFEREE_BIN="$$referee" $(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $(DEMO_ARGS)
+	TAS_TOOLS_BIN="$$bin" TAS_REFEREE_BIN="$$referee" TAS_PAUSE_IMAGE="$$pause" \
+		$(CARGO) run --quiet -p tas-e2e --bin tas-demo -- $$args $(DEMO_ARGS)
 
 # Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS
 # vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on local

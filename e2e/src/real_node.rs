@@ -1,7 +1,8 @@
 //! Installing TAS as a cluster admin does, on the real nodes of
 //! [`tas_testcluster::real_node`]: the image archives built from cargo's binaries
 //! (`images/build.sh`, no container engine), helm with a home of its own, the node label
-//! the sample object selects, a namespace with its Pod Security level.
+//! the sample object selects, a namespace with its Pod Security level; and the real
+//! kubelet's verdicts on pods TAS and the default scheduler placed ([`verdicts`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +16,10 @@ use tas_nodesim::runner::images::TAS_IMAGES;
 use tas_testcluster::Tools;
 
 use crate::stack::SAMPLE_NODE_LABEL;
+
+mod verdicts;
+
+pub use verdicts::{Verdict, VerdictSetup, VerdictTable, guaranteed_pod, real_node_verdicts};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

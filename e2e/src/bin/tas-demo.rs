@@ -8,13 +8,19 @@
 //! same workload with the default scheduler; prints where every pod went and how many
 //! pods the (simulated) kubelets rejected; ends with `kubectl tas nodes` and `kubectl tas
 //! explain` of a pod no NUMA zone can hold. The cluster stays up until Ctrl-C.
+//! `--real-node` adds a real kubelet node and prints its own verdicts beside.
 
 use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tas_e2e::real_node::{
+    VerdictSetup, VerdictTable, build_images, real_node_verdicts, select_for_sample,
+};
 use tas_e2e::stack::{self, Report};
 use tas_nodesim::Scenario;
+use tas_testcluster::real_node::config::PAUSE_IMAGE;
+use tas_testcluster::real_node::{DeviceOptions, RealNode, RealNodeOptions};
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 
 /// The whole TAS stack on a private local control plane with simulated NUMA nodes, and a
@@ -40,9 +46,21 @@ struct Args {
     /// Exit after printing the report instead of keeping the cluster up.
     #[arg(long)]
     no_wait: bool,
+    /// Add a real node: containerd and a real kubelet (static CPU manager,
+    /// single-numa-node, two fake NUMA nodes, a device on NUMA node 0) in namespaces of
+    /// their own, TAS's node agent on it as a real container from the image archives
+    /// (`images/build.sh`); then show the real kubelet's verdicts on the same pods given
+    /// to TAS and to the default scheduler. Needs root, the node runtime, the kubelet and
+    /// the sandbox image: `make demo REAL_NODE=1` provides them.
+    #[arg(long)]
+    real_node: bool,
 }
 
 const NAMESPACE: &str = "tas-system";
+/// The real node's name, its taint (the scenario's workload stays off it) and device.
+const REAL_NODE: &str = "real-node-1";
+const REAL_NODE_TAINT: &str = "tas.dev/demo-real-node";
+const DEVICE: &str = "tas.dev/nic";
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
@@ -54,8 +72,12 @@ async fn main() -> anyhow::Result<()> {
     eprintln!(
         "starting a local control plane (etcd, kube-apiserver, controller-manager, kube-scheduler, kwok)..."
     );
-    let cluster =
-        TestCluster::start(ClusterOptions::full()).context("starting the control plane")?;
+    let mut options = ClusterOptions::full();
+    if args.real_node {
+        // The real node's pods reach the API server through the `kubernetes` Service.
+        options.advertise_address = Some(RealNodeOptions::new(REAL_NODE).api_ip);
+    }
+    let cluster = TestCluster::start(options).context("starting the control plane")?;
     let client = cluster.client().await?;
     eprintln!("installing TAS: kubectl apply --server-side -k config/default");
     stack::install_default(&cluster)?;
@@ -74,6 +96,11 @@ async fn main() -> anyhow::Result<()> {
         "Available after {:.1}s; placing the workload with TAS",
         available_after.as_secs_f64()
     );
+
+    let real_node = match args.real_node {
+        true => Some(add_real_node(&cluster, &client, &scenario, work.path()).await?),
+        false => None,
+    };
 
     let ns = unique_namespace(&client, "demo-tas").await?;
     stack::run_workload(&client, &scenario, "topology-aware-scheduler", &ns).await?;
@@ -101,6 +128,27 @@ async fn main() -> anyhow::Result<()> {
             p.node,
             p.pid
         );
+    }
+    if let Some(node) = &real_node {
+        let ns = unique_namespace(&client, "demo-real-node").await?;
+        let verdicts = real_node_verdicts(
+            &client,
+            &VerdictSetup {
+                namespace: &ns,
+                node: node.name(),
+                taint: REAL_NODE_TAINT,
+                image: PAUSE_IMAGE,
+                tas_scheduler: "topology-aware-scheduler",
+                device: DEVICE,
+                timeout: TIMEOUT,
+            },
+        )
+        .await?;
+        println!(
+            "\nThe real kubelet's own verdicts on {} (CPU 0 on NUMA node 0 is reserved, CPU 1 on node 1 is the one exclusive CPU, one {DEVICE} is on node 0; single-numa-node):",
+            node.name()
+        );
+        print!("{}", VerdictTable(&verdicts));
     }
     // Why a pod waits: with the default scheduler's pods gone, one pod that fits the
     // single-numa-node nodes as a whole but none of their zones, and what `kubectl tas`
@@ -135,4 +183,55 @@ async fn main() -> anyhow::Result<()> {
     tokio::signal::ctrl_c().await?;
     runner.shutdown().await;
     Ok(())
+}
+
+/// Starts the real node, imports TAS's images into its containerd, lets the sample
+/// object select it and waits until its node agent (a real container) publishes; then
+/// taints it, so that only the verdict pods (which tolerate the taint) go there.
+async fn add_real_node(
+    cluster: &TestCluster,
+    client: &kube::Client,
+    scenario: &Scenario,
+    work: &std::path::Path,
+) -> anyhow::Result<RealNode> {
+    eprintln!("starting a real node: containerd + kubelet + kube-proxy in namespaces of their own");
+    let node = RealNode::start(
+        cluster,
+        RealNodeOptions {
+            kube_proxy: true,
+            device: Some(DeviceOptions {
+                resource: DEVICE.into(),
+                numa_node: 0,
+                count: 1,
+            }),
+            ..RealNodeOptions::new(REAL_NODE)
+        },
+    )
+    .await
+    .context("starting the real node (make demo REAL_NODE=1 installs and builds what it needs)")?;
+    eprintln!(
+        "building TAS's image archives (images/build.sh) and importing them into the node's containerd"
+    );
+    let (archives, _) = build_images(&work.join("images"));
+    for archive in &archives {
+        node.import_image(archive)?;
+    }
+    select_for_sample(client, node.name()).await?;
+    stack::wait_available(client, scenario.nodes().len() + 1, TIMEOUT).await?;
+    eprintln!(
+        "the node agent runs on {} as a real container; its NRT is fresh",
+        node.name()
+    );
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    kube::Api::<Node>::all(client.clone())
+        .patch(
+            node.name(),
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"taints": [
+                {"key": REAL_NODE_TAINT, "effect": "NoSchedule"}
+            ]}})),
+        )
+        .await?;
+    Ok(node)
 }

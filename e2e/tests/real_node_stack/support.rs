@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 
 /// The CPUs of a kubelet cpulist (`0-2,5`).
@@ -98,27 +98,16 @@ pub fn expected_cpus(
         .collect()
 }
 
-/// A Guaranteed pod on the pause image: `cpus` whole CPUs, 32 MiB, `devices` of
-/// `resource`, given to `scheduler` (None: the default scheduler).
+/// A Guaranteed pod on the pause image: `cpus` whole CPUs, 32 MiB, one `device` if
+/// given, for `scheduler` (None: the default scheduler).
 pub fn pod(name: &str, scheduler: Option<&str>, cpus: u32, device: Option<&str>) -> Pod {
-    let mut resources = json!({"cpu": cpus.to_string(), "memory": "32Mi"});
-    if let Some(device) = device {
-        resources[device] = json!("1");
-    }
-    let mut spec = json!({
-        "automountServiceAccountToken": false,
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{
-            "name": "c",
-            "image": tas_testcluster::real_node::config::PAUSE_IMAGE,
-            "imagePullPolicy": "Never",
-            "resources": {"requests": resources, "limits": resources}
-        }]
-    });
-    if let Some(s) = scheduler {
-        spec["schedulerName"] = json!(s);
-    }
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("a pod")
+    tas_e2e::real_node::guaranteed_pod(
+        name,
+        tas_testcluster::real_node::config::PAUSE_IMAGE,
+        scheduler,
+        cpus,
+        device,
+    )
 }
 
 /// What `/proc` says of the processes of a container (cgroup path names the pod UID
