@@ -105,7 +105,10 @@ async fn faults_on_the_real_path_give_clear_errors() {
         m.contains(&format!("on node {}", node.name())) && m.contains("ErrImageNeverPull")
     })
     .await;
-    eprintln!("image missing → Available=False: {message}");
+    eprintln!(
+        "[{:>5.1?}] image missing → Available=False: {message}",
+        started.elapsed()
+    );
     node.import_image(updater_image[0])
         .expect("ctr images import");
     let agents: Api<Pod> = Api::namespaced(client.clone(), AGENTS_NAMESPACE);
@@ -115,7 +118,7 @@ async fn faults_on_the_real_path_give_clear_errors() {
             .await;
     }
     available(&client, "True", |_| true).await;
-    eprintln!("image imported → Available");
+    eprintln!("[{:>5.1?}] image imported → Available", started.elapsed());
 
     // 2. The podresources socket is missing: the kubelet stopped and its socket gone.
     node.stop_kubelet().await.expect("the kubelet stops");
@@ -125,7 +128,10 @@ async fn faults_on_the_real_path_give_clear_errors() {
         m.contains(&format!("on node {}", node.name())) && m.contains("kubelet.sock")
     })
     .await;
-    eprintln!("podresources socket removed → Available=False: {message}");
+    eprintln!(
+        "[{:>5.1?}] podresources socket removed → Available=False: {message}",
+        started.elapsed()
+    );
     let nrts: Api<NodeResourceTopology> = Api::all(client.clone());
     let nrt = nrts.get(node.name()).await.expect("the NRT");
     let reported = nrt
@@ -146,7 +152,10 @@ async fn faults_on_the_real_path_give_clear_errors() {
     })
     .await
     .expect("the report goes with the problem");
-    eprintln!("kubelet started → socket back → Available, report cleared");
+    eprintln!(
+        "[{:>5.1?}] kubelet started → socket back → Available, report cleared",
+        started.elapsed()
+    );
 
     // 3. The kubelet's configuration no longer matches its CPU-manager checkpoint.
     let config = node.kubelet_root().join("config.yaml");
@@ -166,7 +175,8 @@ async fn faults_on_the_real_path_give_clear_errors() {
         "the kubelet's own reason is reported: {text}"
     );
     eprintln!(
-        "checkpoint mismatch → {}",
+        "[{:>5.1?}] checkpoint mismatch → {}",
+        started.elapsed(),
         text.lines()
             .find(|l| l.contains("differs from state checkpoint"))
             .unwrap_or_default()
@@ -175,11 +185,14 @@ async fn faults_on_the_real_path_give_clear_errors() {
         m.contains(&format!("on node {}", node.name())) && m.contains("podresources")
     })
     .await;
-    eprintln!("kubelet down → Available=False: {message}");
+    eprintln!(
+        "[{:>5.1?}] kubelet down → Available=False: {message}",
+        started.elapsed()
+    );
     std::fs::write(&config, &original).expect("restoring the kubelet config");
     node.restart_kubelet().await.expect("the kubelet restarts");
     available(&client, "True", |_| true).await;
-    eprintln!("config restored → Available");
+    eprintln!("[{:>5.1?}] config restored → Available", started.elapsed());
 
     // 4. The container runtime stops: the kubelet says so on the Node.
     node.kill_containerd().expect("containerd stopped");
@@ -199,13 +212,18 @@ async fn faults_on_the_real_path_give_clear_errors() {
     .await
     .expect("NotReady, naming the runtime");
     eprintln!(
-        "containerd stopped → Node Ready=False: {}",
+        "[{:>5.1?}] containerd stopped → Node Ready=False: {}",
+        started.elapsed(),
         condition.message.unwrap_or_default()
     );
     let err = node
         .ctr(&["version"])
         .expect_err("containerd does not answer");
-    eprintln!("ctr: {err}");
-    eprintln!("real-node faults done in {:.1?}", started.elapsed());
+    eprintln!("[{:>5.1?}] ctr: {err}", started.elapsed());
+    eprintln!(
+        "[{:>5.1?}] real-node faults done in {:.1?}",
+        started.elapsed(),
+        started.elapsed()
+    );
     node.stop();
 }
