@@ -78,6 +78,10 @@ pub fn nrt(o: &NodeResourceTopology) -> u64 {
         o.attribute(tas_api::nrt::heartbeat::HEARTBEAT_PERIOD),
         report.source,
         report.problem,
+        o.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(tas_api::nrt::agent_report::AGENT_PROBLEM)),
         o.attribute(tas_api::nrt::attributes::TOPOLOGY_MANAGER_POLICY),
         tas_api::nrt::ownership::foreign_nrt_writers(
             &o.metadata,
@@ -86,12 +90,15 @@ pub fn nrt(o: &NodeResourceTopology) -> u64 {
     ))
 }
 
-/// A node agent pod: where it runs, whether it is Ready, whether it is going away.
+/// A node agent pod: where it runs, whether it is Ready (and if not, why: the status
+/// names it), whether it is going away.
 pub fn updater_pod(o: &Pod) -> u64 {
     let node = o.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let ready = crate::reconcile::observed::pod_ready(o);
     hash(&(
         node,
-        crate::reconcile::observed::pod_ready(o),
+        ready,
+        (!ready).then(|| crate::reconcile::agent_problems::agent_problem(o, None)),
         o.metadata.deletion_timestamp.is_some(),
         &o.metadata.labels,
     ))
@@ -105,4 +112,36 @@ pub fn crd(o: &CustomResourceDefinition) -> u64 {
         crate::reconcile::observed::crd_established(o),
         tas_api::nrt::ownership::foreign_crd_managers(&o.metadata, crate::reconcile::FIELD_MANAGER),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_agent_s_problem_report_and_an_unready_pod_s_reason_are_relevant() {
+        let mut object = NodeResourceTopology::new("n1");
+        let before = nrt(&object);
+        object.metadata.annotations = Some(
+            [(
+                tas_api::nrt::agent_report::AGENT_PROBLEM.to_owned(),
+                "socket missing".to_owned(),
+            )]
+            .into(),
+        );
+        assert_ne!(nrt(&object), before);
+
+        let waiting = |reason: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "a"}, "status": {
+                "containerStatuses": [{"name": "updater", "ready": false, "restartCount": 0,
+                    "image": "x", "imageID": "", "state": {"waiting": {"reason": reason}}}]
+            }}))
+            .unwrap()
+        };
+        assert_ne!(
+            updater_pod(&waiting("ContainerCreating")),
+            updater_pod(&waiting("ErrImageNeverPull"))
+        );
+    }
 }
