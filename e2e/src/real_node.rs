@@ -19,7 +19,7 @@ use crate::stack::SAMPLE_NODE_LABEL;
 
 mod verdicts;
 
-pub use verdicts::{Verdict, VerdictSetup, VerdictTable, guaranteed_pod, real_node_verdicts};
+pub use verdicts::{Verdict, VerdictSetup, VerdictTable, real_node_verdicts};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

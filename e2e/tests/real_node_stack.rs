@@ -38,7 +38,8 @@ use tas_testcluster::real_node::{DeviceOptions, RealNodeCluster, RealNodeOptions
 use tas_testcluster::wait_for;
 
 use ctx::Ctx;
-use support::{container_processes, pod};
+use support::container_processes;
+use tas_testcluster::real_node::guaranteed_pod as pod;
 
 const NAMESPACE: &str = "tas-system";
 const RELEASE: &str = "tas";

@@ -12,6 +12,8 @@
 
 use anyhow::Context;
 use clap::Parser;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tas_e2e::real_node::{
@@ -19,7 +21,6 @@ use tas_e2e::real_node::{
 };
 use tas_e2e::stack::{self, Report};
 use tas_nodesim::Scenario;
-use tas_testcluster::real_node::config::PAUSE_IMAGE;
 use tas_testcluster::real_node::{DeviceOptions, RealNode, RealNodeOptions};
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace};
 
@@ -137,7 +138,6 @@ async fn main() -> anyhow::Result<()> {
                 namespace: &ns,
                 node: node.name(),
                 taint: REAL_NODE_TAINT,
-                image: PAUSE_IMAGE,
                 tas_scheduler: "topology-aware-scheduler",
                 device: DEVICE,
                 timeout: TIMEOUT,
@@ -222,8 +222,6 @@ async fn add_real_node(
         "the node agent runs on {} as a real container; its NRT is fresh",
         node.name()
     );
-    use k8s_openapi::api::core::v1::Node;
-    use kube::api::{Patch, PatchParams};
     kube::Api::<Node>::all(client.clone())
         .patch(
             node.name(),

@@ -1,7 +1,7 @@
 //! The real kubelet's own verdicts, beside the simulated ones of `tas-demo`: the same
 //! two pods given to TAS and to the default scheduler on a real node, one the kubelet
 //! can align and one it cannot (1 CPU + a device on the other NUMA node, under
-//! `single-numa-node`).
+//! `single-numa-node`). The pods run the node's sandbox image.
 
 use std::fmt;
 use std::time::Duration;
@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
+
+use tas_testcluster::real_node::guaranteed_pod;
 
 use crate::stack::{StackError, wait_failed_scheduling};
 
@@ -26,35 +28,6 @@ pub struct Verdict {
     pub outcome: String,
 }
 
-/// A Guaranteed pod on `image` (present on the node: `imagePullPolicy: Never`), `cpus`
-/// whole CPUs, 32 MiB, one `device` if given, for `scheduler` (None: the default one).
-pub fn guaranteed_pod(
-    name: &str,
-    image: &str,
-    scheduler: Option<&str>,
-    cpus: u32,
-    device: Option<&str>,
-) -> Pod {
-    let mut resources = json!({"cpu": cpus.to_string(), "memory": "32Mi"});
-    if let Some(device) = device {
-        resources[device] = json!("1");
-    }
-    let mut spec = json!({
-        "automountServiceAccountToken": false,
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{
-            "name": "c",
-            "image": image,
-            "imagePullPolicy": "Never",
-            "resources": {"requests": resources, "limits": resources}
-        }]
-    });
-    if let Some(s) = scheduler {
-        spec["schedulerName"] = json!(s);
-    }
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap_or_default()
-}
-
 /// Where the verdict pods go and what they use.
 #[derive(Debug, Clone)]
 pub struct VerdictSetup<'a> {
@@ -64,8 +37,6 @@ pub struct VerdictSetup<'a> {
     pub node: &'a str,
     /// A taint key of the node, tolerated.
     pub taint: &'a str,
-    /// An image the node has.
-    pub image: &'a str,
     /// TAS's scheduler name.
     pub tas_scheduler: &'a str,
     /// The device resource (on the NUMA node without a free CPU).
@@ -98,7 +69,7 @@ pub async fn real_node_verdicts(
             if with_device { "cpu-and-device" } else { "cpu" }
         );
         let device = with_device.then_some(setup.device);
-        let mut pod = guaranteed_pod(&name, setup.image, scheduler, 1, device);
+        let mut pod = guaranteed_pod(&name, scheduler, 1, device);
         if let Some(spec) = pod.spec.as_mut() {
             spec.node_selector =
                 Some([("kubernetes.io/hostname".to_owned(), setup.node.to_owned())].into());

@@ -16,8 +16,8 @@ use tas_e2e::stack::{AGENTS_NAMESPACE, wait_available, wait_failed_scheduling};
 use tas_testcluster::wait_for;
 
 use super::ctx::Ctx;
-use super::support::pod;
 use super::{NAMESPACE, RELEASE, TIMEOUT, WORKLOADS};
+use tas_testcluster::real_node::guaranteed_pod as pod;
 
 /// A kubelet restart and a killed node agent: the NRT comes back to the checkpoint's
 /// figures, a pod TAS places still lands pinned, and one that no longer fits is never

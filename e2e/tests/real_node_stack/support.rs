@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 
@@ -96,18 +95,6 @@ pub fn expected_cpus(
             (name.clone(), (allocatable.len() as i64, free as i64))
         })
         .collect()
-}
-
-/// A Guaranteed pod on the pause image: `cpus` whole CPUs, 32 MiB, one `device` if
-/// given, for `scheduler` (None: the default scheduler).
-pub fn pod(name: &str, scheduler: Option<&str>, cpus: u32, device: Option<&str>) -> Pod {
-    tas_e2e::real_node::guaranteed_pod(
-        name,
-        tas_testcluster::real_node::config::PAUSE_IMAGE,
-        scheduler,
-        cpus,
-        device,
-    )
 }
 
 /// What `/proc` says of the processes of a container (cgroup path names the pod UID

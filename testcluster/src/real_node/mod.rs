@@ -66,7 +66,7 @@ use kube::Api;
 
 pub use error::RealNodeError;
 pub use host_state::HostState;
-pub use pod::guaranteed_pause_pod;
+pub use pod::{guaranteed_pause_pod, guaranteed_pod};
 
 use crate::{TestCluster, tail_lines};
 use forwarder::Forwarder;
