@@ -174,20 +174,39 @@ fn compute(
             .and_then(|a| a.get(AGENT_PROBLEM))
             .map(String::as_str)
     };
-    let agent_problems: Vec<(String, String)> = input
-        .membership
-        .groups
+    // Only the few candidates (unready pods, objects carrying a report) are looked up in
+    // the groups, not every selected node, on every reconcile.
+    let selected = |node: &str| {
+        input
+            .membership
+            .groups
+            .iter()
+            .any(|g| g.nodes.contains(node))
+    };
+    let reporting = by_node
         .iter()
-        .flat_map(|g| g.nodes.iter())
-        .collect::<BTreeSet<_>>()
+        .filter(|(_, n)| {
+            n.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(AGENT_PROBLEM))
+        })
+        .map(|(node, _)| *node);
+    let candidates: BTreeSet<&str> = unready_agents
+        .keys()
+        .map(String::as_str)
+        .chain(reporting)
+        .collect();
+    let agent_problems: Vec<(String, String)> = candidates
         .into_iter()
+        .filter(|node| selected(node))
         .filter_map(|node| {
             let why = match (unready_agents.get(node), reported(node)) {
                 (Some(pod), reported) => agent_problems::agent_problem(pod, reported),
                 (None, Some(r)) => agent_problems::reported_problem(r),
                 (None, None) => return None,
             };
-            Some((node.clone(), why))
+            Some((node.to_owned(), why))
         })
         .take(agent_problems::MAX_AGENT_PROBLEMS)
         .collect();
