@@ -348,3 +348,155 @@ async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
         stack.stop().await;
     }
 }
+
+/// A Guaranteed pod of `containers` `(name, cpus, init)`, 1Gi each, labelled for the
+/// node simulator.
+fn pod_of(name: &str, spec: serde_json::Value, containers: &[(&str, u32, bool)]) -> Pod {
+    let render = |init: bool| -> Vec<serde_json::Value> {
+        containers
+            .iter()
+            .filter(|c| c.2 == init)
+            .map(|(n, cpu, _)| {
+                let amounts = json!({"cpu": cpu.to_string(), "memory": "1Gi"});
+                json!({"name": n, "image": "app",
+                    "resources": {"requests": amounts, "limits": amounts}})
+            })
+            .collect()
+    };
+    let mut spec = spec;
+    spec["initContainers"] = render(true).into();
+    spec["containers"] = render(false).into();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {NODE_SIM_LABEL: "true"}},
+        "spec": spec,
+    }))
+    .expect("pod")
+}
+
+/// A regular init container's CPUs stay with its pod until it ends, and podresources
+/// never reports them: an NRT built from it shows them free. A pod another scheduler
+/// placed takes a whole zone with its init container and keeps most of it; TAS must
+/// not count those CPUs as free, or the kubelet rejects a pod it binds there (the
+/// node-level count, which charges the init container's CPUs, leaves room for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_container_cpus_held_by_another_schedulers_pod_are_not_handed_out() {
+    let cluster = TestCluster::shared().expect("cluster");
+    let client = cluster.client().await.expect("client");
+    apply_crds_from_dir(&client, &crd_dir())
+        .await
+        .expect("CRDs");
+    // One node of three zones of 4 CPUs.
+    let stack = Stack::start(&client, "initcpu", |group| {
+        Scenario::from_yaml(&format!(
+            "nodes:
+- name: {group}
+  count: 1
+  topologyManagerPolicy: single-numa-node
+  topologyManagerScope: container
+  labels: {{ {LABEL}: {group} }}
+  zones:
+  - {{ count: 3, cpus: 4, memory: 8Gi }}
+"
+        ))
+        .expect("scenario")
+    })
+    .await;
+    let (scheduler, group) = (&stack.scheduler, &stack.group);
+    let node = stack.sim.nodes().keys().next().expect("a node").clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &stack.ns);
+    let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
+    let free_cpus = || async {
+        let nrt = nrts.get(&node).await?;
+        Ok::<_, kube::Error>(
+            nrt.zones
+                .iter()
+                .flat_map(|z| &z.resources)
+                .filter(|r| r.name == "cpu")
+                .map(|r| r.available.as_str().to_owned())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let create = |pod: Pod| {
+        let pods = pods.clone();
+        async move {
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .expect("pod created")
+        }
+    };
+    // Every poll: no rejection; how many of `names` run.
+    let running = |names: &'static [&'static str]| {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default()).await?.items;
+            let rejected = rejected(&list);
+            assert!(
+                rejected.is_empty(),
+                "the kubelet rejected pods the scheduler bound: {rejected:?}"
+            );
+            Ok::<_, kube::Error>(
+                list.iter()
+                    .filter(|p| names.contains(&p.name_any().as_str()) && phase(p) == "Running")
+                    .count(),
+            )
+        }
+    };
+
+    // Bound by "another scheduler" (spec.nodeName): its init container takes all 4 CPUs
+    // of zone 0, its app container reuses one of them; 3 stay held. The agent reports
+    // the app container's CPU only: zone 0 looks to have 3 free.
+    create(pod_of(
+        "other",
+        json!({"nodeName": node}),
+        &[("init", 4, true), ("app", 1, false)],
+    ))
+    .await;
+    wait_for("the agent to report the other pod", TIMEOUT, || async {
+        Ok::<_, kube::Error>(free_cpus().await?.contains(&"3".to_owned()).then_some(()))
+    })
+    .await
+    .expect("reported");
+
+    // Two 3-CPU pods through TAS fill zones 1 and 2 but one CPU each.
+    let tas = |name: &str, cpus: u32| {
+        pod_of(
+            name,
+            json!({"schedulerName": scheduler, "nodeSelector": {LABEL: group}}),
+            &[("app", cpus, false)],
+        )
+    };
+    create(tas("t-0", 3)).await;
+    create(tas("t-1", 3)).await;
+    wait_for("t-0 and t-1 running", TIMEOUT, || async {
+        Ok::<_, kube::Error>((running(&["t-0", "t-1"]).await? == 2).then_some(()))
+    })
+    .await
+    .expect("running");
+    wait_for("the agent to report them", TIMEOUT, || async {
+        let free = free_cpus().await?;
+        Ok::<_, kube::Error>((free == ["3", "1", "1"]).then_some(()))
+    })
+    .await
+    .expect("reported");
+
+    // A 2-CPU pod: the node has room by count (12 CPUs, 10 charged), and zone 0 looks
+    // free to the NRT, but the kubelet holds it for the other pod's init container. It
+    // must stay Pending, found unschedulable, never bound.
+    create(tas("t-2", 2)).await;
+    wait_for("t-2 found unschedulable", TIMEOUT, || async {
+        running(&[]).await?;
+        let pod = pods.get("t-2").await?;
+        Ok::<_, kube::Error>(tas_testcluster::is_marked_unschedulable(&pod).then_some(()))
+    })
+    .await
+    .expect("unschedulable");
+    let pod = pods.get("t-2").await.expect("t-2");
+    assert!(
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_none(),
+        "t-2 was bound"
+    );
+    stack.stop().await;
+}

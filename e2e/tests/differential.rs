@@ -8,9 +8,15 @@
 //! and one built from the managers' true free state. Its verdict (node-level resources,
 //! then the NUMA fit) is compared with the kubelet's (`report`).
 //!
-//! The test fails on any false-admit on the true-state view: there the NRT says exactly
-//! what the kubelet has, so admitting a pod the kubelet refuses is a bug of the model.
-//! Differences on the updater's view, false-rejects and zone mismatches are reported.
+//! On the updater's view the scheduler judges as it does in the cluster: the object
+//! less what the regular init containers of the pods on the node keep, which
+//! podresources never reports (`tas_scheduler::numa::init_holdings`, predicted for
+//! each pod when it was admitted, on the view before it).
+//!
+//! The test fails on any false-admit on the true-state view (there the NRT says exactly
+//! what the kubelet has, so admitting a pod the kubelet refuses is a bug of the model)
+//! and on more false-admits on the updater's view than known. False-rejects and zone
+//! mismatches are reported.
 //!
 //! `make test` runs the default size; `make bench` runs the ignored test: another seed,
 //! ten times the size. `TAS_DIFF_SEED` replaces the seed of either; `TAS_DIFF_CASES=DIR`
@@ -38,7 +44,8 @@ use serde_json::{Value, json};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::quantity::{parse_milli, parse_value};
 use tas_nodesim::referee::{AddNode, Admission, Machine, Referee};
-use tas_scheduler::numa::{self, NodeTopology, PodRequest, Resources};
+use tas_scheduler::numa::init_holdings::{self, InitHolding, init_holdings};
+use tas_scheduler::numa::{self, NodeTopology, Placement, PodRequest, Resources};
 use tas_updater::kubelet_config::KubeletConfig;
 use tas_updater::podresources::{ClientConfig, PodResourcesClient};
 
@@ -70,11 +77,26 @@ const KNOWN_FALSE_ADMITS: u64 = 0;
 /// knob like the one above.
 const KNOWN_LARGE_FALSE_ADMITS: u64 = 0;
 
+/// False-admits on the updater's view the default seed may find: none. Before the
+/// scheduler accounted for init containers' holdings it found 3.
+const KNOWN_AGENT_FALSE_ADMITS: u64 = 0;
+
+/// False-admits on the updater's view the large seed may find (of 30,000): 2 (22
+/// before init containers' holdings were accounted for). Both come from CPUs the
+/// object does not place exactly: the scheduler holds back every CPU of an init
+/// container, since which of them the CPU manager lets later containers reuse depends
+/// on which CPUs are free, which the object does not show; where the kubelet did reuse
+/// some, a zone looks fuller than it is, and the kubelet's next init container goes to
+/// that zone (the lowest with a free CPU) while the scheduler expects another, and the
+/// container after it cannot be aligned there. The other is the memory manager
+/// extending a hint on a node whose init container memory was held on a multi-zone set.
+const KNOWN_LARGE_AGENT_FALSE_ADMITS: u64 = 2;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_agrees_with_the_kubelet() {
     let allowed = match std::env::var("TAS_DIFF_SEED") {
-        Ok(_) => 0,
-        Err(_) => KNOWN_FALSE_ADMITS,
+        Ok(_) => [0, u64::MAX],
+        Err(_) => [KNOWN_FALSE_ADMITS, KNOWN_AGENT_FALSE_ADMITS],
     };
     run(seed(15), NODES, allowed, PARALLEL_NODES).await;
 }
@@ -83,8 +105,8 @@ async fn scheduler_agrees_with_the_kubelet() {
 #[ignore = "ten times the size; `make bench` runs it"]
 async fn scheduler_agrees_with_the_kubelet_large() {
     let allowed = match std::env::var("TAS_DIFF_SEED") {
-        Ok(_) => 0,
-        Err(_) => KNOWN_LARGE_FALSE_ADMITS,
+        Ok(_) => [0, u64::MAX],
+        Err(_) => [KNOWN_LARGE_FALSE_ADMITS, KNOWN_LARGE_AGENT_FALSE_ADMITS],
     };
     run(seed(1015), NODES * 10, allowed, PARALLEL_NODES).await;
 }
@@ -96,7 +118,8 @@ fn seed(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-async fn run(seed: u64, nodes: usize, allowed: u64, parallel: usize) {
+/// `allowed`: the false-admits known on the true-state view and on the updater's.
+async fn run(seed: u64, nodes: usize, [allowed, allowed_agent]: [u64; 2], parallel: usize) {
     let parallel = std::env::var("TAS_DIFF_PARALLEL")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -137,6 +160,19 @@ async fn run(seed: u64, nodes: usize, allowed: u64, parallel: usize) {
     );
     if bugs < allowed {
         println!("fewer false-admits than known ({bugs} < {allowed}): lower KNOWN_FALSE_ADMITS");
+    }
+    let agent = report.false_admits(0);
+    assert!(
+        agent <= allowed_agent,
+        "{agent} pods admitted by the scheduler on the updater's NRT (less init containers' \
+         holdings) were refused by the kubelet (see the table and cases above); \
+         {allowed_agent} are known"
+    );
+    if allowed_agent != u64::MAX && agent < allowed_agent {
+        println!(
+            "fewer false-admits on the updater's view than known ({agent} < {allowed_agent}): \
+             lower the KNOWN_*AGENT_FALSE_ADMITS"
+        );
     }
 }
 
@@ -222,11 +258,14 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
         .await
         .expect("GetAllocatableResources");
 
-    let mut on_node: Vec<(String, Resources, Pod)> = Vec::new();
+    // Pods on the node: uid, node-level request, the pod, and what its regular init
+    // containers keep that podresources does not report (predicted as the scheduler
+    // does when it places or first sees the pod, on the agent's view before it).
+    let mut on_node: Vec<(String, Resources, Pod, Vec<InitHolding>)> = Vec::new();
     let mut attempts = Vec::with_capacity(ATTEMPTS_PER_NODE);
     for step in 0..ATTEMPTS_PER_NODE {
         if !on_node.is_empty() && rng.random_bool(0.2) {
-            let (uid, _, _) = on_node.remove(rng.random_range(0..on_node.len()));
+            let (uid, _, _, _) = on_node.remove(rng.random_range(0..on_node.len()));
             referee.remove(&node, &uid).await.expect("remove");
         }
         let uid = format!("{node}-p{step}");
@@ -254,8 +293,19 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
                 &views::from_state(&topology, &kubelet, &pr_allocatable, &machine, &state),
             ),
         ];
-        let used: Vec<&Resources> = on_node.iter().map(|(_, r, _)| r).collect();
-        let views = nrts.map(|nrt| judge(&nrt, &request, &allocatable, &used));
+        let used: Vec<&Resources> = on_node.iter().map(|(_, r, _, _)| r).collect();
+        let held: Vec<InitHolding> = on_node
+            .iter()
+            .flat_map(|(_, _, _, h)| h.iter().cloned())
+            .collect();
+        let [agent, truth] = nrts;
+        let agent = judge(&agent, &held, &request, &allocatable, &used);
+        let truth = judge(&truth, &[], &request, &allocatable, &used);
+        let holdings = match &agent {
+            Ok((node, placement)) => init_holdings(node, &request, placement),
+            Err(_) => Vec::new(),
+        };
+        let views = [agent, truth].map(|v| v.map(|(_, p)| zones_of(&p)));
 
         let verdict = referee.admit(&node, &pod).await.expect("admit");
         let kubelet_zones = used_zones(&machine, &verdict);
@@ -267,7 +317,7 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
         let case = json!({
             "machine": machine,
             "kubelet": kubelet_json,
-            "podsOnNode": on_node.iter().map(|(_, _, p)| p).collect::<Vec<_>>(),
+            "podsOnNode": on_node.iter().map(|(_, _, p, _)| p).collect::<Vec<_>>(),
             "pod": pod,
             "kubeletVerdict": verdict,
             "scheduler": views.iter().map(|v| match v {
@@ -276,7 +326,7 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
             }).collect::<Vec<_>>(),
         });
         if verdict.admit {
-            on_node.push((uid, request.effective().clone(), pod));
+            on_node.push((uid, request.effective().clone(), pod, holdings));
         }
         attempts.push(Attempt {
             policy: policy.clone(),
@@ -294,27 +344,35 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
 }
 
 /// The scheduler's verdict: node-level resources (as NodeResourcesFit), then the NUMA
-/// fit; the zones it expects the pod to use.
+/// fit on the object less what init containers of the pods on the node keep (`held`);
+/// the node as judged and the placement.
 fn judge(
     nrt: &NodeResourceTopology,
+    held: &[InitHolding],
     request: &PodRequest,
     allocatable: &BTreeMap<String, i64>,
     used: &[&Resources],
-) -> Result<BTreeSet<u32>, String> {
+) -> Result<(NodeTopology, Placement), String> {
     for (name, amount) in request.effective().iter() {
         let taken: i64 = used.iter().map(|r| r.get(name)).sum();
         if amount > 0 && taken + amount > allocatable.get(name).copied().unwrap_or(0) {
             return Err(format!("node-level: Insufficient {name}"));
         }
     }
-    let topology = NodeTopology::from_nrt(nrt).map_err(|e| format!("bad NRT: {e}"))?;
+    let mut topology = NodeTopology::from_nrt(nrt).map_err(|e| format!("bad NRT: {e}"))?;
+    init_holdings::hold(&mut topology, held);
     let node_level =
         |r: &str| allocatable.get(r).is_some_and(|&a| a > 0) || matches!(r, "cpu" | "memory");
     let placement = numa::fit(&topology, request, &node_level).map_err(|u| u.to_string())?;
-    Ok(placement
+    Ok((topology, placement))
+}
+
+/// The zones a placement expects the pod to use.
+fn zones_of(placement: &Placement) -> BTreeSet<u32> {
+    placement
         .zones
         .map(|z| z.iter().collect())
-        .unwrap_or_default())
+        .unwrap_or_default()
 }
 
 /// The Node's allocatable, CPU in millicores as the scheduler counts it.

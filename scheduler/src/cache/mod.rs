@@ -287,12 +287,14 @@ impl TopologyCache {
             zones: None,
             request: Some(Arc::new(request.clone())),
             foreign: false,
+            init_holdings: Vec::new(),
             reserved_at: now,
         };
         state.edit(node, &self.metrics, |entry| {
             self.check_identity(node, entry, &pod.namespace, &pod.name, now);
             let trusted = self.config.foreign_pods != ForeignPodsDetection::None;
             reservation.zones = entry.landing(request, trusted);
+            reservation.init_holdings = entry.predict_init_holdings(request, None);
             entry.reserve(&pod.uid, reservation);
         });
         state.pod_nodes.insert(pod.uid.clone(), node.to_owned());
@@ -378,16 +380,29 @@ impl TopologyCache {
                 // Reserved pods were checked when they were reserved.
                 self.check_identity(node, entry, &id.namespace, &id.name, now);
             }
-            entry.pods.insert(
-                id.uid.clone(),
+            let footprint = request.as_ref().ok().map(numa_footprint);
+            // Predicted when the pod was placed through the cache; otherwise now, on
+            // the view before the pod (plus its own footprint once the kubelet has
+            // started on it: the node's object may already count it).
+            let init_holdings = match (entry.reservation(&id.uid), &request) {
+                (Some(r), _) if !r.foreign => r.init_holdings.clone(),
+                (_, Ok(request)) => {
+                    let own = started(pod).then_some(footprint.as_ref()).flatten();
+                    entry.predict_init_holdings(request, own)
+                }
+                (_, Err(_)) => Vec::new(),
+            };
+            entry.insert_pod(
+                &id.uid,
                 ObservedPod {
                     namespace: id.namespace.clone(),
                     name: id.name.clone(),
                     exclusive,
                     phase,
                     bound_at: now,
-                    footprint: request.as_ref().ok().map(numa_footprint),
+                    footprint,
                     releasing,
+                    init_holdings,
                 },
             );
             if let Some(reservation) = entry.reservation(&id.uid) {
@@ -410,6 +425,7 @@ impl TopologyCache {
                     zones: None,
                     request: None,
                     foreign: true,
+                    init_holdings: Vec::new(),
                     reserved_at: now,
                 },
             );
@@ -531,4 +547,15 @@ impl TopologyCache {
     fn write(&self) -> RwLockWriteGuard<'_, State> {
         self.state.write()
     }
+}
+
+/// Whether the kubelet has started on `pod` (it reports container statuses): an NRT
+/// may already count what it was given.
+fn started(pod: &Pod) -> bool {
+    pod.status.as_ref().is_some_and(|s| {
+        s.container_statuses.as_ref().is_some_and(|c| !c.is_empty())
+            || s.init_container_statuses
+                .as_ref()
+                .is_some_and(|c| !c.is_empty())
+    })
 }

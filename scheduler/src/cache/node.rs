@@ -15,6 +15,7 @@ use tas_api::tas::InformerMode;
 
 use super::exclude::PodExclusions;
 use super::pod::{ObservedPod, PodPhase};
+use crate::numa::init_holdings::{self, InitHolding};
 use crate::numa::{
     NodeTopology, NumaSet, PodRequest, Resources, TopologyError, landing_zones, landing_zones_below,
 };
@@ -41,6 +42,10 @@ pub(crate) struct Reservation {
     /// Not placed through this cache: another scheduler's pod (or ours from before a
     /// restart), reserved when it was first seen bound.
     pub(crate) foreign: bool,
+    /// What the pod's regular init containers will keep, predicted when it was placed
+    /// ([`crate::numa::init_holdings`]); handed to the pod's record when it is seen
+    /// bound.
+    pub(crate) init_holdings: Vec<InitHolding>,
     pub(crate) reserved_at: Instant,
 }
 
@@ -260,6 +265,9 @@ impl NodeEntry {
     /// Subtracts `reservation` from its zones, replacing an earlier reservation of
     /// the same pod.
     pub(crate) fn reserve(&mut self, uid: &str, reservation: Reservation) {
+        if let Some(held) = self.holding(uid).map(<[InitHolding]>::to_vec) {
+            self.shift_holdings(&held, Shift::Release);
+        }
         if let Some(old) = self.reservations.remove(uid) {
             self.shift(&old.amounts, old.zones, Shift::Release);
         }
@@ -368,6 +376,7 @@ impl NodeEntry {
     /// finish on its own; widens the reservations when it may now release what it
     /// holds. Returns whether the pod is known.
     pub(crate) fn observe_pod(&mut self, uid: &str, phase: PodPhase, releasing: bool) -> bool {
+        let held = self.holding(uid).map(<[InitHolding]>::to_vec);
         let Some(pod) = self.pods.get_mut(uid) else {
             return false;
         };
@@ -375,9 +384,60 @@ impl NodeEntry {
         pod.phase = phase;
         pod.releasing |= releasing;
         if !before && pod.may_release() {
+            if let Some(held) = held {
+                self.shift_holdings(&held, Shift::Release);
+            }
             self.widen();
         }
         true
+    }
+
+    /// Records a pod bound here (replacing an earlier record) and holds back what its
+    /// init containers keep when that applies ([`Self::holding`]).
+    pub(crate) fn insert_pod(&mut self, uid: &str, pod: ObservedPod) {
+        self.remove_pod(uid);
+        self.pods.insert(uid.to_owned(), pod);
+        if let Some(held) = self.holding(uid).map(<[InitHolding]>::to_vec) {
+            self.shift_holdings(&held, Shift::Hold);
+        }
+    }
+
+    /// Forgets a pod bound here, adding back what its init containers' holding took.
+    pub(crate) fn remove_pod(&mut self, uid: &str) -> Option<ObservedPod> {
+        if let Some(held) = self.holding(uid).map(<[InitHolding]>::to_vec) {
+            self.shift_holdings(&held, Shift::Release);
+        }
+        self.pods.remove(uid)
+    }
+
+    /// What the view holds back for pod `uid`'s init containers: their holding, while
+    /// the pod is bound here, has no reservation (which covers the whole pod until an
+    /// NRT reflects it) and cannot have released it.
+    pub(crate) fn holding(&self, uid: &str) -> Option<&[InitHolding]> {
+        let pod = self.pods.get(uid)?;
+        (!pod.init_holdings.is_empty()
+            && !pod.may_release()
+            && !self.reservations.contains_key(uid))
+        .then_some(pod.init_holdings.as_slice())
+    }
+
+    /// What the regular init containers of a pod asking for `request` would keep if
+    /// the kubelet admitted it now: predicted on the view (plus `own`, the pod's own
+    /// footprint on every zone, when the view may already count it); held on every
+    /// zone when the view does not let the pod fit.
+    pub(crate) fn predict_init_holdings(
+        &self,
+        request: &PodRequest,
+        own: Option<&Resources>,
+    ) -> Vec<InitHolding> {
+        let Some(Ok(view)) = &self.view else {
+            return Vec::new();
+        };
+        let mut node = (**view).clone();
+        if let Some(own) = own {
+            node.unreserve_on_every_zone(own);
+        }
+        init_holdings::predict(&node, request)
     }
 
     /// Adds a reservation back. Releasing the last one makes the node clean, so the
@@ -388,6 +448,9 @@ impl NodeEntry {
             self.rebuild(|_, _| true);
         } else {
             self.shift(&reservation.amounts, reservation.zones, Shift::Release);
+            if let Some(held) = self.holding(uid).map(<[InitHolding]>::to_vec) {
+                self.shift_holdings(&held, Shift::Hold);
+            }
         }
         Some(reservation)
     }
@@ -417,6 +480,11 @@ impl NodeEntry {
                     match r.zones {
                         Some(zones) => topology.reserve_on_zones(&r.amounts, zones),
                         None => topology.reserve_on_every_zone(&r.amounts),
+                    }
+                }
+                for uid in self.pods.keys() {
+                    if let Some(held) = self.holding(uid) {
+                        init_holdings::hold(topology, held);
                     }
                 }
             }
@@ -479,6 +547,16 @@ impl NodeEntry {
             }
         }
         fp
+    }
+
+    fn shift_holdings(&mut self, held: &[InitHolding], shift: Shift) {
+        if let Some(Ok(topology)) = &mut self.view {
+            let topology = Arc::make_mut(topology);
+            match shift {
+                Shift::Hold => init_holdings::hold(topology, held),
+                Shift::Release => init_holdings::release(topology, held),
+            }
+        }
     }
 
     fn shift(&mut self, amounts: &Resources, zones: Option<NumaSet>, shift: Shift) {

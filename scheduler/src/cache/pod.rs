@@ -6,7 +6,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use tas_api::tas::InformerMode;
 
-use crate::numa::{PodRequest, ResourceKind, Resources};
+use crate::numa::{InitHolding, PodRequest, ResourceKind, Resources};
 
 /// A pod's identity: the UID keys the cache, namespace and name feed the fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -142,6 +142,10 @@ pub(crate) struct ObservedPod {
     /// Terminating, or able to finish on its own (`restartPolicy` other than
     /// `Always`): the kubelet may release what it holds before the cache hears of it.
     pub(crate) releasing: bool,
+    /// What its regular init containers keep that node agents do not report
+    /// ([`crate::numa::init_holdings`]): held back on the view while the pod has no
+    /// reservation and cannot release (see `NodeEntry::holding`).
+    pub(crate) init_holdings: Vec<InitHolding>,
 }
 
 impl ObservedPod {

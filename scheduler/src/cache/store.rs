@@ -69,7 +69,7 @@ impl State {
             return false;
         }
         self.edit(node, metrics, |entry| {
-            let observed = entry.pods.remove(uid);
+            let observed = entry.remove_pod(uid);
             if let (Some(pod), Some((now, window))) = (&observed, deleted) {
                 entry.note_deleted(&pod.namespace, &pod.name, now, window);
                 entry.note_departed(pod, now, window);

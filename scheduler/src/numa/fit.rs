@@ -233,7 +233,7 @@ pub(super) fn without_indifferent_memory(reqs: Reqs, memory: Option<&MemoryManag
 }
 
 /// The memory and hugepages of `request` the memory manager pins.
-fn memory_reqs(node: &NodeTopology, request: &Resources) -> Reqs {
+pub(super) fn memory_reqs(node: &NodeTopology, request: &Resources) -> Reqs {
     let mut reqs = Reqs::default();
     // Not strict: memory no zone reports is not pinned to zones.
     let _ = collect(node, request, true, false, &|_| false, false, &mut reqs);

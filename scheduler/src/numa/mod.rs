@@ -23,6 +23,7 @@ mod align;
 mod containers;
 pub mod fit;
 pub mod hint;
+pub mod init_holdings;
 pub mod landing;
 mod managers;
 mod mask;
@@ -39,6 +40,7 @@ pub mod topology;
 pub mod unfit;
 
 pub use fit::{Placement, UnfitCode, fit, fits};
+pub use init_holdings::{InitHolding, init_holdings};
 pub use landing::{landing_zones, landing_zones_below};
 pub use mask::NumaSet;
 pub use request::{ContainerKind, ContainerRequest, PodRequest, QosClass, RequestError};

@@ -492,7 +492,7 @@ impl NodeTopology {
     }
 
     /// The zone-index mask of `zones`; every zone when a NUMA id is not the node's.
-    fn zone_mask(&self, zones: NumaSet) -> u64 {
+    pub(crate) fn zone_mask(&self, zones: NumaSet) -> u64 {
         let mut mask = 0u64;
         for id in zones.iter() {
             match self.ids.binary_search(&id) {
@@ -555,6 +555,11 @@ impl NodeTopology {
     /// of the node is listed by at least one zone: the names come from the zones.
     pub(crate) fn entry_index(&self, entry: &ResourceAmount) -> Option<usize> {
         self.resource_index_of(entry.id, &entry.name)
+    }
+
+    /// The name of resource index `ri`.
+    pub(crate) fn resource_name(&self, ri: usize) -> &str {
+        &self.resources[ri].name
     }
 
     pub(crate) fn resource_count(&self) -> usize {

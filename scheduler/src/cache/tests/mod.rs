@@ -2,6 +2,7 @@
 //! reserves, binds, deletions, NRT updates and resyncs. Builders keep each case short.
 
 mod evidence_cases;
+mod init_holding_cases;
 mod landing_cases;
 mod landing_props;
 mod node_identity_cases;

@@ -2,6 +2,7 @@
 //! objects so each case reads like the reference tables it comes from.
 
 mod fit_cases;
+mod init_holding_cases;
 mod kubelet_cases;
 mod manager_cases;
 mod memory_group_cases;
