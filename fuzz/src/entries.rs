@@ -82,6 +82,22 @@ pub fn nrt(data: &[u8]) {
     }
     for pod in pods() {
         let _ = tas_scheduler::numa::fit(&node, pod, &|_| false);
+        // init containers' holdings predicted and held back, then given back.
+        let held = tas_scheduler::numa::init_holdings::predict(&node, pod);
+        let mut with = node.clone();
+        tas_scheduler::numa::init_holdings::hold(&mut with, &held);
+        tas_scheduler::numa::init_holdings::release(&mut with, &held);
+        assert_eq!(with, node, "holding and releasing is a no-op");
+    }
+    // The containers' NUMA placement, decoded against sets of every size up to the
+    // declared one (the reader's set is the writer's only by count and hashes).
+    if let Some(Ok(payload)) = node.placement() {
+        let known: Vec<_> = (0..payload.containers.min(64))
+            .map(|i| tas_api::nrt::numa_placement::ContainerRef::new("ns", &format!("p{i}"), "app"))
+            .collect();
+        if let Ok(decoded) = payload.decode(known.iter().cloned()) {
+            assert!(decoded.values().all(|&zone| zone < payload.numa_nodes));
+        }
     }
 }
 
@@ -380,6 +396,21 @@ fn pods() -> &'static [PodRequest] {
             pod(json!({"cpu": "2", "memory": "1Gi"})),
             pod(json!({"cpu": "6", "memory": "5Gi"})),
             pod(json!({"cpu": "1", "memory": "256Mi", "example.com/nic": "1"})),
+            {
+                let amounts = json!({"cpu": "3", "memory": "2Gi", "example.com/nic": "1"});
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": "i", "namespace": "default"},
+                    "spec": {
+                        "initContainers": [{"name": "init", "resources": {
+                            "requests": amounts.clone(), "limits": amounts}}],
+                        "containers": [{"name": "c", "resources": {
+                            "requests": {"cpu": "1", "memory": "1Gi"},
+                            "limits": {"cpu": "1", "memory": "1Gi"}}}],
+                    },
+                }))
+                .expect("the fixed pod is well formed");
+                PodRequest::from_pod(&pod).expect("the fixed pod's requests parse")
+            },
         ]
     })
 }

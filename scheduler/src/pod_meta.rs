@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::affinity::PodAffinityTerms;
 use crate::cache::numa_footprint;
+use crate::numa::pins::ContainerPin;
 use crate::numa::{PodRequest, Resources};
 
 /// A pod's identity and scheduling-relevant metadata; see the module documentation.
@@ -35,6 +36,9 @@ pub struct PodMeta {
     /// The PersistentVolumeClaims its volumes use, in its namespace
     /// ([`crate::filter::volumes::claim_names`]).
     pub claims: Vec<String>,
+    /// Its app containers and sidecars that may hold NUMA-pinned resources: what a
+    /// node agent can publish the NUMA placement of ([`crate::numa::pins`]).
+    pub pins: Vec<ContainerPin>,
 }
 
 impl PodMeta {
@@ -53,6 +57,7 @@ impl PodMeta {
             affinity: PodAffinityTerms::from_pod(pod),
             footprint: numa_footprint(request),
             claims: crate::filter::volumes::claim_names(pod),
+            pins: crate::numa::pins::of(request),
         }
     }
 

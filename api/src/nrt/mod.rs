@@ -31,6 +31,7 @@ mod crd;
 pub mod heartbeat;
 pub mod limits;
 pub mod memory_groups;
+pub mod numa_placement;
 pub mod ownership;
 mod quantity;
 pub mod resource_managers;

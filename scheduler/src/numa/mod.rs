@@ -30,6 +30,7 @@ mod mask;
 mod memory;
 pub mod node_strategy;
 mod pack;
+pub mod pins;
 mod providers;
 pub mod request;
 pub mod resources;

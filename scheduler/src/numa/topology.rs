@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tas_api::nrt::memory_groups::{MEMORY_MANAGER_GROUP, format_group};
+use tas_api::nrt::numa_placement::{Payload, PlacementError};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{
     AttributeError, NrtQuantity, ResourceManagersConfig, TopologyManagerConfig,
@@ -152,6 +153,9 @@ pub struct NodeTopology {
     fixed: Vec<i64>,
     /// `[from * zones + to]`, by zone index.
     distances: Vec<u32>,
+    /// The containers' NUMA placement the object publishes
+    /// ([`tas_api::nrt::numa_placement`]), as read: `None` when it has none.
+    placement: Option<Arc<Result<Payload, PlacementError>>>,
 }
 
 /// Where the tables of [`NodeTopology::fixed`] start, in the order a fit reads them:
@@ -359,7 +363,14 @@ impl NodeTopology {
             available,
             fixed,
             distances,
+            placement: Payload::from_nrt(nrt).map(Arc::new),
         })
+    }
+
+    /// The containers' NUMA placement the object publishes, if any (an error when it
+    /// is malformed).
+    pub fn placement(&self) -> Option<&Result<Payload, PlacementError>> {
+        self.placement.as_deref()
     }
 
     /// The node name (the NRT object's name).

@@ -8,10 +8,14 @@
 //!   reservation holds (every zone, or those the kubelet could give it); its deletion
 //!   is modelled as giving it back to every zone: exact for every-zone reservations,
 //!   optimistic for narrowed ones (zones it was not held on gain room they never lost).
-//! - Every other victim's NUMA footprint is in the NRT, on some zone we do not know.
-//!   We assume the footprints of all such victims come back to **one** zone, and try
-//!   each zone in turn, never raising a zone above its allocatable (a zone cannot have
-//!   held more than it has). The pod is judged to fit when some zone choice admits it.
+//! - Every other victim's NUMA footprint is in the NRT. When the object publishes the
+//!   containers' NUMA placement (`topology.node.k8s.io/numaplacement-*`, written by
+//!   resource-topology-exporter or TAS's agent) and it decodes against the pods on the
+//!   node ([`crate::numa::pins`]), each pinned container's resources come back to its
+//!   own zone. What remains is on some zone we do not know: we assume it all comes back
+//!   to **one** zone, and try each zone in turn, never raising a zone above its
+//!   allocatable (a zone cannot have held more than it has). The pod is judged to fit
+//!   when some zone choice admits it.
 //!
 //! This is an optimistic guess: victims spread over several zones free less on each.
 //! It never causes a wrong placement, because preemption only evicts and nominates: the
@@ -23,7 +27,11 @@
 
 use crate::cycle::{CycleSettings, PodInput, TopologyView, numa_fit};
 use crate::filter::NodeInfo;
-use crate::numa::Resources;
+use std::collections::HashMap;
+
+use tas_api::nrt::numa_placement::ContainerRef;
+
+use crate::numa::{NodeTopology, Resources, pins};
 use crate::pod_meta::PodMeta;
 use tas_api::tas::NodesWithoutTopology;
 
@@ -51,10 +59,23 @@ where
     };
     let mut base = (**topology).clone();
     let mut somewhere = Resources::default();
+    let placed = pins::zones_of(
+        topology,
+        node.pods()
+            .map(|p| &*p.meta)
+            .chain(victims.iter().copied())
+            .map(|m| (m.namespace.as_str(), m.name.as_str(), m.pins.as_slice())),
+    );
     for v in victims {
         match reserved(&v.uid) {
             Some(amounts) => base.unreserve_on_every_zone(&amounts),
-            None => somewhere.add_all(&v.footprint),
+            None => match &placed {
+                Some(placed) => {
+                    let rest = release_placed(&mut base, v, placed);
+                    somewhere.add_all(&rest);
+                }
+                None => somewhere.add_all(&v.footprint),
+            },
         }
     }
     if numa_fit(&base, &pod.request, node).is_ok() {
@@ -68,4 +89,31 @@ where
         guess.release_on_zone(zone, &somewhere);
         numa_fit(&guess, &pod.request, node).is_ok()
     })
+}
+
+/// Gives `victim`'s placed containers' pinned resources back to their zones; returns
+/// the rest of its footprint (what no placement locates).
+fn release_placed(
+    base: &mut NodeTopology,
+    victim: &PodMeta,
+    placed: &HashMap<ContainerRef, u32>,
+) -> Resources {
+    let mut located: Vec<(String, i64)> = Vec::new();
+    let pinned: Vec<_> = victim.pins.iter().filter(|p| p.pinned_on(base)).collect();
+    for pin in pinned {
+        let id = ContainerRef::new(&victim.namespace, &victim.name, &pin.name);
+        let Some(&zone) = placed.get(&id) else {
+            continue;
+        };
+        let amounts = pin.pinned_amounts(base);
+        base.release_on_zone(zone, &amounts);
+        located.extend(amounts.iter().map(|(n, a)| (n.to_owned(), a)));
+    }
+    let mut rest: Vec<(&str, i64)> = victim.footprint.iter().collect();
+    for (name, amount) in located {
+        if let Some(r) = rest.iter_mut().find(|(n, _)| *n == name.as_str()) {
+            r.1 = (r.1 - amount).max(0);
+        }
+    }
+    Resources::from_amounts(rest)
 }

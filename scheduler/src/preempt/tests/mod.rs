@@ -47,6 +47,25 @@ fn topology(policy: &str, zones: &[(u32, u32)]) -> TopologyView {
     TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
 }
 
+/// [`topology`] with the containers' NUMA placement published the way
+/// resource-topology-exporter writes it: container `app` of each pod (namespace
+/// `default`) on its NUMA node.
+fn topology_placed(policy: &str, zones: &[(u32, u32)], placed: &[(&str, usize)]) -> TopologyView {
+    use tas_api::nrt::numa_placement::{ContainerRef, Payload};
+    let mut object = tas_testcluster::scope::nrt_object("x", policy, zones, "8Gi", None);
+    object["attributes"][1] = json!({"name": "topologyManagerScope", "value": "pod"});
+    let mut nrt: NodeResourceTopology = serde_json::from_value(object).expect("nrt");
+    let payload = Payload::encode(
+        zones.len(),
+        placed
+            .iter()
+            .map(|&(pod, zone)| (ContainerRef::new("default", pod, "app"), zone)),
+    )
+    .expect("encodes");
+    payload.write_into(&mut nrt);
+    TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
+}
+
 /// Runs the search; `(node, victim names)` of each plan, best first.
 fn search(
     nodes: &[NodeInfo],

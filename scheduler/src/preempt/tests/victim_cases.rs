@@ -37,6 +37,45 @@ fn numa_zone_rule_evicts_the_pods_of_one_zone_and_prefers_fewer_victims() {
 }
 
 #[test]
+fn a_published_placement_puts_each_victim_back_on_its_own_zone() {
+    // Zones of 4 CPUs, both full: a (low) + c (high) on one, b (low) + d (high) on the
+    // other, though the NRT alone does not say which.
+    let mut n1 = node("n1", &[]);
+    for p in [
+        gpod("a", 2, 1),
+        gpod("c", 2, 1000),
+        gpod("b", 2, 2),
+        gpod("d", 2, 1000),
+    ] {
+        place(&mut n1, &p);
+    }
+    // Unknown placement: a and b back on one zone would make room for 4 CPUs, a guess.
+    let unknown = [topology("single-numa-node", &[(4, 0), (4, 0)])];
+    let plans = search_plain(std::slice::from_ref(&n1), &unknown, &gpod("big", 4, 100));
+    assert_eq!(plans, [("n1".to_owned(), names(&["a", "b"]))]);
+    // The object says where each container is: no zone can free 4 CPUs.
+    let placed = [topology_placed(
+        "single-numa-node",
+        &[(4, 0), (4, 0)],
+        &[("a", 0), ("c", 0), ("b", 1), ("d", 1)],
+    )];
+    let plans = search_plain(std::slice::from_ref(&n1), &placed, &gpod("big", 4, 100));
+    assert!(plans.is_empty(), "{plans:?}");
+    // 2 CPUs: a alone frees them on its zone.
+    let plans = search_plain(std::slice::from_ref(&n1), &placed, &gpod("mid", 2, 100));
+    assert_eq!(plans, [("n1".to_owned(), names(&["a"]))]);
+    // A placement of another set of containers (a pod the scheduler does not know) is
+    // not decoded: back to the guess.
+    let foreign = [topology_placed(
+        "single-numa-node",
+        &[(4, 0), (4, 0)],
+        &[("a", 0), ("c", 0), ("b", 1), ("d", 1), ("e", 1)],
+    )];
+    let plans = search_plain(&[n1], &foreign, &gpod("big", 4, 100));
+    assert_eq!(plans, [("n1".to_owned(), names(&["a", "b"]))]);
+}
+
+#[test]
 fn victims_without_numa_footprint_do_not_free_a_zone() {
     // Node-level room is plenty; the zones are full of pods we may not evict and the
     // low-priority pods are Burstable (shared pool, no NUMA footprint).
