@@ -479,6 +479,37 @@ async fn init_container_cpus_held_by_another_schedulers_pod_are_not_handed_out()
     .await
     .expect("reported");
 
+    // The agent publishes where each container sits (resource-topology-exporter's
+    // format), and it decodes against the containers the scheduler counts: the other
+    // pod's app container on zone 0, t-0 and t-1 on zones 1 and 2.
+    let nrt = nrts.get(&node).await.expect("NRT");
+    let topology = tas_scheduler::numa::NodeTopology::from_nrt(&nrt).expect("usable NRT");
+    let listed = pods.list(&ListParams::default()).await.expect("pods").items;
+    let metas: Vec<(String, String, Vec<tas_scheduler::numa::pins::ContainerPin>)> = listed
+        .iter()
+        .map(|p| {
+            let request = tas_scheduler::numa::PodRequest::from_pod(p).expect("request");
+            (
+                p.namespace().unwrap_or_default(),
+                p.name_any(),
+                tas_scheduler::numa::pins::of(&request),
+            )
+        })
+        .collect();
+    let placed = tas_scheduler::numa::pins::zones_of(
+        &topology,
+        metas
+            .iter()
+            .map(|(ns, name, pins)| (ns.as_str(), name.as_str(), pins.as_slice())),
+    )
+    .expect("the published placement decodes");
+    let zone =
+        |pod: &str| placed[&tas_api::nrt::numa_placement::ContainerRef::new(&stack.ns, pod, "app")];
+    assert_eq!(zone("other"), 0);
+    let mut theirs = [zone("t-0"), zone("t-1")];
+    theirs.sort_unstable();
+    assert_eq!(theirs, [1, 2]);
+
     // A 2-CPU pod: the node has room by count (12 CPUs, 10 charged), and zone 0 looks
     // free to the NRT, but the kubelet holds it for the other pod's init container. It
     // must stay Pending, found unschedulable, never bound.

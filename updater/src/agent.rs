@@ -12,6 +12,7 @@ use crate::kubelet_source::{Discovery, SourceConfig, configz, stamp};
 use crate::metrics::Metrics;
 use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
+use crate::numa_placement;
 use crate::podresources::PodResourcesClient;
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::problem_report::ProblemReport;
@@ -53,6 +54,8 @@ pub struct AgentConfig {
     pub fingerprint: FingerprintPolicy,
     /// Longest time between two writes of the object (its `tas.dev/heartbeat`).
     pub heartbeat_period: Duration,
+    /// Publish the containers' NUMA placement ([`crate::numa_placement`]).
+    pub numa_placement: bool,
 }
 
 /// Why an observation failed (the kind is the metrics label).
@@ -364,6 +367,11 @@ impl Agent {
         });
         let mut nrt =
             nrt_object::with_fingerprint_exclude(nrt, self.cfg.fingerprint.exclude_attribute());
+        if self.cfg.numa_placement
+            && let Some(placement) = numa_placement::payload(&topology, &list.pod_resources)
+        {
+            placement.write_into(&mut nrt);
+        }
         nrt.metadata.annotations = Some(annotations);
         Ok(self.publisher.publish(&nrt).await?)
     }
@@ -431,6 +439,7 @@ mod tests {
             reapply_interval: Duration::from_secs(600),
             fingerprint: FingerprintPolicy::new(None, &[]),
             heartbeat_period: Duration::from_secs(600),
+            numa_placement: true,
         };
         Agent::new(
             cfg,

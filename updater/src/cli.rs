@@ -84,6 +84,10 @@ pub struct Args {
     /// Pods left out of the fingerprint, `namespace/name` globs (repeatable).
     #[arg(long)]
     pub exclude_pods: Vec<String>,
+    /// Publish the containers' NUMA placement (`topology.node.k8s.io/numaplacement-*`,
+    /// resource-topology-exporter's format) for schedulers that read it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub numa_placement: bool,
     /// Kubeconfig, HTTP address, logging and identity, as every TAS binary takes them.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -165,6 +169,7 @@ impl Args {
             reapply_interval: self.reapply_interval,
             fingerprint: FingerprintPolicy::new(method, &self.exclude_pods),
             heartbeat_period: self.heartbeat_period.max(Duration::from_secs(1)),
+            numa_placement: self.numa_placement,
         })
     }
 }

@@ -19,6 +19,7 @@ pub mod kubelet_source;
 pub mod metrics;
 pub mod node_files;
 pub mod nrt_object;
+pub mod numa_placement;
 pub mod podresources;
 pub mod pods_fingerprint;
 pub mod problem_report;

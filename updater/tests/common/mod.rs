@@ -73,6 +73,7 @@ pub fn agent_config(
         debounce: Duration::from_millis(50),
         reapply_interval: Duration::from_secs(600),
         heartbeat_period: Duration::from_secs(600),
+        numa_placement: true,
         fingerprint: FingerprintPolicy::new(None, &[]),
     }
 }
