@@ -35,9 +35,10 @@
 //! The plugins that need cluster-wide state live next door: `PodTopologySpread` in
 //! [`crate::spread`], `InterPodAffinity` in [`crate::affinity`]. Not covered at all:
 //! `NodeVolumeLimits` (attachable volume counts), the in-tree disk conflicts of
-//! `VolumeRestrictions`, volume binding itself (see [`volumes`]), pod-level
-//! `spec.resources`, in-place resize status, and the profile-level knobs (ignored
-//! resources, added affinity).
+//! `VolumeRestrictions`, volume binding itself (see [`volumes`]), in-place resize
+//! status, and the profile-level knobs (ignored resources, added affinity). Pod-level
+//! `spec.resources` count as kube-scheduler counts them (cpu and memory replace the
+//! containers' sums; see [`crate::numa::request`]).
 
 pub mod node;
 pub mod node_affinity;

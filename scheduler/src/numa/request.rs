@@ -11,7 +11,12 @@
 //!   agents do not subtract it from any zone) and with CPU counted only for containers
 //!   that get exclusive CPUs (the CPU manager's pod-level request).
 //!
-//! Pod-level resources (`spec.resources`) are not read.
+//! Pod-level resources (`spec.resources`, KEP-2837, on by default since Kubernetes
+//! 1.34) are read as the kubelets of 1.34 to 1.37 read them with their default feature
+//! gates: the QoS class comes from them (cpu and memory), they replace the containers'
+//! cpu and memory in [`PodRequest::effective`], and the CPU and memory managers skip such
+//! a pod ("not supported by the static policy"): no exclusive CPUs, no pinned memory,
+//! only its devices are aligned ([`PodRequest::is_guaranteed`] is false for it).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -62,6 +67,8 @@ pub struct ContainerRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodRequest {
     qos: QosClass,
+    /// `spec.resources` is set.
+    pod_level: bool,
     containers: Vec<ContainerRequest>,
     overhead: Resources,
     effective: Resources,
@@ -127,8 +134,16 @@ impl PodRequest {
                 exclusive_cpu: false,
             });
         }
-        let qos = qos.class();
-        if qos == QosClass::Guaranteed {
+        let pod_resources = spec.and_then(|s| s.resources.as_ref());
+        let pod_level_requests = match pod_resources {
+            Some(r) => Some(parse_pod_level(r)?),
+            None => None,
+        };
+        let qos = match pod_resources {
+            Some(r) => pod_level_qos(r)?,
+            None => qos.class(),
+        };
+        if qos == QosClass::Guaranteed && pod_level_requests.is_none() {
             for c in &mut containers {
                 let cpu = c.resources.get("cpu");
                 c.exclusive_cpu = cpu > 0 && cpu % 1000 == 0;
@@ -140,6 +155,12 @@ impl PodRequest {
             None => Resources::default(),
         };
         let mut effective = pod_level(&containers, |_, r| r.clone());
+        if let Some(pod) = &pod_level_requests {
+            for (name, amount) in pod.iter() {
+                let current = effective.get(name);
+                effective.add(name, amount - current);
+            }
+        }
         effective.add_all(&overhead);
         let numa = pod_level(&containers, |c, r| {
             let mut r = r.clone();
@@ -151,6 +172,7 @@ impl PodRequest {
         });
         Ok(Self {
             qos,
+            pod_level: pod_level_requests.is_some(),
             containers,
             overhead,
             effective,
@@ -158,14 +180,21 @@ impl PodRequest {
         })
     }
 
+    /// Whether the pod sets pod-level resources (`spec.resources`).
+    pub fn has_pod_level_resources(&self) -> bool {
+        self.pod_level
+    }
+
     /// The QoS class.
     pub fn qos(&self) -> QosClass {
         self.qos
     }
 
-    /// Whether the pod is Guaranteed (the only class with NUMA-aligned CPU and memory).
+    /// Whether the resource managers treat the pod as Guaranteed (the only class with
+    /// NUMA-aligned CPU and memory): Guaranteed without pod-level resources, which the
+    /// CPU and memory managers skip.
     pub fn is_guaranteed(&self) -> bool {
-        self.qos == QosClass::Guaranteed
+        self.qos == QosClass::Guaranteed && !self.pod_level
     }
 
     /// Init containers (regular and sidecar) in spec order, then app containers in spec
@@ -337,4 +366,72 @@ impl QosTally {
             QosClass::Burstable
         }
     }
+}
+
+/// The pod-level resources the scheduler and the kubelet honour: cpu and memory.
+const POD_LEVEL_RESOURCES: [&str; 2] = ["cpu", "memory"];
+
+/// Pod-level requests of cpu and memory (defaulted from the limits, as the API server
+/// does), in the scheduler's units.
+fn parse_pod_level(
+    r: &k8s_openapi::api::core::v1::ResourceRequirements,
+) -> Result<Resources, RequestError> {
+    let owner = || "pod-level resources".to_owned();
+    let requests = match &r.requests {
+        Some(list) => parse_list(list, "requests", owner)?,
+        None => Resources::default(),
+    };
+    let limits = match &r.limits {
+        Some(list) => parse_list(list, "limits", owner)?,
+        None => Resources::default(),
+    };
+    Ok(Resources::from_amounts(POD_LEVEL_RESOURCES.iter().map(
+        |&name| {
+            let request = requests.get(name);
+            (
+                name,
+                if request > 0 {
+                    request
+                } else {
+                    limits.get(name)
+                },
+            )
+        },
+    )))
+}
+
+/// The QoS class from pod-level resources (ComputePodQOS with PodLevelResources): both
+/// cpu and memory limited and every request equal to its limit is Guaranteed; nothing
+/// set is BestEffort; anything else Burstable.
+fn pod_level_qos(
+    r: &k8s_openapi::api::core::v1::ResourceRequirements,
+) -> Result<QosClass, RequestError> {
+    let owner = || "pod-level resources".to_owned();
+    let pick = |list: &Option<QuantityMap>, field| -> Result<Resources, RequestError> {
+        let parsed = match list {
+            Some(list) => parse_list(list, field, owner)?,
+            None => Resources::default(),
+        };
+        Ok(Resources::from_amounts(
+            POD_LEVEL_RESOURCES.iter().map(|&n| (n, parsed.get(n))),
+        ))
+    };
+    // As the API server defaults them: a limit without a request sets the request.
+    let limits = pick(&r.limits, "limits")?;
+    let mut requests = pick(&r.requests, "requests")?;
+    for (name, limit) in limits.iter() {
+        if requests.get(name) == 0 {
+            requests.add(name, limit);
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return Ok(QosClass::BestEffort);
+    }
+    let limited = POD_LEVEL_RESOURCES.iter().all(|&n| limits.get(n) > 0);
+    let equal = requests.iter().all(|(n, a)| limits.get(n) == a);
+    Ok(if limited && equal && requests.len() == limits.len() {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
+    })
 }

@@ -250,3 +250,75 @@ fn bad_quantities_name_container_and_resource() {
         assert!(err.contains(text), "{err:?} lacks {text:?}");
     }
 }
+
+/// `pod` with pod-level resources (`spec.resources`): `limits` (requests defaulted
+/// from them) and extra `requests`.
+fn with_pod_level(mut pod: Pod, limits: &[(&str, &str)], requests: &[(&str, &str)]) -> Pod {
+    let list = |pairs: &[(&str, &str)]| {
+        (!pairs.is_empty()).then(|| {
+            pairs
+                .iter()
+                .map(|&(n, v)| (n.to_owned(), Quantity(v.to_owned())))
+                .collect()
+        })
+    };
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.resources = Some(ResourceRequirements {
+            limits: list(limits),
+            requests: list(requests),
+            ..ResourceRequirements::default()
+        });
+    }
+    pod
+}
+
+/// As the kubelets of 1.34 to 1.37 (default feature gates) treat pod-level resources:
+/// the QoS class from them, node-level requests from them, and the CPU and memory
+/// managers skip the pod (checked against the referee: admitted with no exclusive CPU
+/// and no pinned memory).
+#[test]
+fn pod_level_resources_set_the_class_and_the_node_request_but_pin_nothing() {
+    let app = burstable("app", &[("example.com/gpu", "1")]);
+    let guaranteed = with_pod_level(
+        pod(vec![app.clone()]),
+        &[("cpu", "2"), ("memory", "1Gi")],
+        &[],
+    );
+    let r = request(&guaranteed);
+    assert_eq!(r.qos(), QosClass::Guaranteed);
+    assert!(r.has_pod_level_resources());
+    assert!(!r.is_guaranteed(), "the resource managers skip it");
+    assert!(r.containers().iter().all(|c| !c.exclusive_cpu));
+    assert_eq!(
+        pairs(r.effective()),
+        own(&[("cpu", 2000), ("example.com/gpu", 1), ("memory", 1 << 30)])
+    );
+    // Requests below the limits: Burstable; the requests count.
+    let burstable = with_pod_level(
+        pod(vec![app.clone()]),
+        &[("cpu", "4"), ("memory", "2Gi")],
+        &[("cpu", "1"), ("memory", "2Gi")],
+    );
+    assert_eq!(request(&burstable).qos(), QosClass::Burstable);
+    assert_eq!(request(&burstable).effective().get("cpu"), 1000);
+    // Only cpu limited: not Guaranteed.
+    let cpu_only = with_pod_level(pod(vec![app]), &[("cpu", "2")], &[]);
+    assert_eq!(request(&cpu_only).qos(), QosClass::Burstable);
+
+    // On a zone-tight single-numa-node node, nothing but the device is aligned.
+    let node = node(
+        "single-numa-node",
+        "pod",
+        &[
+            free_zone(
+                0,
+                &[("cpu", "0"), ("memory", "0"), ("example.com/gpu", "1")],
+            ),
+            free_zone(
+                1,
+                &[("cpu", "1"), ("memory", "0"), ("example.com/gpu", "0")],
+            ),
+        ],
+    );
+    assert_fit("pod-level", &node, &guaranteed, Ok(&[0]));
+}
