@@ -36,8 +36,11 @@ clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_T
 # The test control plane's binaries: built once, cached outside the work tree by version.
 TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 # make test's: the same plus the kubelet, kube-proxy and device plugin of the real-node
-# tests (one directory of symlinks holds both sets).
-TEST_TOOLS_BIN = $(shell TAS_TOOLS_ONLY="k8s etcd kwok helm promtool kubelet" testcluster/tools/build.sh | tail -n 1)
+# tests (one directory of symlinks holds both sets) and the oldest supported control
+# plane, which the full-stack test also runs against (TEST_TOOLS_OLDEST_BIN).
+TEST_TOOLS = k8s k8s-oldest etcd kwok helm promtool kubelet
+TEST_TOOLS_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh | tail -n 1)
+TEST_TOOLS_OLDEST_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh --oldest | tail -n 1)
 # The referee: the kubelet's admission code and podresources server (nodesim/referee), cached
 # the same way; tests, the demo and the benchmark find it through TAS_REFEREE_BIN.
 REFEREE_BIN = $(shell nodesim/referee/build.sh | tail -n 1)
@@ -56,6 +59,7 @@ IMAGEBUILD_BIN = $(shell images/build.sh --tool | tail -n 1)
 
 test: lint ## Lint, then every test of the workspace (unit + real-cluster integration + real-node, root)
 	@bin="$(TEST_TOOLS_BIN)"; test -n "$$bin" || { echo "make test: building the cluster tools failed" >&2; exit 1; }; \
+	oldest="$(TEST_TOOLS_OLDEST_BIN)"; test -n "$$oldest" || { echo "make test: building the oldest control plane failed" >&2; exit 1; }; \
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
 	otelcol="$(OTELCOL_BIN)"; test -n "$$otelcol" || { echo "make test: building the OpenTelemetry Collector failed" >&2; exit 1; }; \
@@ -65,7 +69,7 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 	pause=$$(TAS_IMAGEBUILD_BIN="$$imagebuild" testcluster/tools/build-pause.sh | tail -n 1) || \
 		echo "make test: building the pause image failed (above); the real-node tests will say so and skip" >&2; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" \
+	TAS_TOOLS_BIN="$$bin" TAS_TOOLS_BIN_OLDEST="$$oldest" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" \
 		TAS_IMAGEBUILD_BIN="$$imagebuild" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or

@@ -24,7 +24,8 @@ use tas_e2e::stack::{
 use tas_nodesim::Scenario;
 use tas_nodesim::runner::Signal;
 use tas_testcluster::{
-    ClusterOptions, Component, TestCluster, unique_namespace, wait_event, wait_for, wait_no_pods,
+    ClusterOptions, Component, TestCluster, Tools, unique_namespace, wait_event, wait_for,
+    wait_no_pods,
 };
 
 const NAMESPACE: &str = "tas-system";
@@ -56,9 +57,48 @@ async fn delete_namespace(client: &Client, ns: &str) {
         .expect("workload deleted");
 }
 
+/// On the newest supported Kubernetes minor (the harness's default control plane).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_stack_places_a_numa_workload_without_topology_affinity_errors() {
-    let mut cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
+    println!(
+        "control plane: Kubernetes {}",
+        tas_testcluster::KUBERNETES_VERSION
+    );
+    full_stack(ClusterOptions::full()).await;
+}
+
+/// The same on the oldest supported minor (`build.sh --oldest`, `TAS_TOOLS_BIN_OLDEST`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_stack_works_on_the_oldest_supported_control_plane() {
+    let tools = match Tools::locate_oldest() {
+        Ok(tools) => tools,
+        Err(e) => {
+            println!(
+                "SKIPPED: the oldest supported control plane ({}) is not built: {e} \
+                 (make test builds it: testcluster/tools/build.sh --oldest)",
+                tas_testcluster::OLDEST_KUBERNETES_VERSION
+            );
+            return;
+        }
+    };
+    println!(
+        "control plane: Kubernetes {} ({})",
+        tas_testcluster::OLDEST_KUBERNETES_VERSION,
+        tools.dir().display()
+    );
+    full_stack(ClusterOptions {
+        tools: Some(tools),
+        ..ClusterOptions::full()
+    })
+    .await;
+}
+
+/// The two control planes run one after the other: each stack takes the machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn full_stack(options: ClusterOptions) {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = TestCluster::start(options).expect("control plane");
     let client = cluster.client().await.expect("client");
     stack::install_default(&cluster).expect("installed from config/default");
 

@@ -52,6 +52,9 @@ pub struct ClusterOptions {
     /// only in their own network namespace, where a forwarder listens on it
     /// ([`crate::real_node`]).
     pub advertise_address: Option<std::net::Ipv4Addr>,
+    /// The binaries to run; unset: [`Tools::locate`] (the newest supported control
+    /// plane, or `$TAS_TOOLS_BIN`).
+    pub tools: Option<Tools>,
 }
 
 impl Default for ClusterOptions {
@@ -66,6 +69,7 @@ impl Default for ClusterOptions {
             startup_timeout: Duration::from_secs(90),
             audit_bindings: false,
             advertise_address: None,
+            tools: None,
         }
     }
 }
@@ -117,7 +121,10 @@ impl TestCluster {
     }
 
     fn start_once(options: ClusterOptions) -> Result<Self, Error> {
-        let tools = Tools::locate()?;
+        let tools = match options.tools.clone() {
+            Some(tools) => tools,
+            None => Tools::locate()?,
+        };
         std::thread::scope(|s| {
             s.spawn(|| {
                 let runtime = tokio::runtime::Builder::new_current_thread()

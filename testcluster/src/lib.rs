@@ -58,7 +58,10 @@ pub use nodes::{
 pub use pods::{is_marked_unschedulable, wait_pod_running};
 pub use ports::free_ports;
 pub use process::{Component, tail_lines};
-pub use tools::{BINARIES, KUBERNETES_VERSION, TOOLS_BIN_ENV, Tools};
+pub use tools::{
+    BINARIES, KUBERNETES_VERSION, OLDEST_KUBERNETES_VERSION, TOOLS_BIN_ENV, TOOLS_BIN_OLDEST_ENV,
+    Tools,
+};
 pub use wait::wait_for;
 
 /// Pods carrying this label (value `"true"`) are left alone by kwok's `pod-ready` and

@@ -12,8 +12,17 @@ use crate::Error;
 /// Environment variable naming the directory that holds the binaries.
 pub const TOOLS_BIN_ENV: &str = "TAS_TOOLS_BIN";
 
-/// Kubernetes version the binaries are built at; part of the cache directory name.
-pub const KUBERNETES_VERSION: &str = "v1.34.4";
+/// Environment variable naming the directory of the oldest supported control plane
+/// (`build.sh --oldest`), which the full-stack test also runs against.
+pub const TOOLS_BIN_OLDEST_ENV: &str = "TAS_TOOLS_BIN_OLDEST";
+
+/// Kubernetes version the binaries are built at (the newest supported minor); part of
+/// the cache directory name.
+pub const KUBERNETES_VERSION: &str = "v1.37.2";
+
+/// The oldest supported Kubernetes version: the second control plane of the full-stack
+/// test, the real node's kubelet and the referee's.
+pub const OLDEST_KUBERNETES_VERSION: &str = "v1.34.4";
 
 /// Every binary the harness may run.
 pub const BINARIES: [&str; 6] = [
@@ -39,6 +48,16 @@ impl Tools {
         let dir = match std::env::var_os(TOOLS_BIN_ENV) {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
             _ => default_dir(),
+        };
+        Self::in_dir(dir)
+    }
+
+    /// The oldest supported control plane: `$TAS_TOOLS_BIN_OLDEST`, else
+    /// `bin-<oldest version>` in the cache.
+    pub fn locate_oldest() -> Result<Self, Error> {
+        let dir = match std::env::var_os(TOOLS_BIN_OLDEST_ENV) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => default_dir().with_file_name(format!("bin-{OLDEST_KUBERNETES_VERSION}")),
         };
         Self::in_dir(dir)
     }

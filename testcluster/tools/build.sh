@@ -10,15 +10,22 @@
 # must be at least the highest `go` directive of the modules it builds; that is checked
 # first.
 #
-#   build.sh           build what is missing, print the binaries' directory
+# Two control planes: the newest supported Kubernetes minor (K8S_VERSION, module
+# k8s-newest/), which every test runs against by default, and the oldest
+# (K8S_OLDEST_VERSION, module k8s/), which the full-stack test also runs against. The
+# real node's kubelet is the oldest (the skew clusters upgrading node by node have).
+#
+#   build.sh           build what is missing, print the binaries' directory (newest)
+#   build.sh --oldest  the same, printing the oldest control plane's directory
 #   build.sh --clean   remove the cached binaries of the versions pinned here (every
 #                      module, whatever go.sum they were built from) and their bin-*
-#                      directory; other versions in the cache are left alone
+#                      directories; other versions in the cache are left alone
 #
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
-#   TAS_TOOLS_ONLY   space-separated subset of: k8s etcd kwok schedplugins helm promtool
-#                    kubelet (default: k8s etcd kwok helm promtool; schedplugins —
+#   TAS_TOOLS_ONLY   space-separated subset of: k8s k8s-oldest etcd kwok schedplugins
+#                    helm promtool kubelet (default: k8s etcd kwok helm promtool;
+#                    k8s-oldest — the oldest control plane; schedplugins —
 #                    kube-scheduler with the scheduler-plugins NUMA plugin, for `make
 #                    bench` — and kubelet — the kubelet, kube-proxy and device plugin of the real-node
 #                    tests, from kubelet/go.mod: the k8s set plus the go.sum entries only
@@ -29,7 +36,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${TAS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools}"
 
-K8S_VERSION=v1.34.4
+K8S_VERSION=v1.37.2
+K8S_OLDEST_VERSION=v1.34.4
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 SCHEDPLUGINS_VERSION=v0.33.5
@@ -38,10 +46,12 @@ SCHEDPLUGINS_VERSION=v0.33.5
 HELM_VERSION=v4.3.1
 PROMTOOL_VERSION=v0.316.0
 
+print_oldest=
 if [ "${1:-}" = "--clean" ]; then
-  for pinned in "k8s-$K8S_VERSION" "kubelet-$K8S_VERSION" "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
+  for pinned in "k8s-newest-$K8S_VERSION" "k8s-$K8S_OLDEST_VERSION" "kubelet-$K8S_OLDEST_VERSION" \
+    "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
     "schedplugins-$SCHEDPLUGINS_VERSION" "helm-$HELM_VERSION" "promtool-$PROMTOOL_VERSION" \
-    "bin-$K8S_VERSION"; do
+    "bin-$K8S_VERSION" "bin-$K8S_OLDEST_VERSION"; do
     # <module>-<version>-<go.sum digest>, one per go.sum the version was built from.
     for dir in "$cache_root/$pinned" "$cache_root/$pinned"-*; do
       [ -d "$dir" ] || continue
@@ -50,8 +60,10 @@ if [ "${1:-}" = "--clean" ]; then
     done
   done
   exit 0
+elif [ "${1:-}" = "--oldest" ]; then
+  print_oldest=1
 elif [ $# -gt 0 ]; then
-  echo "usage: $0 [--clean]" >&2
+  echo "usage: $0 [--oldest | --clean]" >&2
   exit 2
 fi
 
@@ -59,12 +71,20 @@ only="${TAS_TOOLS_ONLY:-k8s etcd kwok helm promtool}"
 
 # The Go the selected modules need: the highest `go` directive of their go.mod files.
 required=
+# The module directory of a tool set.
+module_of() {
+  case $1 in
+    k8s) echo k8s-newest ;;
+    k8s-oldest) echo k8s ;;
+    *) echo "$1" ;;
+  esac
+}
 for m in $only; do
-  if [ ! -f "$here/$m/go.mod" ]; then
-    echo "unknown tool set: $m (known: k8s etcd kwok schedplugins helm promtool kubelet)" >&2
+  if [ ! -f "$here/$(module_of "$m")/go.mod" ]; then
+    echo "unknown tool set: $m (known: k8s k8s-oldest etcd kwok schedplugins helm promtool kubelet)" >&2
     exit 2
   fi
-  v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$m/go.mod")
+  v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$(module_of "$m")/go.mod")
   required=$(printf '%s\n%s\n' "$required" "$v" | sed '/^$/d' | sort -V | tail -n 1)
 done
 
@@ -130,21 +150,23 @@ build() { # module version ldflags name=package... (env BUILD_TAGS: go build -ta
 }
 
 devplugin_dir() {
-  printf '%s-devplugin-%s' "$(key kubelet "$K8S_VERSION")" \
+  printf '%s-devplugin-%s' "$(key kubelet "$K8S_OLDEST_VERSION")" \
     "$(sha256sum "$here/kubelet/devplugin/main.go" | cut -c1-12)"
 }
 
 mkdir -p "$cache_root"
 
-minor=${K8S_VERSION#v1.}
-minor=${minor%%.*}
-k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+k8s_ldflags() { # version
+  local minor=${1#v1.}
+  minor=${minor%%.*}
+  printf '%s' "-X k8s.io/component-base/version.gitVersion=$1 \
 -X k8s.io/component-base/version.gitMajor=1 \
 -X k8s.io/component-base/version.gitMinor=$minor \
 -X k8s.io/component-base/version.gitTreeState=clean \
--X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION \
+-X k8s.io/client-go/pkg/version.gitVersion=$1 \
 -X k8s.io/client-go/pkg/version.gitMajor=1 \
 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+}
 
 for m in $only; do
   case $m in
@@ -160,42 +182,61 @@ for m in $only; do
     promtool) BUILD_TAGS=remove_all_sd build promtool "$PROMTOOL_VERSION" \
       "-X github.com/prometheus/common/version.Version=3.${PROMTOOL_VERSION#v0.3}" \
       promtool=github.com/prometheus/prometheus/cmd/promtool ;;
-    k8s) build k8s "$K8S_VERSION" "$k8s_ldflags" \
+    k8s) build k8s-newest "$K8S_VERSION" "$(k8s_ldflags "$K8S_VERSION")" \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
       kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
       kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
       kubectl=k8s.io/kubernetes/cmd/kubectl ;;
-    kubelet) build kubelet "$K8S_VERSION" "$k8s_ldflags" \
+    k8s-oldest) build k8s "$K8S_OLDEST_VERSION" "$(k8s_ldflags "$K8S_OLDEST_VERSION")" \
+      kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+      kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+      kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+      kubectl=k8s.io/kubernetes/cmd/kubectl ;;
+    kubelet) build kubelet "$K8S_OLDEST_VERSION" "$(k8s_ldflags "$K8S_OLDEST_VERSION")" \
       kubelet=k8s.io/kubernetes/cmd/kubelet \
       kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
       # The tests' device plugin (kubelet/devplugin), keyed by its source as well: an
       # edit rebuilds it (seconds), never the kubelet.
-      BUILD_DIR="$(devplugin_dir)" build kubelet "$K8S_VERSION" "" tas-devplugin=./devplugin ;;
+      BUILD_DIR="$(devplugin_dir)" build kubelet "$K8S_OLDEST_VERSION" "" tas-devplugin=./devplugin ;;
     *) echo "unknown tool set: $m" >&2; exit 2 ;;
   esac
 done
 
-# One directory of symlinks the harness can put on its search path.
-bin="$cache_root/bin-$K8S_VERSION"
-mkdir -p "$bin"
-ln -sf "$(key k8s "$K8S_VERSION")"/kube-apiserver "$bin/kube-apiserver"
-ln -sf "$(key k8s "$K8S_VERSION")"/kube-controller-manager "$bin/kube-controller-manager"
-ln -sf "$(key k8s "$K8S_VERSION")"/kube-scheduler "$bin/kube-scheduler"
-ln -sf "$(key k8s "$K8S_VERSION")"/kubectl "$bin/kubectl"
-ln -sf "$(key etcd "$ETCD_VERSION")"/etcd "$bin/etcd"
-ln -sf "$(key kwok "$KWOK_VERSION")"/kwok "$bin/kwok"
-sp="$(key schedplugins "$SCHEDPLUGINS_VERSION")/kube-scheduler-plugins"
-if [ -x "$sp" ]; then
-  ln -sf "$sp" "$bin/kube-scheduler-plugins"
-fi
-for t in "helm $HELM_VERSION helm" "promtool $PROMTOOL_VERSION promtool" \
-  "kubelet $K8S_VERSION kubelet" "kubelet $K8S_VERSION kube-proxy"; do
-  set -- $t
-  if [ -x "$(key "$1" "$2")/$3" ]; then
-    ln -sf "$(key "$1" "$2")/$3" "$bin/$3"
+# One directory of symlinks per control plane the harness can put on its search path:
+# bin-<newest> and, when the oldest was built, bin-<oldest>. Both hold the same etcd,
+# kwok, helm, promtool and real-node binaries.
+link_bin() { # bin-dir module version
+  local bin=$1
+  mkdir -p "$bin"
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    ln -sf "$(key "$2" "$3")/$b" "$bin/$b"
+  done
+  ln -sf "$(key etcd "$ETCD_VERSION")"/etcd "$bin/etcd"
+  ln -sf "$(key kwok "$KWOK_VERSION")"/kwok "$bin/kwok"
+  local sp t
+  sp="$(key schedplugins "$SCHEDPLUGINS_VERSION")/kube-scheduler-plugins"
+  if [ -x "$sp" ]; then
+    ln -sf "$sp" "$bin/kube-scheduler-plugins"
   fi
-done
-if [ -x "$(devplugin_dir)/tas-devplugin" ]; then
-  ln -sf "$(devplugin_dir)/tas-devplugin" "$bin/tas-devplugin"
+  for t in "helm $HELM_VERSION helm" "promtool $PROMTOOL_VERSION promtool" \
+    "kubelet $K8S_OLDEST_VERSION kubelet" "kubelet $K8S_OLDEST_VERSION kube-proxy"; do
+    set -- $t
+    if [ -x "$(key "$1" "$2")/$3" ]; then
+      ln -sf "$(key "$1" "$2")/$3" "$bin/$3"
+    fi
+  done
+  if [ -x "$(devplugin_dir)/tas-devplugin" ]; then
+    ln -sf "$(devplugin_dir)/tas-devplugin" "$bin/tas-devplugin"
+  fi
+}
+bin="$cache_root/bin-$K8S_VERSION"
+link_bin "$bin" k8s-newest "$K8S_VERSION"
+oldest="$cache_root/bin-$K8S_OLDEST_VERSION"
+if [ -x "$(key k8s "$K8S_OLDEST_VERSION")/kube-apiserver" ]; then
+  link_bin "$oldest" k8s "$K8S_OLDEST_VERSION"
 fi
-echo "$bin"
+if [ -n "$print_oldest" ]; then
+  echo "$oldest"
+else
+  echo "$bin"
+fi

@@ -384,8 +384,13 @@ impl TopologyCache {
             // Predicted when the pod was placed through the cache; otherwise now, on
             // the view before the pod (plus its own footprint once the kubelet has
             // started on it: the node's object may already count it).
+            let mut pending_holdings = None;
             let init_holdings = match (entry.reservation(&id.uid), &request) {
                 (Some(r), _) if !r.foreign => r.init_holdings.clone(),
+                (_, Ok(request)) if !entry.has_view() => {
+                    pending_holdings = Some(Arc::new(request.clone()));
+                    Vec::new()
+                }
                 (_, Ok(request)) => {
                     let own = started(pod).then_some(footprint.as_ref()).flatten();
                     entry.predict_init_holdings(request, own)
@@ -403,6 +408,7 @@ impl TopologyCache {
                     footprint,
                     releasing,
                     init_holdings,
+                    pending_holdings,
                 },
             );
             if let Some(reservation) = entry.reservation(&id.uid) {

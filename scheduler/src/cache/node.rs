@@ -372,6 +372,34 @@ impl NodeEntry {
         }
     }
 
+    /// Predicts the init holdings of pods first seen while the node had no usable
+    /// view, on the latest NRT (less the reservations, plus each pod's own footprint on
+    /// every zone: the object may already count it).
+    fn predict_pending_holdings(&mut self) {
+        if !self.pods.values().any(|p| p.pending_holdings.is_some()) {
+            return;
+        }
+        let Some(Ok(mut base)) = self.latest.as_deref().map(NodeTopology::from_nrt) else {
+            return;
+        };
+        for r in self.reservations.values() {
+            match r.zones {
+                Some(zones) => base.reserve_on_zones(&r.amounts, zones),
+                None => base.reserve_on_every_zone(&r.amounts),
+            }
+        }
+        for pod in self.pods.values_mut() {
+            let Some(request) = pod.pending_holdings.take() else {
+                continue;
+            };
+            let mut node = base.clone();
+            if let Some(own) = &pod.footprint {
+                node.unreserve_on_every_zone(own);
+            }
+            pod.init_holdings = init_holdings::predict(&node, &request);
+        }
+    }
+
     /// Records the phase of a pod bound here and whether it is terminating or can
     /// finish on its own; widens the reservations when it may now release what it
     /// holds. Returns whether the pod is known.
@@ -419,6 +447,11 @@ impl NodeEntry {
             && !pod.may_release()
             && !self.reservations.contains_key(uid))
         .then_some(pod.init_holdings.as_slice())
+    }
+
+    /// Whether the node has a usable view (an accepted, valid NRT).
+    pub(crate) fn has_view(&self) -> bool {
+        matches!(self.view, Some(Ok(_)))
     }
 
     /// What the regular init containers of a pod asking for `request` would keep if
@@ -472,6 +505,7 @@ impl NodeEntry {
             kept
         });
         self.view_received = self.latest_at;
+        self.predict_pending_holdings();
         self.view = self.latest.as_deref().map(|nrt| {
             let mut view = NodeTopology::from_nrt(nrt).map(Arc::new).map_err(Arc::new);
             if let Ok(topology) = &mut view {

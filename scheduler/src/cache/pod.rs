@@ -146,6 +146,10 @@ pub(crate) struct ObservedPod {
     /// ([`crate::numa::init_holdings`]): held back on the view while the pod has no
     /// reservation and cannot release (see `NodeEntry::holding`).
     pub(crate) init_holdings: Vec<InitHolding>,
+    /// The request whose init holdings are still to be predicted: the node had no
+    /// usable view when the pod was first seen. The next rebuild of the view predicts
+    /// them (with the pod's own footprint added back, as its object may count it).
+    pub(crate) pending_holdings: Option<std::sync::Arc<PodRequest>>,
 }
 
 impl ObservedPod {

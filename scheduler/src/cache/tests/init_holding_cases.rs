@@ -132,3 +132,19 @@ fn another_schedulers_pod_is_predicted_on_the_view_before_it() {
     assert_eq!(cache.pod_bound(&finished, now), PodBound::Updated);
     assert_eq!(cpus_and_memory(&cache), [(6, 62), (8, 64)]);
 }
+
+#[test]
+fn a_pod_seen_before_its_nodes_first_object_is_predicted_when_it_arrives() {
+    let cache = cache();
+    let now = Instant::now();
+    // Bound and running before the scheduler has the node's object.
+    let pod = pod_with_init("early", "default-scheduler", "Running");
+    assert_eq!(cache.pod_bound(&pod, now), PodBound::Foreign);
+    // The first object already reflects its app container (2 CPUs, 2Gi on zone 0).
+    let mut reported = node([6, 8]);
+    reported.zones[0].resources[1].available = "62Gi".into();
+    cache.update_nrt(reported.clone());
+    assert!(cache.unreserve(NODE, "uid-early"));
+    // The init container's 6 CPUs and the 6Gi not reused stay held on zone 0.
+    assert_eq!(cpus_and_memory(&cache), [(0, 56), (8, 64)]);
+}
