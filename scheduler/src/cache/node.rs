@@ -466,6 +466,10 @@ impl NodeEntry {
         let Some(Ok(view)) = &self.view else {
             return Vec::new();
         };
+        // Most pods keep nothing: no copy of the view for them (every bind comes here).
+        if !init_holdings::keeps_anything(view, request) {
+            return Vec::new();
+        }
         let mut node = (**view).clone();
         if let Some(own) = own {
             node.unreserve_on_every_zone(own);
