@@ -11,7 +11,11 @@
 //! On the updater's view the scheduler judges as it does in the cluster: the object
 //! less what the regular init containers of the pods on the node keep, which
 //! podresources never reports (`tas_scheduler::numa::init_holdings`, predicted for
-//! each pod when it was admitted, on the view before it).
+//! each pod when it was admitted, on the view before it). Under the CPU manager
+//! `static` the updater also reads the shared pool from its own container's cpuset
+//! (here: the CPU manager's free CPUs and the reserved ones, as the kubelet sets the
+//! cpuset of a shared-pool container), so the object counts the CPUs init containers
+//! keep and only their memory and devices are predicted (`initContainerCpus`).
 //!
 //! The test fails on any false-admit on the true-state view (there the NRT says exactly
 //! what the kubelet has, so admitting a pod the kubelet refuses is a bug of the model)
@@ -284,6 +288,7 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
                     &kubelet,
                     &pr_allocatable,
                     &list.pod_resources,
+                    Some(views::shared_pool(&kubelet, &state)),
                 ),
             ),
             views::publish(

@@ -160,7 +160,8 @@ fn check_document(doc: &Value, drop_in: bool) {
 
 /// The files of a sysfs NUMA node, NUL-separated: `online`, then one node's `cpulist`,
 /// `meminfo` and `distance`, then a hugepages directory's size (`2048kB`) and its
-/// `nr_hugepages`. Absent texts are absent files.
+/// `nr_hugepages`, then a `/proc/self/status` (the agent's shared CPU pool). Absent
+/// texts are absent files.
 pub fn sysfs(data: &[u8]) {
     let texts = split(data);
     let text = |i: usize| texts.get(i).map(|t| t.as_ref());
@@ -182,6 +183,13 @@ pub fn sysfs(data: &[u8]) {
                 );
             }
         }
+    }
+    if let Some(Ok(pool)) = text(6).and_then(tas_updater::shared_pool::parse_status) {
+        assert_eq!(
+            sysfs::parse_cpulist(&sysfs::format_cpulist(&pool)).as_ref(),
+            Ok(&pool),
+            "a shared pool is a cpu list"
+        );
     }
     if let Some((size_kib, name)) = text(4).and_then(sysfs::parse_pool_dir) {
         assert_eq!(sysfs::hugepage_resource_name(size_kib), Some(name));
@@ -271,6 +279,10 @@ pub fn podresources(data: &[u8]) {
         &list.pod_resources,
         &AccountingOptions {
             reserved_cpus: BTreeSet::from([0]),
+            // The pool from the input's first byte: any subset of the 8 CPUs.
+            shared_pool: data
+                .first()
+                .map(|bits| (0..8).filter(|cpu| bits & (1 << cpu) != 0).collect()),
         },
     );
     for amounts in resources
@@ -280,6 +292,11 @@ pub fn podresources(data: &[u8]) {
         .chain(&resources.unattached_devices)
     {
         assert!(amounts.available <= amounts.allocatable, "{amounts:?}");
+    }
+    for (zone, cpus) in resources.init_container_cpus.iter().flatten() {
+        let zone = resources.zone(*zone).expect("a zone of the topology");
+        let cpu = zone.resource(accounting::CPU).expect("cpu in every zone");
+        assert!(*cpus <= cpu.allocatable, "{cpus} kept of {cpu:?}");
     }
     let policy = FingerprintPolicy::new(
         Some(Method::WithExclusiveResources),

@@ -25,6 +25,11 @@ pub struct SimNode {
     /// Admitted pods → the zones their exclusive resources are on.
     pods: Mutex<BTreeMap<PodKey, BTreeSet<u32>>>,
     status: NodeStatus,
+    /// Every CPU of the machine.
+    cpus: BTreeSet<u32>,
+    /// Where the shared pool is written for the node's containers
+    /// ([`crate::sysfs::shared_pool_status_path`]); `None`: not written.
+    shared_pool: Option<PathBuf>,
 }
 
 impl SimNode {
@@ -63,7 +68,53 @@ impl SimNode {
             zone_of,
             pods: Mutex::default(),
             status,
+            cpus: machine
+                .zones
+                .iter()
+                .flat_map(|z| z.cpus.iter().copied())
+                .collect(),
+            shared_pool: None,
         })
+    }
+
+    /// Keeps the node's shared CPU pool written at `path` (see
+    /// [`crate::sysfs::shared_pool_status_path`]), now and after every admission and
+    /// release.
+    pub async fn with_shared_pool(mut self, path: PathBuf) -> Self {
+        self.shared_pool = Some(path);
+        self.write_shared_pool().await;
+        self
+    }
+
+    /// Writes the shared pool: every CPU the CPU manager has not handed out
+    /// exclusively (init containers' included), the reserved ones with them. Written
+    /// in place, so a bind mount of the file shows the new content.
+    async fn write_shared_pool(&self) {
+        let Some(path) = &self.shared_pool else {
+            return;
+        };
+        let state = match self.referee.state(&self.name).await {
+            Ok(state) => state,
+            Err(error) => {
+                tracing::warn!(node = %self.name, %error, "referee: state failed; shared pool not written");
+                return;
+            }
+        };
+        let mut pool = self.cpus.clone();
+        for zone in &state.zones {
+            for cpu in &zone.allocatable_cpus {
+                if !zone.free_cpus.contains(cpu) {
+                    pool.remove(cpu);
+                }
+            }
+        }
+        let text = format!(
+            "Name:\tsimulated\nCpus_allowed_list:\t{}\n",
+            crate::sysfs::format_cpulist(pool)
+        );
+        if let Err(error) = std::fs::write(path, text) {
+            tracing::warn!(node = %self.name, path = %path.display(), %error, "writing the shared pool");
+        }
     }
 
     /// The node name.
@@ -98,6 +149,7 @@ impl SimNode {
                     })
                     .collect();
                 lock(&self.pods).insert(key.clone(), zones);
+                self.write_shared_pool().await;
                 Admission::Admitted
             }
             Ok(verdict) => Admission::Rejected(Rejection {
@@ -119,6 +171,7 @@ impl SimNode {
         if let Err(error) = self.referee.remove(&self.name, &pod.uid).await {
             tracing::warn!(node = %self.name, pod = %pod.name, %error, "referee: remove failed");
         }
+        self.write_shared_pool().await;
         true
     }
 

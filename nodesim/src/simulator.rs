@@ -295,6 +295,12 @@ async fn prepare(
         node: spec.name.clone(),
         source,
     })?;
+    let node = if spec.settings.cpu_manager_policy == crate::machine::CpuManagerPolicy::Static {
+        node.with_shared_pool(crate::sysfs::shared_pool_status_path(&dir))
+            .await
+    } else {
+        node
+    };
     Ok(Arc::new(node))
 }
 

@@ -29,6 +29,14 @@ pub fn kubelet_config_path(node_dir: &Path) -> PathBuf {
     node_dir.join("config.yaml")
 }
 
+/// The `/proc/<pid>/status` every container the pod runner starts on a node sees as
+/// its own (see [`crate::runner`]): its `Cpus_allowed_list` is the node's shared CPU
+/// pool, as the kubelet sets the cpuset of a container without exclusive CPUs. Written
+/// by [`crate::node::SimNode`] under the CPU manager `static` only.
+pub fn shared_pool_status_path(node_dir: &Path) -> PathBuf {
+    node_dir.join("shared-pool.status")
+}
+
 /// The podresources socket of a node directory.
 pub fn socket_path(node_dir: &Path) -> PathBuf {
     node_dir.join("pod-resources").join("kubelet.sock")

@@ -23,6 +23,7 @@ fn bench_publish_pass(c: &mut Criterion) {
     let pods = pods(&topology);
     let opts = AccountingOptions {
         reserved_cpus: reserved_cpus(),
+        ..AccountingOptions::default()
     };
     let all = FingerprintPolicy::new(Some(Method::All), &["kube-system/*".to_owned()]);
     let exclusive = FingerprintPolicy::new(Some(Method::WithExclusiveResources), &[]);

@@ -17,6 +17,7 @@ use crate::podresources::PodResourcesClient;
 use crate::pods_fingerprint::FingerprintPolicy;
 use crate::problem_report::ProblemReport;
 use crate::publish::{Outcome, Publisher};
+use crate::shared_pool;
 use crate::triggers::{self, Mode, Trigger};
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
@@ -56,6 +57,9 @@ pub struct AgentConfig {
     pub heartbeat_period: Duration,
     /// Publish the containers' NUMA placement ([`crate::numa_placement`]).
     pub numa_placement: bool,
+    /// The status file of the agent's own process, whose cpuset is the CPU manager's
+    /// shared pool ([`crate::shared_pool`]); `None`: not read.
+    pub shared_cpus_from: Option<PathBuf>,
 }
 
 /// Why an observation failed (the kind is the metrics label).
@@ -106,6 +110,13 @@ pub struct Agent {
     discovery: Discovery,
     yielded_to: Vec<String>,
     problems: ProblemReport,
+    /// Whether the shared pool reflects the pods `List` reports.
+    freshness: shared_pool::Freshness,
+    /// Triggers a publish once the shared pool can be trusted (kept weak so the
+    /// publish loop still ends when every trigger source is gone).
+    retrigger: Option<mpsc::WeakSender<Trigger>>,
+    /// The last shared-pool read error logged, so a persistent one warns once.
+    pool_error: Option<String>,
 }
 
 /// How often the kubelet's configuration files are checked for changes.
@@ -140,6 +151,9 @@ impl Agent {
             discovery: Discovery::default(),
             yielded_to: Vec::new(),
             problems,
+            freshness: shared_pool::Freshness::default(),
+            retrigger: None,
+            pool_error: None,
         }
     }
 
@@ -148,6 +162,7 @@ impl Agent {
     /// error names it, and the process should exit non-zero.
     pub async fn run(mut self) -> TaskEnded {
         let (tx, mut rx) = mpsc::channel::<Trigger>(16);
+        self.retrigger = Some(tx.downgrade());
         let mut tasks = Supervisor::new();
         // The tick also carries the heartbeat: events only still publishes at start and
         // once per heartbeat period.
@@ -341,12 +356,14 @@ impl Agent {
         let t = Instant::now();
         let list = self.podresources.list().await?;
         self.observe_latency("list", t);
+        let shared_pool = self.shared_pool(&kubelet, &list.pod_resources);
         let resources = accounting::compute(
             &topology,
             &allocatable,
             &list.pod_resources,
             &AccountingOptions {
                 reserved_cpus: kubelet.reserved_system_cpus.clone(),
+                shared_pool,
             },
         );
         for w in &resources.warnings {
@@ -374,6 +391,48 @@ impl Agent {
         }
         nrt.metadata.annotations = Some(annotations);
         Ok(self.publisher.publish(&nrt).await?)
+    }
+
+    /// The shared pool, read after `pods` were listed, when it can be trusted for them
+    /// (the CPU manager `static`, the pods unchanged for longer than the kubelet's
+    /// reconcile period); otherwise `None`, with a publish scheduled for when it can.
+    fn shared_pool(
+        &mut self,
+        kubelet: &crate::kubelet_config::KubeletConfig,
+        pods: &[crate::podresources::v1::PodResources],
+    ) -> Option<std::collections::BTreeSet<u32>> {
+        let path = self.cfg.shared_cpus_from.as_ref()?;
+        if kubelet.cpu_manager_policy != crate::kubelet_config::CpuManagerPolicy::Static {
+            return None;
+        }
+        let now = Instant::now();
+        let fresh_at = self
+            .freshness
+            .observe(pods, now, kubelet.cpu_manager_reconcile_period);
+        if fresh_at > now {
+            if let Some(tx) = self.retrigger.as_ref().and_then(mpsc::WeakSender::upgrade) {
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(fresh_at.into()).await;
+                    // A full channel already holds a trigger that publishes.
+                    let _ = tx.try_send(Trigger::Tick);
+                });
+            }
+            return None;
+        }
+        match shared_pool::read(path) {
+            Ok(pool) => {
+                self.pool_error = None;
+                Some(pool)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                if self.pool_error.as_deref() != Some(message.as_str()) {
+                    tracing::warn!(error = %message, "cannot read the shared CPU pool: CPUs kept by init containers not published");
+                }
+                self.pool_error = Some(message);
+                None
+            }
+        }
     }
 
     fn observe_latency(&self, call: &'static str, since: Instant) {
@@ -440,6 +499,7 @@ mod tests {
             fingerprint: FingerprintPolicy::new(None, &[]),
             heartbeat_period: Duration::from_secs(600),
             numa_placement: true,
+            shared_cpus_from: None,
         };
         Agent::new(
             cfg,

@@ -88,6 +88,12 @@ pub struct Args {
     /// resource-topology-exporter's format) for schedulers that read it.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub numa_placement: bool,
+    /// Where the agent reads its own container's cpuset (the `Cpus_allowed_list` line):
+    /// under the CPU manager `static` it is the shared pool, which tells the CPUs
+    /// regular init containers keep (published as `initContainerCpus`). An empty value
+    /// turns this off.
+    #[arg(long, default_value = crate::shared_pool::DEFAULT_STATUS_PATH)]
+    pub shared_cpus_from: String,
     /// Kubeconfig, HTTP address, logging and identity, as every TAS binary takes them.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -170,6 +176,8 @@ impl Args {
             fingerprint: FingerprintPolicy::new(method, &self.exclude_pods),
             heartbeat_period: self.heartbeat_period.max(Duration::from_secs(1)),
             numa_placement: self.numa_placement,
+            shared_cpus_from: (!self.shared_cpus_from.is_empty())
+                .then(|| PathBuf::from(&self.shared_cpus_from)),
         })
     }
 }

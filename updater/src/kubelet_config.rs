@@ -52,7 +52,14 @@ pub struct KubeletConfig {
     pub memory_manager_policy: MemoryManagerPolicy,
     /// `reservedSystemCPUs` (default none).
     pub reserved_system_cpus: BTreeSet<u32>,
+    /// `cpuManagerReconcilePeriod` (default 10 s): how long the cpusets of running
+    /// shared-pool containers may lag the CPU manager ([`crate::shared_pool`]).
+    pub cpu_manager_reconcile_period: std::time::Duration,
 }
+
+/// The kubelet's default `cpuManagerReconcilePeriod`.
+pub const DEFAULT_CPU_MANAGER_RECONCILE_PERIOD: std::time::Duration =
+    std::time::Duration::from_secs(10);
 
 impl Default for KubeletConfig {
     fn default() -> Self {
@@ -65,6 +72,7 @@ impl Default for KubeletConfig {
             cpu_manager_policy_options: BTreeMap::new(),
             memory_manager_policy: MemoryManagerPolicy::default(),
             reserved_system_cpus: BTreeSet::new(),
+            cpu_manager_reconcile_period: DEFAULT_CPU_MANAGER_RECONCILE_PERIOD,
         }
     }
 }
@@ -140,6 +148,7 @@ struct RawConfig {
     memory_manager_policy: Option<String>,
     #[serde(rename = "reservedSystemCPUs")]
     reserved_system_cpus: Option<String>,
+    cpu_manager_reconcile_period: Option<String>,
 }
 
 impl KubeletConfig {
@@ -179,6 +188,14 @@ impl KubeletConfig {
         }
         if let Some(cpus) = raw.reserved_system_cpus {
             config.reserved_system_cpus = parse_cpulist(&cpus)?;
+        }
+        if let Some(period) = set(raw.cpu_manager_reconcile_period) {
+            config.cpu_manager_reconcile_period =
+                tas_api::duration::parse(&period).map_err(|e| ParseError::InvalidValue {
+                    field: "cpuManagerReconcilePeriod",
+                    value: period.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         config.topology_manager_policy_options = options(
             "topologyManagerPolicyOptions",
@@ -305,6 +322,7 @@ mod tests {
                 )]),
                 memory_manager_policy: MemoryManagerPolicy::Static,
                 reserved_system_cpus: BTreeSet::from([0, 16]),
+                cpu_manager_reconcile_period: std::time::Duration::from_secs(5),
             }
         );
         assert_eq!(

@@ -24,5 +24,6 @@ pub mod podresources;
 pub mod pods_fingerprint;
 pub mod problem_report;
 pub mod publish;
+pub mod shared_pool;
 pub mod sysfs;
 pub mod triggers;

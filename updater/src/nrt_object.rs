@@ -118,6 +118,14 @@ pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
             method.as_attribute(),
         ));
     }
+    let init_cpus = o
+        .resources
+        .init_container_cpus
+        .as_ref()
+        .filter(|_| rm.cpu_manager_policy == tas_api::nrt::CpuManagerPolicy::Static);
+    if init_cpus.is_some() {
+        attributes.push(tas_api::nrt::init_cpus::counted_attribute());
+    }
     attributes.sort_by(|a, b| a.name.cmp(&b.name));
     nrt.attributes = attributes;
     nrt.zones = o
@@ -143,6 +151,11 @@ pub fn build(o: &Observed<'_>) -> NodeResourceTopology {
                 .attribute(z.id)
                 .filter(|_| rm.static_memory())
                 .into_iter()
+                .chain(
+                    init_cpus
+                        .and_then(|cpus| cpus.get(&z.id))
+                        .and_then(|&cpus| tas_api::nrt::init_cpus::zone_attribute(cpus)),
+                )
                 .collect(),
             resources: o
                 .resources
@@ -306,6 +319,28 @@ mod tests {
             nrt.zones[1].attributes,
             [AttributeInfo::new("memoryManagerGroup", "node-1")]
         );
+    }
+
+    #[test]
+    fn init_container_cpus_are_published_only_when_counted() {
+        let (t, mut r) = two_zones();
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: String::new(),
+        };
+        let nrt = build(&observed(&node, &t, &r));
+        assert!(!tas_api::nrt::init_cpus::counted(&nrt));
+        r.init_container_cpus = Some([(0, 0), (1, 2)].into());
+        let nrt = build(&observed(&node, &t, &r));
+        assert!(tas_api::nrt::init_cpus::counted(&nrt));
+        let kept: Vec<u64> = nrt
+            .zones
+            .iter()
+            .map(|z| tas_api::nrt::init_cpus::zone_cpus(z).unwrap())
+            .collect();
+        assert_eq!(kept, [0, 2]);
+        // Zone 0 keeps none: no attribute written.
+        assert!(nrt.zones[0].attributes.is_empty());
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //!   options that change placement, read from attributes.
 //! - [`memory_groups`]: which zones hold pinned memory and the memory manager's groups
 //!   of zones, a zone attribute.
+//! - [`init_cpus`]: whether the zones' free CPUs leave out those regular init
+//!   containers keep, and how many each zone has kept.
 //!
 //! Readers convert a `v1alpha1` object with `v1alpha2::NodeResourceTopology::from` and
 //! then use the `v1alpha2` readers only.
@@ -29,6 +31,7 @@ pub mod agent_report;
 pub mod attributes;
 mod crd;
 pub mod heartbeat;
+pub mod init_cpus;
 pub mod limits;
 pub mod memory_groups;
 pub mod numa_placement;

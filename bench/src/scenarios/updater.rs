@@ -319,6 +319,9 @@ async fn one_run(
             tas_nodesim::sysfs::kubelet_config_path(&dir).display()
         ))
         .arg(format!("--http-address=127.0.0.1:{port}"))
+        // This process is not on the simulated node's shared CPU pool: its own cpuset
+        // says nothing of the node's CPUs.
+        .arg("--shared-cpus-from=")
         .arg("--log-level=warn")
         .stdin(Stdio::null())
         .stdout(log)

@@ -1,7 +1,7 @@
 //! The two NRT views of a node the scheduler is judged on: what the updater publishes
 //! from the referee's podresources server, and what the managers' true state says.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tas_api::nrt::ZoneMemoryGroups;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
@@ -72,13 +72,28 @@ pub fn from_podresources(
     kubelet: &KubeletConfig,
     allocatable: &v1::AllocatableResourcesResponse,
     pods: &[v1::PodResources],
+    shared_pool: Option<BTreeSet<u32>>,
 ) -> NodeResources {
-    accounting::compute(topology, allocatable, pods, &options(kubelet))
+    let opts = AccountingOptions {
+        shared_pool,
+        ..options(kubelet)
+    };
+    accounting::compute(topology, allocatable, pods, &opts)
+}
+
+/// The cpuset of a shared-pool container, as the updater reads it from its own
+/// `/proc/self/status`: the CPU manager's default set, i.e. its free CPUs and the
+/// reserved ones.
+pub fn shared_pool(kubelet: &KubeletConfig, state: &NodeState) -> BTreeSet<u32> {
+    let mut pool = kubelet.reserved_system_cpus.clone();
+    pool.extend(state.zones.iter().flat_map(|z| z.free_cpus.iter().copied()));
+    pool
 }
 
 fn options(kubelet: &KubeletConfig) -> AccountingOptions {
     AccountingOptions {
         reserved_cpus: kubelet.reserved_system_cpus.clone(),
+        ..AccountingOptions::default()
     }
 }
 

@@ -281,6 +281,8 @@ async fn prepare(
         user: (uid, gid),
         working_dir: container.working_dir.clone().unwrap_or_else(|| "/".into()),
         read_only_root: security.read_only_root_filesystem.unwrap_or(false),
+        proc_status: Some(crate::sysfs::shared_pool_status_path(&node_ctx.dir))
+            .filter(|path| path.is_file()),
     };
     let (program, args) = launch.command(&container.name, &argv);
     Ok((program, args, envs, IpAddr::V4(ip)))

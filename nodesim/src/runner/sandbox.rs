@@ -6,7 +6,8 @@
 //! `nsenter --net=<pod namespace> unshare --mount` and a generated `sh` script that,
 //! inside the new mount namespace only: mounts a tmpfs as the pod's root, binds the
 //! host's `/usr` (minus `/usr/local`), `/bin`, `/lib*`, `/dev`, `/sys`, a fresh `/proc`
-//! and the pod's `etc/`, binds the binary at the image's entrypoint
+//! (the process's own `status` replaced by the node's shared CPU pool where the node
+//! has one) and the pod's `etc/`, binds the binary at the image's entrypoint
 //! `/usr/local/bin/<image>`, binds every volume mount at its `mountPath` (read-only
 //! where asked; `subPath` honoured), makes the root read-only if the container asks,
 //! then `chroot`s there (`unshare --root --wd`) and drops to the container's user
@@ -131,6 +132,10 @@ pub struct Launch {
     pub working_dir: String,
     /// `readOnlyRootFilesystem`.
     pub read_only_root: bool,
+    /// The node's shared-pool status file, shown as the process's own
+    /// `/proc/<pid>/status` ([`crate::sysfs::shared_pool_status_path`]), if the node
+    /// has one.
+    pub proc_status: Option<PathBuf>,
 }
 
 /// Single-quotes `s` for `sh`.
@@ -208,6 +213,15 @@ impl Launch {
             "mkdir -p {p}\nmount -t proc proc {p}\n",
             p = sq(&format!("{r}/proc"))
         );
+        // The shell execs the container's process, which keeps its pid: its own status
+        // shows the node's shared pool as a kubelet would set its cpuset.
+        if let Some(status) = &self.proc_status {
+            s += &format!(
+                "mount --bind {} {}\"/$$/status\"\n",
+                sq(&status.display().to_string()),
+                sq(&format!("{r}/proc"))
+            );
+        }
         s += &format!("mkdir -p -m 1777 {}\n", sq(&format!("{r}/tmp")));
         for m in &self.mounts {
             bind(&mut s, &r, &m.source, &m.target, m.read_only);

@@ -24,7 +24,11 @@
 //!
 //! The scheduler holds each remainder back on its zones for as long as the pod is on
 //! the node: on every zone of its set, whole, when the set has several (where on them
-//! the kubelet keeps it is not known).
+//! the kubelet keeps it is not known). An object whose writer saw the CPU manager's
+//! shared pool already leaves the kept CPUs out of its free ones
+//! ([`tas_api::nrt::init_cpus`]): there only memory and devices are held back
+//! ([`hold`]), and the CPUs come out exact, whichever the CPU manager let later
+//! containers reuse.
 
 use std::collections::BTreeMap;
 
@@ -285,16 +289,39 @@ fn push(out: &mut Vec<InitHolding>, zones: NumaSet, name: &str, amount: i64) {
 }
 
 /// Subtracts `holdings` from `node`'s free amounts, each whole from every zone of its
-/// set (see [`spread`]); [`release`] undoes it.
+/// set (see [`spread`]); [`release`] undoes it. CPUs are left alone when the node's
+/// object already counts what init containers keep ([`NodeTopology::counts_init_cpus`]):
+/// hold back only pods that object reflects.
 pub fn hold(node: &mut NodeTopology, holdings: &[InitHolding]) {
+    let counted = node.counts_init_cpus();
     for h in holdings {
-        node.reserve_on_zones(&h.amounts, h.zones);
+        node.reserve_on_zones(&held(&h.amounts, counted), h.zones);
     }
 }
 
 /// Adds back what [`hold`] subtracted for `holdings`.
 pub fn release(node: &mut NodeTopology, holdings: &[InitHolding]) {
+    let counted = node.counts_init_cpus();
     for h in holdings {
-        node.unreserve_on_zones(&h.amounts, h.zones);
+        node.unreserve_on_zones(&held(&h.amounts, counted), h.zones);
     }
+}
+
+/// What of `amounts` the view holds back: without CPUs when the object counts them.
+fn held(amounts: &Resources, cpus_counted: bool) -> std::borrow::Cow<'_, Resources> {
+    if !cpus_counted
+        || amounts
+            .entries()
+            .iter()
+            .all(|e| e.kind != ResourceKind::Cpu)
+    {
+        return std::borrow::Cow::Borrowed(amounts);
+    }
+    std::borrow::Cow::Owned(Resources::from_amounts(
+        amounts
+            .entries()
+            .iter()
+            .filter(|e| e.kind != ResourceKind::Cpu)
+            .map(|e| (&*e.name, e.amount)),
+    ))
 }

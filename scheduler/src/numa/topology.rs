@@ -156,6 +156,9 @@ pub struct NodeTopology {
     /// The containers' NUMA placement the object publishes
     /// ([`tas_api::nrt::numa_placement`]), as read: `None` when it has none.
     placement: Option<Arc<Result<Payload, PlacementError>>>,
+    /// The object's free CPUs already leave out those regular init containers keep
+    /// ([`tas_api::nrt::init_cpus`]).
+    init_cpus_counted: bool,
 }
 
 /// Where the tables of [`NodeTopology::fixed`] start, in the order a fit reads them:
@@ -364,7 +367,15 @@ impl NodeTopology {
             fixed,
             distances,
             placement: Payload::from_nrt(nrt).map(Arc::new),
+            init_cpus_counted: tas_api::nrt::init_cpus::counted(nrt),
         })
+    }
+
+    /// Whether the object's free CPUs already leave out the CPUs regular init
+    /// containers keep (its writer saw the CPU manager's shared pool): the scheduler's
+    /// own prediction of them ([`super::init_holdings`]) is then not taken off again.
+    pub fn counts_init_cpus(&self) -> bool {
+        self.init_cpus_counted
     }
 
     /// The containers' NUMA placement the object publishes, if any (an error when it

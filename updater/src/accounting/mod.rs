@@ -9,7 +9,9 @@
 //! - `cpu` (`cpu.rs`): capacity is the zone's CPU count from sysfs; allocatable the
 //!   zone's CPUs in the allocatable `cpu_ids`, or, when that list is empty (CPU manager
 //!   `none`), the zone's CPUs minus [`AccountingOptions::reserved_cpus`]. `List` reports
-//!   only exclusive CPUs, so shared-pool pods change nothing.
+//!   only exclusive CPUs, so shared-pool pods change nothing. With the CPU manager's
+//!   shared pool ([`AccountingOptions::shared_pool`]) the CPUs regular init containers
+//!   keep are known too and counted as used.
 //! - `memory`, `hugepages-<size>` (`memory.rs`): capacity from sysfs; allocatable the sum
 //!   of allocatable blocks of that type pinned to exactly that zone, or the capacity when
 //!   there are no allocatable blocks at all (memory manager `None`).
@@ -73,6 +75,11 @@ pub struct AccountingOptions {
     /// The kubelet's `reservedSystemCPUs`; subtracted from allocatable CPUs only when the
     /// kubelet reports no allocatable CPUs (CPU manager `none`).
     pub reserved_cpus: BTreeSet<u32>,
+    /// The CPU manager's shared pool ([`crate::shared_pool`]), when it is known to
+    /// reflect the pods `List` reports: allocatable CPUs outside it that no listed
+    /// container holds are counted as kept by init containers
+    /// ([`NodeResources::init_container_cpus`]).
+    pub shared_pool: Option<BTreeSet<u32>>,
 }
 
 /// The amounts of every resource of a node, per NUMA zone.
@@ -87,6 +94,11 @@ pub struct NodeResources {
     /// The zones holding pinned memory and the memory manager's grouping of them
     /// (`memory.rs`), published as the zone attribute `memoryManagerGroup`.
     pub memory_groups: ZoneMemoryGroups,
+    /// Per zone, the CPUs regular init containers keep, already left out of
+    /// `available` (published as `initContainerCpus`, [`tas_api::nrt::init_cpus`]);
+    /// `None` when not counted (no shared pool given, CPU manager `none`, or a pool
+    /// that disagrees with `List`, see [`AccountingWarning::SharedPoolStale`]).
+    pub init_container_cpus: Option<BTreeMap<u32, u64>>,
 }
 
 /// The resources of one NUMA zone.
@@ -134,11 +146,12 @@ pub fn compute(
 ) -> NodeResources {
     let mut ledger = Ledger::new(topology);
     let mut warnings = Vec::new();
-    cpu::account(
+    let init_container_cpus = cpu::account(
         topology,
         &allocatable.cpu_ids,
         pods,
         &opts.reserved_cpus,
+        opts.shared_pool.as_ref(),
         &mut ledger,
         &mut warnings,
     );
@@ -176,6 +189,7 @@ pub fn compute(
         unattached_devices,
         warnings,
         memory_groups,
+        init_container_cpus,
     }
 }
 

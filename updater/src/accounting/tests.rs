@@ -178,6 +178,7 @@ fn guaranteed_pod_on_a_static_node() {
         warnings: vec![],
         // The guaranteed pod's memory and hugepages are pinned to zone 0 alone.
         memory_groups: tas_api::nrt::ZoneMemoryGroups([(0, vec![0])].into()),
+        init_container_cpus: None,
     };
     assert_eq!(node, want);
 }
@@ -198,6 +199,7 @@ fn nothing_managed_reports_the_whole_zone_minus_reserved_cpus() {
     // CPU manager `none`, memory manager `None`, no device plugins.
     let opts = AccountingOptions {
         reserved_cpus: BTreeSet::from([0, 4]),
+        ..AccountingOptions::default()
     };
     let node = compute(
         &two_zones(),
@@ -373,7 +375,10 @@ proptest! {
         } else {
             static_node()
         };
-        let opts = AccountingOptions { reserved_cpus: BTreeSet::from([0]) };
+        let opts = AccountingOptions {
+            reserved_cpus: BTreeSet::from([0]),
+            ..AccountingOptions::default()
+        };
         let node = compute(&two_zones(), &allocatable, &pods, &opts);
         for resource in node.zones.iter().flat_map(|zone| &zone.resources) {
             prop_assert!(resource.available <= resource.allocatable, "{resource:?}");

@@ -104,6 +104,12 @@ pub enum AccountingWarning {
         /// What containers hold.
         used: u64,
     },
+    /// The shared pool holds CPUs `List` reports as exclusive: it is stale, or the
+    /// agent's container does not run on it. Init containers' CPUs were not counted.
+    SharedPoolStale {
+        /// The CPUs in both, sorted.
+        cpus: Vec<u32>,
+    },
     /// The kubelet reports more allocatable than sysfs shows capacity.
     AllocatableAboveCapacity {
         /// The zone, or `None` for devices without NUMA affinity.
@@ -172,6 +178,12 @@ impl fmt::Display for AccountingWarning {
                 "{resource} in {}: containers hold {used} of {allocatable} allocatable; \
                  available clamped to 0",
                 Place(*zone)
+            ),
+            Self::SharedPoolStale { cpus } => write!(
+                f,
+                "the shared CPU pool holds CPUs {cpus:?} that containers hold exclusively \
+                 (stale, or this container is not on the shared pool); CPUs kept by init \
+                 containers not counted"
             ),
             Self::AllocatableAboveCapacity {
                 zone,

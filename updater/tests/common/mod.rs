@@ -74,6 +74,7 @@ pub fn agent_config(
         reapply_interval: Duration::from_secs(600),
         heartbeat_period: Duration::from_secs(600),
         numa_placement: true,
+        shared_cpus_from: None,
         fingerprint: FingerprintPolicy::new(None, &[]),
     }
 }

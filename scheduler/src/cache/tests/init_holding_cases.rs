@@ -80,8 +80,9 @@ fn cpus_and_memory(cache: &TopologyCache) -> Vec<(i64, i64)> {
         .collect()
 }
 
-#[test]
-fn a_placed_pods_init_holding_stays_held_after_its_reservation_is_confirmed() {
+/// A cache whose node has all 16 CPUs free, with pod `p` ([`pod_with_init`]) placed
+/// there by this scheduler and seen bound.
+fn placed() -> (TopologyCache, Pod, PodRef, Instant) {
     let cache = cache();
     let now = Instant::now();
     cache.update_nrt(node([8, 8]));
@@ -90,6 +91,12 @@ fn a_placed_pods_init_holding_stays_held_after_its_reservation_is_confirmed() {
     let request = PodRequest::from_pod(&pod).expect("request");
     cache.reserve(NODE, &id, &request, now);
     assert_eq!(cache.pod_bound(&pod, now), PodBound::Confirmed);
+    (cache, pod, id, now)
+}
+
+#[test]
+fn a_placed_pods_init_holding_stays_held_after_its_reservation_is_confirmed() {
+    let (cache, pod, id, now) = placed();
     // The reservation covers the whole pod (6 CPUs, the larger of init and app) on
     // every zone it could land on.
     assert_eq!(cpus_and_memory(&cache), [(2, 56), (2, 56)]);
@@ -146,5 +153,32 @@ fn a_pod_seen_before_its_nodes_first_object_is_predicted_when_it_arrives() {
     cache.update_nrt(reported.clone());
     assert!(cache.unreserve(NODE, "uid-early"));
     // The init container's 6 CPUs and the 6Gi not reused stay held on zone 0.
+    assert_eq!(cpus_and_memory(&cache), [(0, 56), (8, 64)]);
+}
+
+#[test]
+fn an_object_that_counts_init_containers_cpus_is_not_charged_them_again() {
+    let (cache, _, id, _) = placed();
+
+    // The agent saw the shared pool: the app reused 2 of the init container's 6 CPUs,
+    // so zone 0 has 2 CPUs free, and the object says the kept CPUs are counted.
+    let mut reported = node([2, 8]);
+    reported.zones[0].resources[1].available = "62Gi".into();
+    reported
+        .attributes
+        .push(tas_api::nrt::init_cpus::counted_attribute());
+    reported.zones[0]
+        .attributes
+        .extend(tas_api::nrt::init_cpus::zone_attribute(4));
+    cache.update_nrt(reported);
+    assert!(cache.unreserve(NODE, &id.uid));
+    // The CPUs as published; the memory the init container keeps is still held back.
+    assert_eq!(cpus_and_memory(&cache), [(2, 56), (8, 64)]);
+
+    // The agent stops counting (its pool went stale): an object from podresources
+    // alone, and the prediction holds the init container's 6 CPUs again.
+    let mut reported = node([6, 8]);
+    reported.zones[0].resources[1].available = "62Gi".into();
+    cache.update_nrt(reported);
     assert_eq!(cpus_and_memory(&cache), [(0, 56), (8, 64)]);
 }
