@@ -1,17 +1,18 @@
 //! The node agent of every benchmark node: publishes each node's NodeResourceTopology
-//! from its kubelet model ([`Kubelets`]), as the TAS updater does from a real kubelet.
+//! from what its kubelet — the referee ([`Kubelets`]) — holds, as the TAS updater does
+//! from a real kubelet.
 //!
-//! A bind the runner's watch sees is admitted into the node's model at once
-//! ([`NodeAgent::on_bound`]) and marks the node for publishing after a debounce (the
-//! updater's event mode, default 200 ms); a publisher task writes due nodes with
-//! server-side apply, a bounded number at a time. Every object carries the
-//! Topology Manager attributes and the fingerprint of the admitted pods, so the
-//! NUMA-aware schedulers' reserve caches can resync as they would in a real cluster.
-//! Without this, both would run on their pessimistic reservations (or their staleness
-//! fallbacks) for the whole run.
+//! A bind the runner's watch sees goes to its node's kubelet at once
+//! ([`NodeAgent::on_bound`]); each admission marks the node for publishing after a
+//! debounce (the updater's event mode, default 200 ms); a publisher task asks the due
+//! nodes' kubelets what they hold and writes their objects with server-side apply, a
+//! bounded number at a time. Every object carries the Topology Manager attributes and
+//! the fingerprint of the admitted pods, so the NUMA-aware schedulers' reserve caches
+//! can resync as they would in a real cluster. Without this, both would run on their
+//! pessimistic reservations (or their staleness fallbacks) for the whole run.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -25,13 +26,14 @@ use tas_api::nrt::attributes::{
 use tas_api::nrt::v1alpha2::{AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo, Zone};
 use tas_api::nrt::zone::ZONE_TYPE_NODE;
 use tas_api::nrt::{NrtQuantity, zone_name};
-use tokio::sync::watch;
+use tas_nodesim::machine::{KubeletSettings, Machine};
+use tas_nodesim::referee::Referee;
+use tas_nodesim::request::MEMORY;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::kubelet::Kubelets;
-use tas_nodesim::request::{MEMORY, PodRequest};
-use tas_nodesim::{Admission, NodeState};
+use crate::kubelet::{Admitted, Kubelets, NodeView};
 
 /// Field manager of the NRT writes.
 pub const FIELD_MANAGER: &str = "tas-bench-agent";
@@ -43,20 +45,35 @@ const MAX_IN_FLIGHT: usize = 32;
 /// How often the publisher looks for due nodes.
 const TICK: Duration = Duration::from_millis(20);
 
-/// The NRT object of `node` as its agent would publish it from `state`.
-pub fn nrt(node: &str, state: &NodeState) -> NodeResourceTopology {
-    let machine = state.machine();
-    let settings = state.settings();
-    let free_cpus = state.cpu().free();
+/// The NRT object of `node` (with `machine` and `settings`) as its agent would publish
+/// it from `view`.
+pub fn nrt(
+    node: &str,
+    machine: &Machine,
+    settings: KubeletSettings,
+    view: &NodeView,
+) -> NodeResourceTopology {
     let zones = machine
         .zones
         .iter()
         .map(|zone| {
+            let held = view
+                .state
+                .as_ref()
+                .map(|state| (state, state.zones.iter().find(|z| z.id == zone.id)));
             let cpus = zone.cpus.len() as i64;
             let allocatable = zone.cpus.difference(&machine.reserved_cpus).count() as i64;
-            let available = zone.cpus.intersection(free_cpus).count() as i64;
+            let available = match held {
+                Some((_, zone_state)) => zone_state.map_or(0, |z| z.free_cpus.len() as i64),
+                None => allocatable,
+            };
+            let memory_free = |name: &str, total: u64| match held {
+                Some((_, zone_state)) => zone_state
+                    .and_then(|z| z.memory.get(name))
+                    .map_or(0, |m| m.free as i64),
+                None => total as i64,
+            };
             let memory = zone.memory as i64;
-            let memory_free = state.memory().free(zone.id, MEMORY) as i64;
             let q = NrtQuantity::from_value;
             let mut extra: Vec<ResourceInfo> = Vec::new();
             for (name, bytes) in &zone.hugepages {
@@ -65,13 +82,20 @@ pub fn nrt(node: &str, state: &NodeState) -> NodeResourceTopology {
                     name: name.clone(),
                     capacity: q(total),
                     allocatable: q(total),
-                    available: q(state.memory().free(zone.id, name) as i64),
+                    available: q(memory_free(name, *bytes)),
                 });
             }
             for (name, ids) in &zone.devices {
-                let free = state.devices().free(name);
                 let total = ids.len() as i64;
-                let available = ids.iter().filter(|id| free.contains(*id)).count() as i64;
+                let available = match held {
+                    Some((state, _)) => state.devices.get(name).map_or(0, |devices| {
+                        devices
+                            .iter()
+                            .filter(|d| d.free && d.numa_nodes.contains(&zone.id))
+                            .count() as i64
+                    }),
+                    None => total,
+                };
                 extra.push(ResourceInfo {
                     name: name.clone(),
                     capacity: q(total),
@@ -107,7 +131,7 @@ pub fn nrt(node: &str, state: &NodeState) -> NodeResourceTopology {
                         name: MEMORY.into(),
                         capacity: q(memory),
                         allocatable: q(memory),
-                        available: q(memory_free),
+                        available: q(memory_free(MEMORY, zone.memory)),
                     },
                 ]
                 .into_iter()
@@ -117,8 +141,8 @@ pub fn nrt(node: &str, state: &NodeState) -> NodeResourceTopology {
         })
         .collect();
     let mut fingerprint = Fingerprint::new();
-    for pod in state.admitted() {
-        fingerprint.add(&pod.key.namespace, &pod.key.name);
+    for (namespace, name) in &view.pods {
+        fingerprint.add(namespace, name);
     }
     let mut object = NodeResourceTopology::new(node);
     object.attributes = vec![
@@ -149,19 +173,23 @@ async fn apply(api: &Api<NodeResourceTopology>, object: &NodeResourceTopology) -
         .map(drop)
 }
 
-/// Publishes the nodes of `kubelets` now (those in `only`, when given), `MAX_IN_FLIGHT`
-/// at a time: the initial objects, and the reset to full availability between runs
-/// (where only the nodes the last run changed need it: the others already say so).
+/// Publishes full availability for `names` (those in `only`, when given), all with
+/// `machine` and `settings`, `MAX_IN_FLIGHT` at a time: the initial objects, and the
+/// reset between runs (where only the nodes the last run changed need it: the others
+/// already say so).
 pub async fn publish_all(
     client: &Client,
-    kubelets: &Kubelets,
+    names: &[String],
+    machine: &Machine,
+    settings: KubeletSettings,
     only: Option<&BTreeSet<String>>,
 ) -> kube::Result<()> {
     let api: Api<NodeResourceTopology> = Api::all(client.clone());
-    let objects: Vec<NodeResourceTopology> = kubelets
-        .names()
+    let free = NodeView::default();
+    let objects: Vec<NodeResourceTopology> = names
+        .iter()
         .filter(|n| only.is_none_or(|only| only.contains(*n)))
-        .filter_map(|n| kubelets.node(n).map(|state| nrt(n, state)))
+        .map(|n| nrt(n, machine, settings, &free))
         .collect();
     let mut writes = JoinSet::new();
     for object in objects {
@@ -184,114 +212,143 @@ pub async fn publish_all(
 pub struct PublishStats {
     /// NRT writes that succeeded.
     pub writes: usize,
-    /// NRT writes that failed.
+    /// NRT writes that failed (or whose node's kubelet could not say what it holds).
     pub errors: usize,
+}
+
+/// The nodes of one run: names, hardware and kubelet settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Nodes<'a> {
+    /// Every node name.
+    pub names: &'a [String],
+    /// The hardware of each.
+    pub machine: &'a Machine,
+    /// The kubelet settings of each.
+    pub settings: KubeletSettings,
 }
 
 /// The running node agents of one run.
 pub struct NodeAgent {
-    kubelets: Arc<Mutex<Kubelets>>,
-    due: Arc<Mutex<HashMap<String, Instant>>>,
-    debounce: Duration,
+    kubelets: Arc<Kubelets>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<PublishStats>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl NodeAgent {
-    /// Starts publishing changes of `kubelets`, each node `debounce` after its first
-    /// unpublished change.
-    pub fn start(client: &Client, kubelets: Kubelets, debounce: Duration) -> Self {
-        let kubelets = Arc::new(Mutex::new(kubelets));
-        let due = Arc::new(Mutex::new(HashMap::new()));
+    /// Starts the kubelets of `nodes` (in `referee`, under the names `<run>-<node>`)
+    /// and publishing their changes, each node `debounce` after its first unpublished
+    /// admission.
+    pub fn start(
+        client: &Client,
+        referee: Arc<Referee>,
+        run: &str,
+        nodes: Nodes<'_>,
+        debounce: Duration,
+    ) -> Self {
+        let (admitted, admissions) = mpsc::unbounded_channel();
+        let kubelets = Arc::new(Kubelets::new(
+            referee,
+            run,
+            nodes.names,
+            nodes.machine,
+            nodes.settings,
+            Some(admitted),
+        ));
         let (stop, stopped) = watch::channel(false);
-        let api: Api<NodeResourceTopology> = Api::all(client.clone());
-        let task = tokio::spawn(publish_loop(api, kubelets.clone(), due.clone(), stopped));
+        let publisher = Publisher {
+            api: Api::all(client.clone()),
+            kubelets: kubelets.clone(),
+            machine: Arc::new(nodes.machine.clone()),
+            settings: nodes.settings,
+            debounce,
+        };
+        let task = tokio::spawn(publisher.run(admissions, stopped));
         Self {
             kubelets,
-            due,
-            debounce,
             stop,
             task,
         }
     }
 
-    /// Admits `pod`, just seen bound to `node`, and schedules the node's publish. `None`
-    /// when the pod cannot be read or the node is unknown.
-    pub fn on_bound(&self, node: &str, pod: &Pod) -> Option<Admission> {
-        let request = PodRequest::from_pod(pod).ok()?;
-        let admission = lock(&self.kubelets).admit(node, &request)?;
-        if admission == Admission::Admitted {
-            let at = Instant::now() + self.debounce;
-            lock(&self.due).entry(node.to_string()).or_insert(at);
-        }
-        Some(admission)
+    /// Hands `pod`, just seen bound to `node`, to the node's kubelet; never waits.
+    pub fn on_bound(&self, node: &str, pod: &Pod) {
+        self.kubelets.submit(node, pod);
     }
 
-    /// Stops publishing, waits for the writes in flight, and returns the models and
-    /// what was published.
-    pub async fn stop(self) -> (Kubelets, PublishStats) {
+    /// Stops publishing and waits for the writes in flight; returns the kubelets (for
+    /// their verdicts, [`Kubelets::finish`]) and what was published.
+    pub async fn stop(self) -> (Arc<Kubelets>, PublishStats) {
         let _ = self.stop.send(true);
         let stats = self.task.await.unwrap_or_default();
-        let kubelets = lock(&self.kubelets).clone();
-        (kubelets, stats)
+        (self.kubelets, stats)
     }
 }
 
-async fn publish_loop(
+/// The publisher task's parts.
+struct Publisher {
     api: Api<NodeResourceTopology>,
-    kubelets: Arc<Mutex<Kubelets>>,
-    due: Arc<Mutex<HashMap<String, Instant>>>,
-    mut stopped: watch::Receiver<bool>,
-) -> PublishStats {
-    let mut stats = PublishStats::default();
-    let mut writes = JoinSet::new();
-    let count = |stats: &mut PublishStats, done: Result<kube::Result<()>, _>| match done {
-        Ok(Ok(())) => stats.writes += 1,
-        _ => stats.errors += 1,
-    };
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(TICK) => {}
-            _ = stopped.changed() => break,
-        }
-        while let Some(done) = writes.try_join_next() {
-            count(&mut stats, done);
-        }
-        let now = Instant::now();
-        let room = MAX_IN_FLIGHT.saturating_sub(writes.len());
-        let ready: Vec<String> = {
-            let mut due = lock(&due);
+    kubelets: Arc<Kubelets>,
+    machine: Arc<Machine>,
+    settings: KubeletSettings,
+    debounce: Duration,
+}
+
+impl Publisher {
+    async fn run(
+        self,
+        mut admissions: mpsc::UnboundedReceiver<Admitted>,
+        mut stopped: watch::Receiver<bool>,
+    ) -> PublishStats {
+        let mut stats = PublishStats::default();
+        let mut due: HashMap<String, Instant> = HashMap::new();
+        let mut writes = JoinSet::new();
+        let count = |stats: &mut PublishStats, done: Result<bool, _>| match done {
+            Ok(true) => stats.writes += 1,
+            _ => stats.errors += 1,
+        };
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                _ = stopped.changed() => break,
+            }
+            while let Some(done) = writes.try_join_next() {
+                count(&mut stats, done);
+            }
+            while let Ok((node, at)) = admissions.try_recv() {
+                due.entry(node).or_insert(at + self.debounce);
+            }
+            let now = Instant::now();
+            let room = MAX_IN_FLIGHT.saturating_sub(writes.len());
             let ready: Vec<String> = due
                 .iter()
                 .filter(|(_, at)| **at <= now)
                 .map(|(node, _)| node.clone())
                 .take(room)
                 .collect();
-            for node in &ready {
-                due.remove(node);
+            for node in ready {
+                due.remove(&node);
+                let api = self.api.clone();
+                let kubelets = self.kubelets.clone();
+                let machine = self.machine.clone();
+                let settings = self.settings;
+                writes.spawn(async move {
+                    match kubelets.view(&node).await {
+                        Ok(view) => apply(&api, &nrt(&node, &machine, settings, &view))
+                            .await
+                            .is_ok(),
+                        Err(error) => {
+                            tracing::warn!(%node, %error, "bench agent: no view of the node");
+                            false
+                        }
+                    }
+                });
             }
-            ready
-        };
-        let objects: Vec<NodeResourceTopology> = {
-            let kubelets = lock(&kubelets);
-            ready
-                .iter()
-                .filter_map(|n| kubelets.node(n).map(|state| nrt(n, state)))
-                .collect()
-        };
-        for object in objects {
-            let api = api.clone();
-            writes.spawn(async move { apply(&api, &object).await });
         }
+        while let Some(done) = writes.join_next().await {
+            count(&mut stats, done);
+        }
+        stats
     }
-    while let Some(done) = writes.join_next().await {
-        count(&mut stats, done);
-    }
-    stats
 }
 
 #[cfg(test)]
@@ -299,37 +356,57 @@ mod tests {
     use super::*;
     use crate::workload::{ClusterShape, guaranteed_pod};
 
-    #[test]
-    fn published_object_reflects_admitted_pods() {
+    #[tokio::test]
+    async fn published_object_reflects_admitted_pods() {
+        let referee = Arc::new(Referee::start().unwrap_or_else(|e| panic!("{e}")));
         let shape = ClusterShape {
             nodes: 1,
             zones: 2,
             zone_cpus: 4,
             zone_memory_gib: 8,
             max_pods: 110,
-            devices_per_zone: 0,
-            hugepages_gib_per_zone: 0,
+            devices_per_zone: 1,
+            hugepages_gib_per_zone: 1,
         };
         let names = shape.node_names();
-        let mut kubelets = Kubelets::new(&names, &shape.machine(), ClusterShape::kubelet());
+        let machine = shape.machine();
+        let kubelets = Kubelets::new(
+            referee,
+            "r",
+            &names,
+            &machine,
+            ClusterShape::kubelet(),
+            None,
+        );
+        let node = &names[0];
+        let free = kubelets.view(node).await.unwrap();
+        let before = nrt(node, &machine, ClusterShape::kubelet(), &free);
         let mut pod = guaranteed_pod("p", "s", "r", "3", "2Gi");
         pod.metadata.namespace = Some("ns".into());
-        let request = PodRequest::from_pod(&pod).unwrap();
-        assert_eq!(
-            kubelets.admit(&names[0], &request),
-            Some(Admission::Admitted)
-        );
+        pod.metadata.uid = Some("uid-p".into());
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some(node.clone());
+        }
+        kubelets.submit(node, &pod);
 
-        let object = nrt(&names[0], kubelets.node(&names[0]).unwrap());
+        let view = kubelets.view(node).await.unwrap();
+        let object = nrt(node, &machine, ClusterShape::kubelet(), &view);
         let zone0 = &object.zones[0];
         assert_eq!(zone0.name, "node-0");
         let cpu = zone0.resource("cpu").unwrap();
         assert_eq!((cpu.capacity.as_str(), cpu.available.as_str()), ("4", "1"));
         let memory = zone0.resource("memory").unwrap();
         assert_eq!(memory.available.value().unwrap(), 6 << 30);
+        // What the pod did not take reads as the object before it: the referee's view of
+        // a fresh node is the machine's.
+        assert_eq!(object.zones[1], before.zones[1]);
         assert_eq!(
-            object.zones[1].resource("cpu").unwrap().available.as_str(),
-            "4"
+            zone0.resource(crate::workload::HUGEPAGES),
+            before.zones[0].resource(crate::workload::HUGEPAGES)
+        );
+        assert_eq!(
+            zone0.resource(crate::workload::DEVICE),
+            before.zones[0].resource(crate::workload::DEVICE)
         );
         assert_eq!(object.zones[1].cost_to(0), Some(REMOTE_DISTANCE));
         assert_eq!(
@@ -339,5 +416,10 @@ mod tests {
         assert_eq!(object.attribute(TOPOLOGY_MANAGER_SCOPE), Some("container"));
         let expected = tas_api::fingerprint::compute([("ns", "p")]);
         assert_eq!(object.pods_fingerprint(), Some(expected.as_str()));
+        assert_eq!(
+            before.pods_fingerprint(),
+            Some(Fingerprint::new().sum().as_str())
+        );
+        kubelets.finish().await.unwrap();
     }
 }

@@ -1,29 +1,35 @@
-//! The kubelets of the benchmark nodes.
+//! The kubelets of the benchmark nodes: the referee's.
 //!
-//! During a run, one nodesim admission model per node ([`Kubelets`]), fed every
-//! placement in the order the runner's watch saw the binds, is the source of what the
-//! node agent publishes (free CPUs and memory per zone, and the admitted pods'
-//! fingerprint), as a node agent reading a real kubelet would: in-process and
-//! synchronous, so publishing keeps up with hundreds of binds a second.
+//! During a run every benchmark node that is bound a pod becomes a node of the referee
+//! (the kubelet's own Topology, CPU, memory and device managers from `k8s.io/kubernetes`),
+//! named `<run>-<node>`, added on its first bind and removed when the run is over
+//! ([`Kubelets::finish`]). Nodes nothing is bound to never reach the referee (at 5,000
+//! nodes that is most of them in a short run).
 //!
-//! The correctness columns come from the referee when there is one
-//! ([`referee_replay`]): after the run every placement is replayed, in bind order per
-//! node, through the kubelet's own Topology, CPU, memory and device managers; a pod it
-//! rejects is a pod a real kubelet would have failed. Without the referee the model's
-//! own tally stands in.
+//! A bind the runner's watch sees goes to its node's queue ([`Kubelets::submit`], which
+//! never waits); one task per node hands the queued pods to the referee in the order the
+//! watch saw the binds, so each node admits in bind order while the nodes are judged side
+//! by side, at most [`REFEREE_CALLS`] calls in flight. The verdicts are the run's kubelet
+//! rejections ([`AdmissionTally`]); each admission is reported to the node agent
+//! ([`crate::agent`]), which asks the node's task for what the node holds
+//! ([`Kubelets::view`]) when it publishes — answered after the admissions queued before,
+//! as a node agent reading a real kubelet sees them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use tas_nodesim::TOPOLOGY_AFFINITY_ERROR;
 use tas_nodesim::machine::{KubeletSettings, Machine};
 use tas_nodesim::referee::convert::{self, with_cpu_reservation};
-use tas_nodesim::referee::{AddNode, Referee, RefereeError};
+use tas_nodesim::referee::{AddNode, NodeState, Referee, RefereeError};
 use tas_nodesim::request::{ContainerKind, PodRequest};
-use tas_nodesim::{Admission, NodeState, TOPOLOGY_AFFINITY_ERROR};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
-/// Nodes the referee replays side by side (its nodes run in parallel).
-const REPLAY_PARALLEL_NODES: usize = 8;
+/// Referee calls in flight at most, over every node of a run.
+pub const REFEREE_CALLS: usize = 32;
 
 /// Admission outcomes of one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,7 +38,7 @@ pub struct AdmissionTally {
     pub admitted: usize,
     /// Pods rejected, by reason (`TopologyAffinityError`, `OutOfcpu`, ...).
     pub rejected: BTreeMap<String, usize>,
-    /// Pods bound to a node the model does not know.
+    /// Pods bound to a node the benchmark does not know.
     pub unknown_node: usize,
     /// Millicores the admitted pods request (app and sidecar containers).
     pub admitted_millicpus: u64,
@@ -70,65 +76,6 @@ impl AdmissionTally {
     }
 }
 
-/// Admission state of every node.
-#[derive(Debug, Clone)]
-pub struct Kubelets {
-    nodes: BTreeMap<String, NodeState>,
-    tally: AdmissionTally,
-}
-
-impl Kubelets {
-    /// Nodes `names`, all with `machine` and `settings`, nothing admitted.
-    pub fn new(names: &[String], machine: &Machine, settings: KubeletSettings) -> Self {
-        let empty = NodeState::new(machine, settings);
-        Self {
-            nodes: names.iter().map(|n| (n.clone(), empty.clone())).collect(),
-            tally: AdmissionTally::default(),
-        }
-    }
-
-    /// Admits `pod`, just bound to `node`, as that node's kubelet would; `None` for a
-    /// node the model does not know.
-    pub fn admit(&mut self, node: &str, pod: &PodRequest) -> Option<Admission> {
-        let Some(state) = self.nodes.get_mut(node) else {
-            self.tally.unknown_node += 1;
-            return None;
-        };
-        let admission = state.admit(pod);
-        match &admission {
-            Admission::Admitted => self.tally.admit(running_millicpus(pod)),
-            Admission::Rejected(r) => {
-                *self.tally.rejected.entry(r.reason.clone()).or_default() += 1
-            }
-        }
-        Some(admission)
-    }
-
-    /// The admission state of `node`.
-    pub fn node(&self, node: &str) -> Option<&NodeState> {
-        self.nodes.get(node)
-    }
-
-    /// Every node name, in order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.nodes.keys().map(String::as_str)
-    }
-
-    /// The nodes holding at least one admitted pod: those whose NRT no longer shows
-    /// full availability.
-    pub fn changed(&self) -> BTreeSet<String> {
-        self.names()
-            .filter(|n| self.node(n).is_some_and(|s| s.admitted().next().is_some()))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// Outcomes so far.
-    pub fn tally(&self) -> &AdmissionTally {
-        &self.tally
-    }
-}
-
 /// Millicores `pod` requests while it runs: its app and sidecar containers (init
 /// containers have finished).
 pub fn running_millicpus(pod: &PodRequest) -> u64 {
@@ -139,84 +86,201 @@ pub fn running_millicpus(pod: &PodRequest) -> u64 {
         .sum()
 }
 
-/// Replays `placements` (node, pod), in bind order, on fresh nodes and tallies the
-/// outcomes.
-pub fn replay<'a>(
-    names: &[String],
-    machine: &Machine,
-    settings: KubeletSettings,
-    placements: impl IntoIterator<Item = (&'a str, &'a PodRequest)>,
-) -> AdmissionTally {
-    let mut kubelets = Kubelets::new(names, machine, settings);
-    for (node, pod) in placements {
-        kubelets.admit(node, pod);
-    }
-    kubelets.tally
+/// What a node holds, for its NRT.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeView {
+    /// The managers' state; `None`: nothing was admitted, everything is free.
+    pub state: Option<NodeState>,
+    /// The admitted pods (namespace, name), in admission order.
+    pub pods: Vec<(String, String)>,
 }
 
-/// Replays `placements` (node, pod as bound), in bind order per node, through the
-/// referee on fresh nodes named `<run>-<node>` (removed afterwards), and tallies the
-/// kubelet's verdicts.
-pub async fn referee_replay(
-    referee: &Referee,
-    run: &str,
-    names: &[String],
-    machine: &Machine,
-    settings: KubeletSettings,
-    placements: &[(String, Pod)],
-) -> Result<AdmissionTally, RefereeError> {
-    let machine = with_cpu_reservation(machine, &settings);
-    let mut tally = AdmissionTally::default();
-    let mut per_node: BTreeMap<&str, Vec<&Pod>> =
-        names.iter().map(|n| (n.as_str(), Vec::new())).collect();
-    for (node, pod) in placements {
-        match per_node.get_mut(node.as_str()) {
-            Some(pods) => pods.push(pod),
-            None => tally.unknown_node += 1,
+/// A node that was admitted a pod, with when (sent to the node agent).
+pub type Admitted = (String, Instant);
+
+enum Request {
+    Admit(Box<Pod>),
+    View(oneshot::Sender<Result<NodeView, RefereeError>>),
+}
+
+/// What every node's task needs.
+struct Shared {
+    referee: Arc<Referee>,
+    run: String,
+    add: AddNode,
+    calls: Semaphore,
+    tally: Mutex<AdmissionTally>,
+    admitted: Option<mpsc::UnboundedSender<Admitted>>,
+}
+
+/// The kubelets of every node of one run.
+pub struct Kubelets {
+    shared: Arc<Shared>,
+    names: BTreeSet<String>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Request>>>,
+    tasks: Mutex<JoinSet<Result<Option<String>, RefereeError>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Kubelets {
+    /// Nodes `names`, all with `machine` and `settings`, judged by `referee` under the
+    /// names `<run>-<node>`; every admission is sent to `admitted` (the node agent).
+    pub fn new(
+        referee: Arc<Referee>,
+        run: &str,
+        names: &[String],
+        machine: &Machine,
+        settings: KubeletSettings,
+        admitted: Option<mpsc::UnboundedSender<Admitted>>,
+    ) -> Self {
+        let machine = with_cpu_reservation(machine, &settings);
+        let add = AddNode {
+            machine: convert::machine(&machine),
+            kubelet: convert::kubelet_config(&machine, &settings),
+            ..AddNode::default()
+        };
+        Self {
+            shared: Arc::new(Shared {
+                referee,
+                run: run.to_owned(),
+                add,
+                calls: Semaphore::new(REFEREE_CALLS),
+                tally: Mutex::default(),
+                admitted,
+            }),
+            names: names.iter().cloned().collect(),
+            queues: Mutex::default(),
+            tasks: Mutex::new(JoinSet::new()),
         }
     }
-    // A node nothing was bound to has nothing to judge: it is not added to the referee
-    // (at 5,000 nodes that is most of them).
-    per_node.retain(|_, pods| !pods.is_empty());
-    let verdicts: Vec<Vec<Result<u64, String>>> = futures::stream::iter(per_node)
-        .map(|(node, pods)| {
-            let name = format!("{run}-{node}");
-            let add = AddNode {
-                node: name.clone(),
-                machine: convert::machine(&machine),
-                kubelet: convert::kubelet_config(&machine, &settings),
-                ..AddNode::default()
-            };
-            async move {
-                referee.add_node(&add).await?;
-                let mut out = Vec::with_capacity(pods.len());
-                for pod in pods {
-                    // The replay's node has its own name; the kubelet checks the pod's.
-                    let mut pod = pod.clone();
+
+    /// Queues `pod`, just seen bound to `node`, for that node's kubelet. Must run inside
+    /// a Tokio runtime (the node's task starts on its first pod).
+    pub fn submit(&self, node: &str, pod: &Pod) {
+        if !self.names.contains(node) {
+            lock(&self.shared.tally).unknown_node += 1;
+            return;
+        }
+        let mut queues = lock(&self.queues);
+        let queue = queues.entry(node.to_owned()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let shared = self.shared.clone();
+            lock(&self.tasks).spawn(node_task(shared, node.to_owned(), rx));
+            tx
+        });
+        // A closed queue means the node's task failed; `finish` reports why.
+        let _ = queue.send(Request::Admit(Box::new(pod.clone())));
+    }
+
+    /// What `node` holds once its queued pods are judged.
+    pub async fn view(&self, node: &str) -> Result<NodeView, RefereeError> {
+        let queue = lock(&self.queues).get(node).cloned();
+        let Some(queue) = queue else {
+            return Ok(NodeView::default());
+        };
+        let (tx, rx) = oneshot::channel();
+        let gone = || RefereeError::Gone(format!("the kubelet task of {node} ended"));
+        queue.send(Request::View(tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Judges what is still queued, removes the run's nodes from the referee, and returns
+    /// the verdicts and the nodes that hold pods (those whose NRT changed).
+    pub async fn finish(&self) -> Result<(AdmissionTally, BTreeSet<String>), RefereeError> {
+        lock(&self.queues).clear();
+        let mut tasks = std::mem::take(&mut *lock(&self.tasks));
+        let mut changed = BTreeSet::new();
+        let mut failed = None;
+        while let Some(done) = tasks.join_next().await {
+            match done {
+                Ok(Ok(node)) => changed.extend(node),
+                Ok(Err(e)) => failed = failed.or(Some(e)),
+                Err(e) => failed = failed.or(Some(RefereeError::Gone(e.to_string()))),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok((lock(&self.shared.tally).clone(), changed)),
+        }
+    }
+}
+
+/// One node's kubelet: adds the node to the referee, judges its pods in order, answers
+/// views, and removes the node when its queue closes. Returns the node's name when it
+/// holds pods.
+async fn node_task(
+    shared: Arc<Shared>,
+    node: String,
+    mut queue: mpsc::UnboundedReceiver<Request>,
+) -> Result<Option<String>, RefereeError> {
+    let name = format!("{}-{node}", shared.run);
+    let add = AddNode {
+        node: name.clone(),
+        ..shared.add.clone()
+    };
+    {
+        let _call = shared.calls.acquire().await;
+        shared.referee.add_node(&add).await?;
+    }
+    let mut pods: Vec<(String, String)> = Vec::new();
+    let judged = async {
+        while let Some(request) = queue.recv().await {
+            match request {
+                Request::Admit(mut pod) => {
+                    // The referee's node has its own name; the kubelet checks the pod's.
                     if let Some(spec) = pod.spec.as_mut() {
                         spec.node_name = Some(name.clone());
                     }
-                    let verdict = referee.admit(&name, &pod).await?;
-                    out.push(if verdict.admit {
-                        Ok(PodRequest::from_pod(&pod).map_or(0, |r| running_millicpus(&r)))
+                    let verdict = {
+                        let _call = shared.calls.acquire().await;
+                        shared.referee.admit(&name, &pod).await?
+                    };
+                    if verdict.admit {
+                        let millicpus =
+                            PodRequest::from_pod(&pod).map_or(0, |r| running_millicpus(&r));
+                        lock(&shared.tally).admit(millicpus);
+                        let meta = &pod.metadata;
+                        pods.push((
+                            meta.namespace.clone().unwrap_or_default(),
+                            meta.name.clone().unwrap_or_default(),
+                        ));
+                        if let Some(admitted) = &shared.admitted {
+                            let _ = admitted.send((node.clone(), Instant::now()));
+                        }
                     } else {
-                        Err(verdict.reason)
-                    });
+                        *lock(&shared.tally)
+                            .rejected
+                            .entry(verdict.reason)
+                            .or_default() += 1;
+                    }
                 }
-                referee.remove_node(&name).await?;
-                Ok::<_, RefereeError>(out)
+                Request::View(reply) => {
+                    let state = if pods.is_empty() {
+                        Ok(None)
+                    } else {
+                        let _call = shared.calls.acquire().await;
+                        shared.referee.state(&name).await.map(Some)
+                    };
+                    let view = state.map(|state| NodeView {
+                        state,
+                        pods: pods.clone(),
+                    });
+                    let _ = reply.send(view);
+                }
             }
-        })
-        .buffer_unordered(REPLAY_PARALLEL_NODES)
-        .try_collect()
-        .await?;
-    for verdict in verdicts.into_iter().flatten() {
-        match verdict {
-            Ok(millicpus) => tally.admit(millicpus),
-            Err(reason) => *tally.rejected.entry(reason).or_default() += 1,
         }
+        Ok::<_, RefereeError>(())
     }
-    Ok(tally)
+    .await;
+    let removed = {
+        let _call = shared.calls.acquire().await;
+        shared.referee.remove_node(&name).await
+    };
+    judged.and(removed)?;
+    Ok((!pods.is_empty()).then_some(node))
 }
 
 #[cfg(test)]
@@ -224,159 +288,85 @@ mod tests {
     use super::*;
     use crate::workload::{ClusterShape, guaranteed_pod};
 
-    fn request(name: &str, cpus: u32) -> PodRequest {
-        let memory = format!("{cpus}Gi");
-        PodRequest::from_pod(&guaranteed_pod(name, "s", "r", &cpus.to_string(), &memory)).unwrap()
-    }
-
-    #[test]
-    fn node_level_fit_is_not_numa_fit() {
-        // Two nodes of 2 zones × 4 CPUs. On n0, 3 + 3 CPUs leave 1 + 1 free: 8 CPUs of
-        // node capacity would take a 2-CPU pod, no single zone can.
-        let shape = ClusterShape {
-            nodes: 2,
-            zones: 2,
-            zone_cpus: 4,
-            zone_memory_gib: 8,
-            max_pods: 110,
-            devices_per_zone: 0,
-            hugepages_gib_per_zone: 0,
-        };
-        let names = shape.node_names();
-        let pods = [
-            request("a", 3),
-            request("b", 3),
-            request("c", 2),
-            request("d", 2),
-            request("e", 4),
-        ];
-        let (n0, n1) = (names[0].as_str(), names[1].as_str());
-        let placements = [
-            (n0, &pods[0]),
-            (n0, &pods[1]),
-            (n0, &pods[2]),
-            (n1, &pods[3]),
-            (n1, &pods[4]),
-            ("elsewhere", &pods[2]),
-        ];
-        let tally = replay(
-            &names,
-            &shape.machine(),
-            ClusterShape::kubelet(),
-            placements,
-        );
-        assert_eq!(tally.admitted, 4);
-        assert_eq!(tally.topology_errors(), 1);
-        assert_eq!(tally.other_rejections(), 0);
-        assert_eq!(tally.unknown_node, 1);
-        // a (3) and b (3) on n0, d (2) and e (4) on n1; c found no zone.
-        assert_eq!(tally.admitted_millicpus, 12_000);
-        assert_eq!(
-            tally.admitted_by_cpus,
-            BTreeMap::from([(2, 1), (3, 2), (4, 1)])
-        );
-    }
-
-    #[test]
-    fn over_capacity_is_another_rejection() {
-        let shape = ClusterShape {
-            nodes: 1,
-            zones: 1,
-            zone_cpus: 4,
-            zone_memory_gib: 8,
-            max_pods: 1,
-            devices_per_zone: 0,
-            hugepages_gib_per_zone: 0,
-        };
-        let names = shape.node_names();
-        let (a, b) = (request("a", 1), request("b", 1));
-        let placements = [(names[0].as_str(), &a), (names[0].as_str(), &b)];
-        let tally = replay(
-            &names,
-            &shape.machine(),
-            ClusterShape::kubelet(),
-            placements,
-        );
-        assert_eq!(tally.admitted, 1);
-        assert_eq!(tally.topology_errors(), 0);
-        assert_eq!(tally.rejected.get("OutOfpods"), Some(&1));
-    }
-
-    /// A pod as the watch sees it once bound (to the real node, not the replay's).
-    fn bound(name: &str, cpus: u32) -> Pod {
+    /// A pod as the watch sees it once bound.
+    fn bound(name: &str, cpus: u32, node: &str) -> Pod {
         let mut pod = guaranteed_pod(name, "s", "r", &cpus.to_string(), &format!("{cpus}Gi"));
         pod.metadata.uid = Some(format!("uid-{name}"));
+        pod.metadata.namespace = Some("ns".into());
         if let Some(spec) = pod.spec.as_mut() {
-            spec.node_name = Some("bench-node-0000".into());
+            spec.node_name = Some(node.into());
         }
         pod
     }
 
-    /// The referee's replay gives the verdicts of the model's tests above: the
-    /// kubelet's own managers reject the 2-CPU pod no zone can hold, and the pod over
-    /// the node's pod limit.
-    #[tokio::test]
-    async fn referee_replay_judges_with_the_kubelets_managers() {
-        let referee = Referee::start().unwrap_or_else(|e| panic!("{e}"));
-        let shape = ClusterShape {
-            nodes: 2,
-            zones: 2,
+    fn shape(nodes: usize, zones: u32, max_pods: u32) -> ClusterShape {
+        ClusterShape {
+            nodes,
+            zones,
             zone_cpus: 4,
             zone_memory_gib: 8,
-            max_pods: 110,
+            max_pods,
             devices_per_zone: 0,
             hugepages_gib_per_zone: 0,
-        };
+        }
+    }
+
+    fn start(referee: &Arc<Referee>, run: &str, shape: &ClusterShape) -> Kubelets {
         let names = shape.node_names();
-        let placements: Vec<(String, Pod)> = [
-            (&names[0], bound("a", 3)),
-            (&names[0], bound("b", 3)),
-            (&names[0], bound("c", 2)),
-            (&names[1], bound("d", 2)),
-            (&names[1], bound("e", 4)),
-            (&"elsewhere".to_owned(), bound("f", 2)),
-        ]
-        .into_iter()
-        .map(|(n, p)| (n.clone(), p))
-        .collect();
-        let tally = referee_replay(
-            &referee,
-            "r0",
+        Kubelets::new(
+            referee.clone(),
+            run,
             &names,
             &shape.machine(),
             ClusterShape::kubelet(),
-            &placements,
+            None,
         )
-        .await
-        .expect("replay");
+    }
+
+    /// Node-level fit is not NUMA fit: on two zones × 4 CPUs, 3 + 3 CPUs leave 1 + 1
+    /// free, which 8 CPUs of node capacity would take a 2-CPU pod into and no single
+    /// zone can; the kubelet's managers reject it, and the pod over the node's pod limit.
+    #[tokio::test]
+    async fn the_kubelets_managers_judge_each_node_in_bind_order() {
+        let referee = Arc::new(Referee::start().unwrap_or_else(|e| panic!("{e}")));
+        let two = shape(2, 2, 110);
+        let names = two.node_names();
+        let (n0, n1) = (names[0].as_str(), names[1].as_str());
+        let kubelets = start(&referee, "r0", &two);
+        for (node, pod) in [
+            (n0, bound("a", 3, n0)),
+            (n0, bound("b", 3, n0)),
+            (n0, bound("c", 2, n0)),
+            (n1, bound("d", 2, n1)),
+            (n1, bound("e", 4, n1)),
+            ("elsewhere", bound("f", 2, "elsewhere")),
+        ] {
+            kubelets.submit(node, &pod);
+        }
+        let view = kubelets.view(n0).await.expect("view");
+        assert_eq!(
+            view.pods,
+            [("ns".into(), "a".into()), ("ns".into(), "b".into())]
+        );
+        let (tally, changed) = kubelets.finish().await.expect("finish");
         assert_eq!(tally.admitted, 4, "{tally:?}");
         assert_eq!(tally.admitted_millicpus, 12_000, "{tally:?}");
-        assert_eq!(tally.admitted_of(4), 1, "{tally:?}");
+        assert_eq!(
+            tally.admitted_by_cpus,
+            BTreeMap::from([(2, 1), (3, 2), (4, 1)])
+        );
         assert_eq!(tally.topology_errors(), 1, "{tally:?}");
         assert_eq!(tally.other_rejections(), 0, "{tally:?}");
         assert_eq!(tally.unknown_node, 1);
+        assert_eq!(changed, BTreeSet::from([n0.to_owned(), n1.to_owned()]));
+        assert_eq!(referee.ping().await.unwrap(), 0, "the run's nodes are gone");
 
-        let one = ClusterShape {
-            max_pods: 1,
-            nodes: 1,
-            zones: 1,
-            ..shape
-        };
-        let names = one.node_names();
-        let placements = vec![
-            (names[0].clone(), bound("g", 1)),
-            (names[0].clone(), bound("h", 1)),
-        ];
-        let tally = referee_replay(
-            &referee,
-            "r1",
-            &names,
-            &one.machine(),
-            ClusterShape::kubelet(),
-            &placements,
-        )
-        .await
-        .expect("replay");
+        let one = shape(1, 1, 1);
+        let node = one.node_name(0);
+        let kubelets = start(&referee, "r1", &one);
+        kubelets.submit(&node, &bound("g", 1, &node));
+        kubelets.submit(&node, &bound("h", 1, &node));
+        let (tally, _) = kubelets.finish().await.expect("finish");
         assert_eq!(tally.admitted, 1, "{tally:?}");
         assert_eq!(tally.rejected.get("OutOfpods"), Some(&1), "{tally:?}");
     }

@@ -5,11 +5,11 @@
 //! Data flow: [`setup`] starts etcd, kube-apiserver and kwok (no default scheduler, no
 //! controller-manager: the runner creates pods directly), installs the NRT CRD and
 //! creates the nodes ([`workload::ClusterShape`]). For each round and each scheduler,
-//! [`run::run_once`] resets the nodes' kubelet models ([`kubelet`]) and NRTs
-//! ([`agent`]), starts the scheduler ([`schedulers`], or the in-runner [`binder`]),
-//! creates the [`workload::Workload`] at a fixed rate ([`create`]) and watches the
-//! binds, which feed the kubelet models and the node agent, until [`run_end`] says
-//! the run is over. Each run yields a [`run::RunResult`]. [`scenarios`] shape the runs (backlog, paced, saturation,
+//! [`run::run_once`] resets the nodes' NRTs ([`agent`]), starts the scheduler
+//! ([`schedulers`], or the in-runner [`binder`]), creates the [`workload::Workload`] at
+//! a fixed rate ([`create`]) and watches the binds, which go to the nodes' kubelets —
+//! the referee's, the kubelet's own managers ([`kubelet`]) — whose admissions the node
+//! agent publishes, until [`run_end`] says the run is over. Each run yields a [`run::RunResult`]. [`scenarios`] shape the runs (backlog, paced, saturation,
 //! scale) and run the updater on its own; [`report`] renders each scenario's medians
 //! with min–max and the goals with the [`environment`] as markdown, optionally
 //! with the criterion figures ([`criterion`]).
@@ -101,10 +101,9 @@ pub struct Bench {
     pub namespace: String,
     /// The configuration.
     pub options: Options,
-    /// The kubelet's own admission code (`nodesim/referee`) that judges every run's
-    /// placements, when `TAS_REFEREE_BIN` names it; otherwise the node simulator's
-    /// Rust model judges.
-    pub referee: Option<std::sync::Arc<tas_nodesim::referee::Referee>>,
+    /// The kubelet's own admission code (`nodesim/referee`, named by `TAS_REFEREE_BIN`):
+    /// the kubelet of every node in every run.
+    pub referee: std::sync::Arc<tas_nodesim::referee::Referee>,
     /// The nodes whose NRT the last run changed (`None`: not known, e.g. before the
     /// first run): the next run resets only these.
     pub nrt_changed: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,

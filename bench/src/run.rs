@@ -1,19 +1,19 @@
 //! One measured run of one scheduler, on a clean slate:
 //!
-//! 1. every node's kubelet model starts empty and its NRT is rewritten to full
-//!    availability (after the first run, only the NRTs the last run changed);
+//! 1. every node's NRT is rewritten to full availability (after the first run, only
+//!    the NRTs the last run changed); its kubelet, the referee's, starts empty;
 //! 2. the scheduler starts and must bind a BestEffort warm-up pod (so startup and cache
 //!    sync are not measured), which is then deleted;
 //! 3. a watch on the run's pods starts and lists; the scheduler process is sampled;
 //! 4. pods are created at the fixed rate while the watch records, for each pod, when
-//!    it was first seen bound, admits it into its node's kubelet model (bind order) and
-//!    lets the node agent publish; for the bind-only ceiling it also hands pending pods
+//!    it was first seen bound and hands it to its node's kubelet (the referee's, in bind
+//!    order per node), whose admissions the node agent publishes; for the bind-only ceiling it also hands pending pods
 //!    to the in-runner binder;
 //! 5. the run ends when every pod is bound, when no pod left can be bound or its
 //!    scheduler has settled, or when nothing was bound for the idle timeout after the
 //!    last creation ([`crate::run_end`]); the process is sampled again and stopped;
 //! 6. the run's pods are deleted (no grace) and gone before the next run, while the
-//!    placements are replayed through the kubelet referee.
+//!    kubelets judge what is still queued and the run's nodes leave the referee.
 //!
 //! In [`Mode::Backlog`] steps 2–4 go differently, as in kube-scheduler's scheduler_perf
 //! SchedulingThroughput: every pod is created first (as fast as the API server takes
@@ -30,10 +30,10 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
 
-use crate::agent::{NodeAgent, PublishStats, publish_all};
+use crate::agent::{NodeAgent, Nodes, PublishStats, publish_all};
 use crate::binder::Binder;
 use crate::create::{CreateOutcome, create_pods};
-use crate::kubelet::{AdmissionTally, Kubelets, referee_replay};
+use crate::kubelet::AdmissionTally;
 use crate::metrics::{DecisionTimes, scrape_tas_decisions};
 use crate::procfs::{self, ProcessSample};
 use crate::run_end::{EndRule, Observed, Progress, RunEnd, SETTLE};
@@ -71,7 +71,7 @@ pub struct RunResult {
     pub cpu: Duration,
     /// Peak resident memory of the scheduler process (`VmHWM`).
     pub peak_rss_bytes: u64,
-    /// Kubelet-model admission of the placements, in bind order.
+    /// The kubelet's verdicts on the placements (the referee's, in bind order per node).
     pub tally: AdmissionTally,
     /// Pod creations that failed.
     pub create_errors: usize,
@@ -106,8 +106,9 @@ pub struct Phases {
     pub measured: Duration,
     /// The scheduler stopped, the node agent's last writes, the pods deleted and gone.
     pub clean_up: Duration,
-    /// The placements replayed through the kubelet referee (beside the clean-up).
-    pub replay: Duration,
+    /// The kubelets' last verdicts and the run's nodes removed from the referee (beside
+    /// the clean-up).
+    pub referee: Duration,
 }
 
 impl std::fmt::Display for Phases {
@@ -115,12 +116,12 @@ impl std::fmt::Display for Phases {
         let s = |d: Duration| d.as_secs_f64();
         write!(
             f,
-            "reset {:.1} s, start {:.1} s, measured {:.1} s, clean-up {:.1} s, replay {:.1} s",
+            "reset {:.1} s, start {:.1} s, measured {:.1} s, clean-up {:.1} s, referee {:.1} s",
             s(self.reset),
             s(self.start),
             s(self.measured),
             s(self.clean_up),
-            s(self.replay)
+            s(self.referee)
         )
     }
 }
@@ -153,14 +154,22 @@ pub async fn run_once(
     let scheduler_name = kind.scheduler_name(&tag);
     let options = &bench.options;
     let machine = options.shape.machine();
-    let kubelets = Kubelets::new(
-        &options.shape.node_names(),
-        &machine,
-        ClusterShape::kubelet(),
-    );
+    let names = options.shape.node_names();
+    let nodes = Nodes {
+        names: &names,
+        machine: &machine,
+        settings: ClusterShape::kubelet(),
+    };
     let started = Instant::now();
     let changed = lock(&bench.nrt_changed).take();
-    publish_all(&bench.client, &kubelets, changed.as_ref()).await?;
+    publish_all(
+        &bench.client,
+        &names,
+        &machine,
+        nodes.settings,
+        changed.as_ref(),
+    )
+    .await?;
     let mut phases = Phases {
         reset: started.elapsed(),
         ..Phases::default()
@@ -226,7 +235,13 @@ pub async fn run_once(
             options.binder_concurrency,
         )
     });
-    let agent = NodeAgent::start(&bench.client, kubelets, options.nrt_debounce);
+    let agent = NodeAgent::start(
+        &bench.client,
+        bench.referee.clone(),
+        &scheduler_name,
+        nodes,
+        options.nrt_debounce,
+    );
 
     phases.start = phase.elapsed();
     let phase = Instant::now();
@@ -238,8 +253,6 @@ pub async fn run_once(
 
     let n = options.workload.pods;
     let mut bound_at: Vec<Option<Instant>> = vec![None; n];
-    // Every bind in the order the watch saw it, for the referee's replay.
-    let mut placements: Vec<(String, Pod)> = Vec::with_capacity(n);
     let mut submitted = vec![false; n];
     let allocatable = options.shape.allocatable();
     let nodes = options
@@ -266,7 +279,6 @@ pub async fn run_once(
             Observed::Bound(node) => {
                 bound_at[i] = Some(now);
                 agent.on_bound(&node, &pod);
-                placements.push((node, pod));
             }
             Observed::Other => {
                 let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.is_none());
@@ -337,7 +349,6 @@ pub async fn run_once(
         binder.stop().await;
     }
     let (kubelets, published) = agent.stop().await;
-    *lock(&bench.nrt_changed) = Some(kubelets.changed());
     let created = match (created, creator) {
         (Some(outcome), _) => outcome,
         (None, Some(handle)) => handle
@@ -346,34 +357,22 @@ pub async fn run_once(
         (None, None) => CreateOutcome::default(),
     };
     let result = summarise(kind, round, &created, &bound_at, before, after);
-    // The pods' deletion (the API server's work) and the replay (the referee's) touch
-    // nothing in common and nothing measured: side by side.
-    let names = options.shape.node_names();
+    // The pods' deletion (the API server's work) and the kubelets' last verdicts and
+    // goodbyes (the referee's) touch nothing in common and nothing measured: side by
+    // side.
     let clean_up = async {
         delete_pods(&pods, &selector).await?;
         Ok::<_, BenchError>(phase.elapsed())
     };
-    let replay = async {
-        let tally = match &bench.referee {
-            Some(referee) => {
-                referee_replay(
-                    referee,
-                    &tag,
-                    &names,
-                    &machine,
-                    ClusterShape::kubelet(),
-                    &placements,
-                )
-                .await?
-            }
-            None => kubelets.tally().clone(),
-        };
-        Ok::<_, BenchError>((tally, phase.elapsed()))
+    let referee = async {
+        let (tally, changed) = kubelets.finish().await?;
+        Ok::<_, BenchError>((tally, changed, phase.elapsed()))
     };
-    let (clean_up, replay) = tokio::join!(clean_up, replay);
+    let (clean_up, referee) = tokio::join!(clean_up, referee);
     phases.clean_up = clean_up?;
-    let (tally, replay) = replay?;
-    phases.replay = replay;
+    let (tally, changed, referee) = referee?;
+    *lock(&bench.nrt_changed) = Some(changed);
+    phases.referee = referee;
     Ok(RunResult {
         tally,
         phases,

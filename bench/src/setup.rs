@@ -12,7 +12,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use tas_nodesim::referee::{Referee, RefereeError};
+use tas_nodesim::referee::Referee;
 
 use crate::schedulers::SchedulerKind;
 use crate::{Bench, BenchError, Options};
@@ -26,6 +26,8 @@ const NODES_READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Starts the cluster and creates everything the runs share.
 pub async fn setup(options: Options) -> Result<Bench, BenchError> {
     check_binaries(&options)?;
+    // The kubelet of every node; without it there is nothing to judge the runs.
+    let referee = Arc::new(Referee::start()?);
     let cluster = TestCluster::start(ClusterOptions {
         kwok: true,
         startup_timeout: Duration::from_secs(120),
@@ -49,17 +51,6 @@ pub async fn setup(options: Options) -> Result<Bench, BenchError> {
         .await?;
     wait_nodes_ready(&client, shape.nodes).await?;
     untaint_nodes(&client, &shape.node_names()).await?;
-    let referee = match Referee::start() {
-        Ok(referee) => Some(Arc::new(referee)),
-        Err(RefereeError::NotConfigured) => {
-            eprintln!(
-                "tas-bench: {} is not set; the node simulator's Rust model judges the placements",
-                tas_nodesim::referee::BIN_ENV
-            );
-            None
-        }
-        Err(e) => return Err(e.into()),
-    };
     Ok(Bench {
         cluster,
         client,

@@ -30,10 +30,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use crate::admit::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
 use crate::node::SimNode;
 use crate::request::{PodKey, PodRequest};
 use crate::status;
+use crate::verdict::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
 use tas_testcluster::NODE_SIM_LABEL;
 
 /// Name the simulator reports Events and field ownership as.

@@ -1,5 +1,6 @@
-//! An in-memory kubelet serving the podresources API on a unix socket, for tests and the
-//! end-to-end node simulator.
+//! An in-memory kubelet serving the podresources API on a unix socket, for the updater's
+//! tests: answers a test sets, restarts and rate limits on demand. It judges nothing;
+//! the simulator's nodes are served by the referee (the kubelet's own server).
 //!
 //! A [`FakeKubelet`] holds what `GetAllocatableResources` and `List` answer; setters
 //! replace it while the server runs. [`FakeKubelet::serve`] binds a socket and returns a

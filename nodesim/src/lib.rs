@@ -15,19 +15,14 @@
 //! resources when pods finish or go away. [`simulator::Simulator`] runs all of it; the
 //! `tas-nodesim` binary wraps it.
 //!
-//! The Rust model of the managers ([`admit::NodeState`] from [`cpu_manager`],
-//! [`memory_manager`], [`device_manager`] and [`topology_manager`]) predates the referee;
-//! the benchmark's kubelet replay and the scenario unit tests still use it (see the
-//! README). [`kubelet_server`] is a fake podresources server for the updater's tests.
+//! The referee is the only model of the kubelet here: a verdict ([`verdict`]) is always
+//! the kubelet's own code's. [`kubelet_server`] is a podresources server whose answers a
+//! test sets, for the updater's tests of failure paths a real kubelet cannot produce on
+//! demand.
 
-pub mod admit;
 pub mod controller;
-pub mod cpu_manager;
-pub mod device_manager;
 pub mod kubelet_server;
 pub mod machine;
-pub mod mask;
-pub mod memory_manager;
 pub mod node;
 pub mod referee;
 pub mod request;
@@ -36,17 +31,17 @@ pub mod scenario;
 pub mod simulator;
 pub mod status;
 pub mod sysfs;
-pub mod topology_manager;
+pub mod verdict;
 pub mod workload;
 
 #[cfg(test)]
 mod tests;
 
-pub use admit::{
-    Admission, NodeState, REJECTED_PREFIX, Rejection, TOPOLOGY_AFFINITY_ERROR,
-    TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
-};
 pub use node::SimNode;
 pub use scenario::{NodeSpec, Scenario, ScenarioError};
 pub use simulator::{Simulator, SimulatorError};
+pub use verdict::{
+    Admission, REJECTED_PREFIX, Rejection, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE,
+    UNEXPECTED_ADMISSION_ERROR,
+};
 pub use workload::{WORKLOAD_LABEL, WorkloadTemplate};

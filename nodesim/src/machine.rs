@@ -3,14 +3,18 @@
 //! A [`Machine`] is what sysfs and the device plugins would show: NUMA zones with their
 //! logical CPUs, memory, hugepage pools and devices. [`KubeletSettings`] are the parts of
 //! the kubelet configuration that decide admission. Both come from a scenario
-//! (see [`scenario`](crate::scenario)); the resource managers are built from them.
+//! (see [`scenario`](crate::scenario)); the referee runs the kubelet's managers on them
+//! ([`referee::convert`](crate::referee::convert)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
-use crate::mask::NumaMask;
 use crate::request::{CPU, MEMORY};
+
+/// Most NUMA nodes a simulated node may have (the kubelet's `max-allowable-numa-nodes`
+/// default).
+pub const MAX_NUMA_NODES: u32 = 8;
 
 /// The kubelet's CPU and memory manager policies, as the NRT attributes name them.
 pub use tas_api::nrt::resource_managers::{CpuManagerPolicy, MemoryManagerPolicy};
@@ -60,33 +64,11 @@ impl Machine {
         self.zones.len() as u32
     }
 
-    /// All NUMA zones.
-    pub fn all_zones(&self) -> NumaMask {
-        NumaMask::all(self.zone_count())
-    }
-
-    /// Every CPU of the zones in `mask`, reserved ones included.
-    pub fn cpus_in(&self, mask: NumaMask) -> BTreeSet<u32> {
-        self.zones
-            .iter()
-            .filter(|z| mask.contains(z.id))
-            .flat_map(|z| z.cpus.iter().copied())
-            .collect()
-    }
-
-    /// The zone holding `cpu`.
-    pub fn zone_of_cpu(&self, cpu: u32) -> Option<u32> {
-        self.zones
-            .iter()
-            .find(|z| z.cpus.contains(&cpu))
-            .map(|z| z.id)
-    }
-
     /// CPUs that may be handed out: all but the reserved ones.
     pub fn allocatable_cpus(&self) -> BTreeSet<u32> {
-        self.cpus_in(self.all_zones())
-            .difference(&self.reserved_cpus)
-            .copied()
+        self.zones
+            .iter()
+            .flat_map(|z| z.cpus.difference(&self.reserved_cpus).copied())
             .collect()
     }
 
@@ -107,16 +89,5 @@ impl Machine {
             }
         }
         total
-    }
-
-    /// Memory resources (memory, hugepages) a zone offers, zero pools included.
-    pub fn memory_of(&self, zone: &Zone) -> BTreeMap<String, u64> {
-        let mut pools = BTreeMap::from([(MEMORY.to_string(), zone.memory)]);
-        for other in &self.zones {
-            for name in other.hugepages.keys() {
-                pools.insert(name.clone(), zone.hugepages.get(name).copied().unwrap_or(0));
-            }
-        }
-        pools
     }
 }

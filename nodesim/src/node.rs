@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::admit::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
 use crate::machine::{KubeletSettings, Machine};
 use crate::referee::{AddNode, NodeStatus, Referee, RefereeError, convert};
 use crate::request::PodKey;
+use crate::verdict::{Admission, Rejection, UNEXPECTED_ADMISSION_ERROR};
 
 /// A simulated node in the referee.
 #[derive(Debug)]

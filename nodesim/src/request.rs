@@ -1,4 +1,4 @@
-//! What a pod asks of a node, as the kubelet's resource managers see it.
+//! What a pod asks of a node, as the kubelet counts it.
 //!
 //! [`PodRequest::from_pod`] reads a Pod once: its QoS class, and per container (init
 //! containers first, in order, then app containers) the requested amounts — `cpu` in
@@ -15,13 +15,6 @@ use tas_api::quantity::{QuantityError, parse_milli, parse_value};
 pub const CPU: &str = "cpu";
 /// `memory`, in bytes.
 pub const MEMORY: &str = "memory";
-/// Prefix of the hugepage resources (`hugepages-2Mi`), in bytes.
-pub const HUGEPAGES_PREFIX: &str = "hugepages-";
-
-/// Whether `name` is a memory resource the memory manager pins (memory, hugepages).
-pub fn is_memory_resource(name: &str) -> bool {
-    name == MEMORY || name.starts_with(HUGEPAGES_PREFIX)
-}
 
 /// Identifies a pod on a node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,11 +112,6 @@ impl PodRequest {
             qos,
             containers,
         })
-    }
-
-    /// Whether the pod is Guaranteed.
-    pub fn is_guaranteed(&self) -> bool {
-        self.qos == QosClass::Guaranteed
     }
 
     /// The pod's effective request of `resource` given per-container amounts:

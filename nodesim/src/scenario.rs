@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use tas_api::quantity::parse_value;
 
-use crate::machine::{CpuManagerPolicy, KubeletSettings, Machine, MemoryManagerPolicy, Zone};
-use crate::mask::MAX_NUMA_NODES;
+use crate::machine::{
+    CpuManagerPolicy, KubeletSettings, MAX_NUMA_NODES, Machine, MemoryManagerPolicy, Zone,
+};
 use crate::sysfs::parse_cpulist;
 use crate::workload::WorkloadTemplate;
 use tas_testcluster::FakeNode;

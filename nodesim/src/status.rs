@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{Timestamp, Unit};
 use serde_json::{Value, json};
 
-use crate::admit::{REJECTED_PREFIX, Rejection};
+use crate::verdict::{REJECTED_PREFIX, Rejection};
 
 /// Conditions of a running pod.
 const CONDITIONS: [&str; 5] = [

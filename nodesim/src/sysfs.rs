@@ -181,22 +181,19 @@ mod tests {
 
     #[test]
     fn a_smaller_machine_under_the_same_directory_leaves_no_zone_of_the_old_one() {
-        use crate::tests::{machine, settings, zone};
-        use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+        let node = |zones: &str| {
+            let yaml = format!(
+                "nodes:\n- name: n\n  topologyManagerPolicy: single-numa-node\n  zones: {zones}\n"
+            );
+            crate::scenario::Scenario::from_yaml(&yaml).unwrap().nodes()[0].clone()
+        };
         let dir = tempfile::tempdir().unwrap();
-        let settings = settings(
-            TopologyManagerPolicy::SingleNumaNode,
-            TopologyManagerScope::Pod,
-        );
         let nodes = sysfs_root(dir.path()).join("devices/system/node");
-        write_node_files(
-            dir.path(),
-            &machine(vec![zone(4, 8), zone(4, 8)]),
-            &settings,
-        )
-        .unwrap();
+        let two = node("[{ count: 2, cpus: 4, memory: 8Gi }]");
+        write_node_files(dir.path(), &two.machine, &two.settings).unwrap();
         assert!(nodes.join("node1/cpulist").is_file());
-        write_node_files(dir.path(), &machine(vec![zone(6, 8)]), &settings).unwrap();
+        let one = node("[{ cpus: 6, memory: 8Gi }]");
+        write_node_files(dir.path(), &one.machine, &one.settings).unwrap();
         assert!(
             !nodes.join("node1").exists(),
             "zone 1 of the old machine is gone"

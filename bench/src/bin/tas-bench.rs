@@ -25,8 +25,8 @@ use tas_testcluster::Tools;
 /// pending), scale (5,000 nodes; scheduler memory and its own decision times) and
 /// updater (one tas-updater against the referee's podresources server). Each cluster
 /// scenario runs TAS, kube-scheduler with the scheduler-plugins NUMA plugin,
-/// kube-scheduler and a bind-only ceiling, interleaved over several runs, and replays
-/// every placement through the kubelet referee. Needs the control-plane binaries
+/// kube-scheduler and a bind-only ceiling, interleaved over several runs; every
+/// placement is admitted by the kubelet referee, the nodes' kubelets. Needs the control-plane binaries
 /// ($TAS_TOOLS_BIN; the scheduler-plugins build for numa-plugin), the referee
 /// ($TAS_REFEREE_BIN) and release tas-scheduler and tas-updater binaries; `make bench`
 /// provides them and writes the report to BENCHMARKS.md.

@@ -3,8 +3,8 @@
 //! (Guaranteed pods of 1/2/4/8/16 CPUs, some with a device or hugepages, some
 //! Burstable; [`crate::workload::saturation_pod`]) of 1.3× the cluster's CPUs, so
 //! schedulers keep placing until nothing more fits. The run ends when nothing was bound
-//! for the idle timeout. Every placement is replayed through the kubelet referee:
-//! pods admitted, pods rejected, pods left pending.
+//! for the idle timeout. Every placement is judged by the kubelet referee, the nodes'
+//! kubelets: pods admitted, pods rejected, pods left pending.
 
 use std::time::Duration;
 

@@ -1,147 +1,93 @@
-//! Table tests of the admission model: the worked cases of the Topology Manager
-//! reference, scopes, init containers, the memory manager's group rule, CPU id
-//! selection, release, and the default scenario.
+//! Tests of scenario nodes as the referee runs them — the kubelet's own managers on the
+//! machines and settings a scenario describes: the worked cases of the Topology Manager
+//! reference, scopes, init containers, node-level fit — and of the scenario files,
+//! including the claim of the default scenario. Tests that need the referee are skipped
+//! with a note when `TAS_REFEREE_BIN` is unset, as outside `make test`.
 
 mod admission;
-mod managers;
 mod scenarios;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
 
-use super::admit::{Admission, NodeState, Rejection};
-use super::machine::{CpuManagerPolicy, KubeletSettings, Machine, MemoryManagerPolicy, Zone};
-use super::request::{ContainerKind, ContainerRequest, PodKey, PodRequest, QosClass};
+use super::node::SimNode;
+use super::referee::{Referee, RefereeError};
+use super::request::PodKey;
+use super::scenario::Scenario;
+use super::verdict::Admission;
 
-pub(super) const GI: u64 = 1 << 30;
 pub(super) const NIC: &str = "example.com/nic";
 
-/// A zone of `cpus` CPUs (ids assigned by [`machine`]) and `memory_gi` GiB.
-pub(super) fn zone(cpus: u32, memory_gi: u64) -> Zone {
-    Zone {
-        id: 0,
-        cpus: (0..cpus).collect(),
-        memory: memory_gi * GI,
-        hugepages: BTreeMap::new(),
-        devices: BTreeMap::new(),
-    }
-}
-
-/// Gives `zone` `n` NICs.
-pub(super) fn with_nics(mut zone: Zone, n: u32) -> Zone {
-    zone.devices
-        .insert(NIC.into(), (0..n).map(|i| format!("nic-{i}")).collect());
-    zone
-}
-
-/// Numbers zones and CPUs in order (and makes device ids unique per zone).
-pub(super) fn machine(zones: Vec<Zone>) -> Machine {
-    let mut next = 0;
-    let zones = zones
-        .into_iter()
-        .enumerate()
-        .map(|(id, mut zone)| {
-            let id = id as u32;
-            let count = zone.cpus.len() as u32;
-            zone.id = id;
-            zone.cpus = (next..next + count).collect();
-            next += count;
-            for ids in zone.devices.values_mut() {
-                for device in ids.iter_mut() {
-                    *device = format!("{device}-z{id}");
-                }
-            }
-            zone
-        })
-        .collect();
-    Machine {
-        zones,
-        reserved_cpus: BTreeSet::new(),
-        max_pods: 110,
-    }
-}
-
-pub(super) fn settings(
-    policy: TopologyManagerPolicy,
-    scope: TopologyManagerScope,
-) -> KubeletSettings {
-    KubeletSettings {
-        topology_manager_policy: policy,
-        topology_manager_scope: scope,
-        cpu_manager_policy: CpuManagerPolicy::Static,
-        memory_manager_policy: MemoryManagerPolicy::Static,
-    }
-}
-
-/// A node under `policy`, container scope, both managers static.
-pub(super) fn node(zones: Vec<Zone>, policy: TopologyManagerPolicy) -> NodeState {
-    NodeState::new(
-        &machine(zones),
-        settings(policy, TopologyManagerScope::Container),
-    )
-}
-
-/// A node whose memory manager is `None`: only CPUs (and devices) give hints.
-pub(super) fn cpu_only_node(zones: Vec<Zone>, policy: TopologyManagerPolicy) -> NodeState {
-    let mut settings = settings(policy, TopologyManagerScope::Container);
-    settings.memory_manager_policy = MemoryManagerPolicy::None;
-    NodeState::new(&machine(zones), settings)
-}
-
-pub(super) fn container(
-    name: &str,
-    kind: ContainerKind,
-    amounts: &[(&str, u64)],
-) -> ContainerRequest {
-    ContainerRequest {
-        name: name.into(),
-        kind,
-        amounts: amounts.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-    }
-}
-
-/// An app container with `cpus` CPUs and `memory_gi` GiB.
-pub(super) fn app(name: &str, cpus: u64, memory_gi: u64) -> ContainerRequest {
-    container(
-        name,
-        ContainerKind::App,
-        &[("cpu", cpus * 1000), ("memory", memory_gi * GI)],
-    )
-}
-
-pub(super) fn pod(name: &str, qos: QosClass, containers: Vec<ContainerRequest>) -> PodRequest {
-    PodRequest {
-        key: key(name),
-        qos,
-        containers,
-    }
-}
-
-/// A Guaranteed pod of one container.
-pub(super) fn guaranteed(name: &str, cpus: u64, memory_gi: u64) -> PodRequest {
-    pod(name, QosClass::Guaranteed, vec![app("c", cpus, memory_gi)])
-}
-
-pub(super) fn key(name: &str) -> PodKey {
-    PodKey {
-        namespace: "ns".into(),
-        name: name.into(),
-        uid: String::new(),
-    }
-}
-
-pub(super) fn rejected(reason: &str) -> Admission {
-    let message = match reason {
-        "TopologyAffinityError" => {
-            "Resources cannot be allocated with Topology locality".to_string()
+/// The referee, or `None` (with a note) when it is not configured.
+pub(super) fn referee() -> Option<Arc<Referee>> {
+    match Referee::start() {
+        Ok(referee) => Some(Arc::new(referee)),
+        Err(RefereeError::NotConfigured) => {
+            eprintln!("skipped: {}", RefereeError::NotConfigured);
+            None
         }
-        _ => String::new(),
-    };
-    Admission::Rejected(Rejection {
-        reason: reason.into(),
-        message,
-    })
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A scenario node in the referee, as the simulator adds it (its podresources socket in
+/// a directory of its own).
+pub(super) struct Node {
+    pub(super) node: SimNode,
+    _dir: tempfile::TempDir,
+}
+
+/// Node `name` of the scenario format: `settings` are its kubelet lines (e.g.
+/// `topologyManagerPolicy: restricted`, one per line), `zones` its zone list.
+pub(super) async fn node(referee: &Arc<Referee>, name: &str, settings: &str, zones: &str) -> Node {
+    let settings: String = settings
+        .lines()
+        .map(|line| format!("  {}\n", line.trim()))
+        .collect();
+    let yaml = format!("nodes:\n- name: {name}\n{settings}  zones: {zones}\n");
+    let scenario = Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+    let spec = &scenario.nodes()[0];
+    let machine = super::referee::convert::with_cpu_reservation(&spec.machine, &spec.settings);
+    let dir = tempfile::tempdir().unwrap();
+    let node = SimNode::with_referee(
+        referee.clone(),
+        name,
+        &machine,
+        spec.settings,
+        spec.fake_node().labels,
+        dir.path().to_owned(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    Node { node, _dir: dir }
+}
+
+impl Node {
+    /// The kubelet's verdict on `pod`, bound to this node: `Admitted` or the reason.
+    pub(super) async fn admit(&self, pod: &Pod) -> String {
+        outcome(&self.verdict(pod).await).to_owned()
+    }
+
+    /// The kubelet's verdict on `pod`, bound to this node.
+    pub(super) async fn verdict(&self, pod: &Pod) -> Admission {
+        let mut pod = pod.clone();
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some(self.node.name().to_owned());
+        }
+        self.node.admit(&pod, &PodKey::of(&pod)).await
+    }
+
+    /// The zones of the exclusive CPUs, pinned memory and devices of admitted `pod`.
+    pub(super) fn zones(&self, pod: &str) -> Vec<u32> {
+        self.node.pod_zones(&key(pod)).into_iter().collect()
+    }
+
+    /// Removes `pod`; whether it was admitted.
+    pub(super) async fn release(&self, pod: &str) -> bool {
+        self.node.release(&key(pod)).await
+    }
 }
 
 /// The reason of a rejection, or `"Admitted"`.
@@ -152,11 +98,54 @@ pub(super) fn outcome(admission: &Admission) -> &str {
     }
 }
 
-/// CPUs of container `container` of admitted `pod`.
-pub(super) fn cpus(state: &NodeState, pod: &str, container: &str) -> Vec<u32> {
-    state
-        .cpu()
-        .assigned(&key(pod), container)
-        .map(|s| s.iter().copied().collect())
-        .unwrap_or_default()
+/// The key of test pod `name` (namespace `ns`, uid = name).
+pub(super) fn key(name: &str) -> PodKey {
+    PodKey {
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: name.into(),
+    }
+}
+
+/// A container asking for `amounts` as requests and limits alike (a Guaranteed pod's).
+pub(super) fn fixed(name: &str, amounts: &[(&str, &str)]) -> Value {
+    let amounts: serde_json::Map<String, Value> = amounts
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    json!({"name": name, "resources": {"requests": amounts, "limits": amounts}})
+}
+
+/// A container asking for `amounts` as requests only (a Burstable pod's).
+pub(super) fn requests(name: &str, amounts: &[(&str, &str)]) -> Value {
+    let amounts: serde_json::Map<String, Value> = amounts
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    json!({"name": name, "resources": {"requests": amounts}})
+}
+
+/// `container` as a sidecar: an init container that keeps running.
+pub(super) fn sidecar(mut container: Value) -> Value {
+    container["restartPolicy"] = json!("Always");
+    container
+}
+
+/// Pod `name` with init containers `init` (sidecars among them) and app containers `apps`.
+pub(super) fn pod(name: &str, init: &[Value], apps: &[Value]) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {"initContainers": init, "containers": apps},
+    }))
+    .unwrap()
+}
+
+/// A Guaranteed pod of one container `c` with `cpus` CPUs and `memory_gi` GiB.
+pub(super) fn guaranteed(name: &str, cpus: u32, memory_gi: u32) -> Pod {
+    let (cpus, memory) = (cpus.to_string(), format!("{memory_gi}Gi"));
+    pod(
+        name,
+        &[],
+        &[fixed("c", &[("cpu", &cpus), ("memory", &memory)])],
+    )
 }

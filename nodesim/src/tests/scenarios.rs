@@ -1,16 +1,18 @@
 //! Scenario files: parsing, rendering, node files, and the claim of the default
-//! scenario that careless placement fails where careful placement does not.
+//! scenario, judged by the referee, that careless placement fails where careful
+//! placement does not.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::*;
-use crate::scenario::Scenario;
+use crate::referee::convert::with_cpu_reservation;
+use crate::request::{PodRequest, QosClass};
 use crate::sysfs::{kubelet_config_path, socket_path, sysfs_root, write_node_files};
 use crate::workload::WORKLOAD_LABEL;
+use tas_api::nrt::TopologyManagerScope;
 use tas_testcluster::NODE_SIM_LABEL;
 
+const GI: u64 = 1 << 30;
 const DEFAULT: &str = include_str!("../../scenarios/default.yaml");
 
 fn default_scenario() -> Scenario {
@@ -174,38 +176,92 @@ fn node_files_describe_the_machine() {
     assert!(socket_path(dir.path()).parent().unwrap().is_dir());
 }
 
-/// Places every workload pod in order; returns the outcome count by reason
-/// (`Admitted`, `TopologyAffinityError`, ..., `Pending` when no node was chosen).
-fn place_all(
+/// Places every workload pod of `scenario`, in order, on nodes of the referee: on the
+/// best-scoring node that fits the node's totals and, if `topology_aware`, whose kubelet
+/// admits the pod (tried in score order: a rejected pod holds nothing). Returns the
+/// outcome count by reason (`Admitted`, `TopologyAffinityError`, ..., `Pending` when no
+/// node was chosen).
+async fn schedule(
+    referee: &Arc<Referee>,
     scenario: &Scenario,
-    placer: impl Fn(&[NodeState], &PodRequest) -> Option<usize>,
+    scoring: Scoring,
+    topology_aware: bool,
 ) -> BTreeMap<String, usize> {
-    let mut nodes: Vec<NodeState> = scenario
-        .nodes()
-        .iter()
-        .map(|n| NodeState::new(&n.machine, n.settings))
-        .collect();
-    let pods: Vec<Pod> = scenario.workload_pods("s", "ns");
+    let mut nodes = Vec::new();
+    for spec in scenario.nodes() {
+        let machine = with_cpu_reservation(&spec.machine, &spec.settings);
+        let dir = tempfile::tempdir().unwrap();
+        let node = SimNode::with_referee(
+            referee.clone(),
+            format!("{}-{scoring:?}-{topology_aware}", spec.name).to_lowercase(),
+            &machine,
+            spec.settings,
+            spec.fake_node().labels,
+            dir.path().to_owned(),
+        )
+        .await
+        .unwrap();
+        nodes.push((
+            node,
+            spec.machine.allocatable(),
+            Vec::<PodRequest>::new(),
+            dir,
+        ));
+    }
     let mut outcomes = BTreeMap::new();
-    for pod in &pods {
-        let request = PodRequest::from_pod(pod).unwrap();
-        let result = match placer(&nodes, &request) {
-            None => "Pending".to_string(),
-            Some(i) => outcome(&nodes[i].admit(&request)).to_string(),
-        };
+    for (i, pod) in scenario.workload_pods("s", "ns").into_iter().enumerate() {
+        let mut pod = pod;
+        pod.metadata.uid = Some(format!("uid-{i}"));
+        let request = PodRequest::from_pod(&pod).unwrap();
+        let mut ranked: Vec<(u64, usize)> = nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(n, (_, allocatable, admitted, _))| {
+                let free = least_allocated(allocatable, admitted, &request)?;
+                let score = match scoring {
+                    Scoring::LeastAllocated => free,
+                    Scoring::MostAllocated => u64::MAX - free,
+                };
+                Some((score, n))
+            })
+            .collect();
+        // Best score first, the first node on ties.
+        ranked.sort_by_key(|&(score, n)| (std::cmp::Reverse(score), n));
+        if !topology_aware {
+            ranked.truncate(1);
+        }
+        let mut result = "Pending".to_string();
+        for (_, n) in ranked {
+            let (node, _, admitted, _) = &mut nodes[n];
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.node_name = Some(node.name().to_owned());
+            }
+            let verdict = node.admit(&pod, &request.key).await;
+            result = outcome(&verdict).to_string();
+            if verdict == Admission::Admitted {
+                admitted.push(request.clone());
+                break;
+            }
+            if topology_aware {
+                result = "Pending".to_string();
+            }
+        }
         *outcomes.entry(result).or_insert(0) += 1;
     }
     outcomes
 }
 
-/// Free share of cpu plus memory after placing `pod` on `node`, in per-mille, or
-/// `None` when the node totals do not fit it (the kube-scheduler's NodeResourcesFit
+/// Free share of cpu plus memory after placing `pod` beside `admitted`, in per-mille,
+/// or `None` when the node totals do not fit it (the kube-scheduler's NodeResourcesFit
 /// with LeastAllocated scoring).
-fn least_allocated(node: &NodeState, pod: &PodRequest) -> Option<u64> {
+fn least_allocated(
+    allocatable: &BTreeMap<String, u64>,
+    admitted: &[PodRequest],
+    pod: &PodRequest,
+) -> Option<u64> {
     let wanted = pod.effective_amounts();
-    let allocatable = node.machine().allocatable();
     let mut used: BTreeMap<String, u64> = BTreeMap::new();
-    for admitted in node.admitted() {
+    for admitted in admitted {
         for (name, amount) in admitted.effective_amounts() {
             *used.entry(name).or_default() += amount;
         }
@@ -213,25 +269,14 @@ fn least_allocated(node: &NodeState, pod: &PodRequest) -> Option<u64> {
     let after =
         |name: &str| used.get(name).copied().unwrap_or(0) + wanted.get(name).copied().unwrap_or(0);
     let capacity = |name: &str| allocatable.get(name).copied().unwrap_or(0);
-    if wanted.keys().any(|name| after(name) > capacity(name)) {
+    if wanted.keys().any(|name| after(name) > capacity(name))
+        || admitted.len() as u64 >= capacity("pods")
+    {
         return None;
     }
     let free =
         |name: &str| (capacity(name).saturating_sub(after(name))) * 1000 / capacity(name).max(1);
     Some(free("cpu") + free("memory"))
-}
-
-/// The highest-scoring node among `candidates` (first one on ties).
-fn best_of(candidates: impl Iterator<Item = (usize, Option<u64>)>) -> Option<usize> {
-    let mut best: Option<(u64, usize)> = None;
-    for (i, score) in candidates {
-        if let Some(score) = score
-            && best.is_none_or(|(b, _)| score > b)
-        {
-            best = Some((score, i));
-        }
-    }
-    best.map(|(_, i)| i)
 }
 
 /// How a scheduler ranks the nodes that pass its filter.
@@ -243,44 +288,23 @@ enum Scoring {
     MostAllocated,
 }
 
-/// Places every workload pod in order on the best-scoring node that fits the node's
-/// totals and, if `topology_aware`, that would admit the pod.
-fn schedule(
-    scenario: &Scenario,
-    scoring: Scoring,
-    topology_aware: bool,
-) -> BTreeMap<String, usize> {
-    place_all(scenario, |nodes, pod| {
-        let scored = nodes.iter().enumerate().map(|(i, node)| {
-            let admits = !topology_aware || node.clone().admit(pod) == Admission::Admitted;
-            let score = least_allocated(node, pod)
-                .filter(|_| admits)
-                .map(|free| match scoring {
-                    Scoring::LeastAllocated => free,
-                    Scoring::MostAllocated => u64::MAX - free,
-                });
-            (i, score)
-        });
-        best_of(scored)
-    })
-}
-
-/// Under either scoring, a topology-unaware scheduler gets pods rejected; a
-/// topology-aware one never does, and admits everything when it spreads (packing
-/// leaves at most two large pods Pending).
-#[test]
-fn default_workload_needs_topology_aware_placement() {
+/// Under either scoring, a topology-unaware scheduler gets pods rejected by the
+/// kubelet; a topology-aware one never does, and admits everything when it spreads
+/// (packing leaves at most two large pods Pending).
+#[tokio::test]
+async fn default_workload_needs_topology_aware_placement() {
+    let Some(referee) = referee() else { return };
     let scenario = default_scenario();
     let total: usize = scenario.workload().iter().map(|t| t.count as usize).sum();
     for scoring in [Scoring::LeastAllocated, Scoring::MostAllocated] {
-        let careless = schedule(&scenario, scoring, false);
+        let careless = schedule(&referee, &scenario, scoring, false).await;
         let rejected = careless.get("TopologyAffinityError").copied().unwrap_or(0);
         assert!(
             rejected >= 2,
             "{scoring:?}: careless placement should be rejected: {careless:?}"
         );
 
-        let careful = schedule(&scenario, scoring, true);
+        let careful = schedule(&referee, &scenario, scoring, true).await;
         let admitted = careful.get("Admitted").copied().unwrap_or(0);
         let pending = careful.get("Pending").copied().unwrap_or(0);
         assert_eq!(
