@@ -90,6 +90,10 @@ pub struct ZoneRow {
     pub numa_id: u32,
     /// Per resource.
     pub resources: Vec<ResourceRow>,
+    /// CPUs regular init containers keep here, already left out of the free CPUs,
+    /// when the NRT's writer counts them (`initContainerCpus`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_container_cpus: Option<u64>,
 }
 
 /// One resource of a zone. Amounts in the scheduler's units (CPU millicores, bytes).
@@ -186,7 +190,12 @@ impl NodesReport {
                     } else {
                         String::new()
                     });
-                    row.push(r.resource.clone());
+                    row.push(match z.init_container_cpus {
+                        Some(kept) if kept > 0 && r.resource == "cpu" => {
+                            format!("cpu ({kept} kept by init containers)")
+                        }
+                        _ => r.resource.clone(),
+                    });
                     row.push(show(r.free));
                     row.push(bar(r.free, r.allocatable));
                     row.push(show(r.allocatable));
@@ -259,10 +268,18 @@ fn node_row(cluster: &ClusterRead, node: &str) -> NodeRow {
                 })
             })
             .collect();
+        let counted = tas_api::nrt::init_cpus::counted(nrt);
+        let init_container_cpus = nrt
+            .zones
+            .iter()
+            .find(|z| zone_numa_id(&z.name) == Ok(id))
+            .filter(|_| counted)
+            .and_then(|z| tas_api::nrt::init_cpus::zone_cpus(z).ok());
         row.zones.push(ZoneRow {
             zone: format!("node-{id}"),
             numa_id: id,
             resources,
+            init_container_cpus,
         });
     }
     row
@@ -298,5 +315,46 @@ mod tests {
         assert!(!report(None).render().contains("writer stopped"));
         let json = serde_json::to_value(report(Some(2130.0))).unwrap();
         assert_eq!(json["nodes"][0]["writerStoppedSeconds"], 2130.0);
+    }
+
+    #[test]
+    fn cpus_kept_by_init_containers_are_named_on_the_zones_cpu_row() {
+        let zone = |kept| ZoneRow {
+            zone: "node-0".into(),
+            numa_id: 0,
+            resources: vec![ResourceRow {
+                resource: "cpu".into(),
+                allocatable: 8000,
+                free: 2000,
+                scheduler_free: None,
+            }],
+            init_container_cpus: kept,
+        };
+        let report = |kept| NodesReport {
+            scheduler_error: None,
+            scheduler_leader: Some(true),
+            nodes: vec![NodeRow {
+                node: "worker-1".into(),
+                policy: Some("single-numa-node".into()),
+                scope: Some("container".into()),
+                problem: None,
+                fingerprint: FingerprintState::Match,
+                confirmed: Some(true),
+                reservations: 0,
+                zones: vec![zone(kept)],
+                writer_stopped_seconds: None,
+            }],
+        };
+        let text = report(Some(3)).render();
+        assert!(text.contains("cpu (3 kept by init containers)"), "{text}");
+        assert!(!report(Some(0)).render().contains("kept by init"));
+        let json = serde_json::to_value(report(Some(3))).unwrap();
+        assert_eq!(json["nodes"][0]["zones"][0]["initContainerCpus"], 3);
+        let json = serde_json::to_value(report(None)).unwrap();
+        assert!(
+            json["nodes"][0]["zones"][0]
+                .get("initContainerCpus")
+                .is_none()
+        );
     }
 }
