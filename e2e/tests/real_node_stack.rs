@@ -11,7 +11,9 @@
 //! placed by TAS runs pinned to the CPUs of the zone TAS's view predicted; a pod the
 //! kubelet cannot align (the CPU is on node 1, the device on node 0, under
 //! `single-numa-node`) stays Pending under TAS with a NUMA reason, while the default
-//! scheduler's copy is rejected by the kubelet with `TopologyAffinityError`; a kubelet
+//! scheduler's copy is rejected by the kubelet with `TopologyAffinityError`; the CPU a
+//! regular init container keeps (podresources never reports it) is counted by the
+//! agent from its own cpuset (`initContainerCpus`), so the NRT still agrees; a kubelet
 //! restart and a killed node agent cause no wrong placement; `helm upgrade` to a changed
 //! value rolls the operands; `helm uninstall` leaves the CRDs and no container running.
 //!
@@ -178,6 +180,8 @@ async fn tas_installed_by_helm_runs_on_a_real_kubelet() {
     );
     ctx.delete_and_wait("misaligned-default").await;
 
+    init_container_cpus_are_counted(&ctx).await;
+
     lifecycle::faults_cause_no_wrong_placement(&mut ctx).await;
     ctx.still_pending("misaligned-tas").await;
     ctx.delete_and_wait("misaligned-tas").await;
@@ -186,6 +190,78 @@ async fn tas_installed_by_helm_runs_on_a_real_kubelet() {
     lifecycle::uninstall_leaves_the_crds_only(&ctx, &home, &kubeconfig).await;
     eprintln!("real-node stack test done in {:.1?}", started.elapsed());
     ctx.node.stop();
+}
+
+/// A Guaranteed pod whose regular init container takes the free CPU (zone node-1's),
+/// its app container running on the shared pool: the kubelet keeps the init
+/// container's CPU until the pod ends, and podresources never reports it. The node
+/// agent reads the shared pool from its own container's cpuset and counts the CPU
+/// out: the NRT agrees with the kubelet's checkpoint and names the CPU on its zone.
+async fn init_container_cpus_are_counted(ctx: &Ctx) {
+    ctx.nrt_agrees("before the init-container pod").await;
+    let agents: Api<Pod> = Api::namespaced(ctx.client.clone(), AGENTS_NAMESPACE);
+    let image = agents
+        .list(&ListParams::default().labels("app.kubernetes.io/name=tas-updater"))
+        .await
+        .expect("agent pods")
+        .items
+        .into_iter()
+        .find_map(|p| p.spec?.containers.into_iter().next()?.image)
+        .expect("the agent's image");
+    let mut held =
+        tas_testcluster::real_node::guaranteed_pause_pod("init-held", ctx.node.name(), 1);
+    let spec = held.spec.as_mut().expect("spec");
+    // The agent's image, run to completion: its binary prints its version and exits.
+    let mut init = spec.containers[0].clone();
+    init.name = "init".to_owned();
+    init.image = Some(image);
+    init.command = Some(vec![
+        "/usr/local/bin/tas-updater".to_owned(),
+        "--version".to_owned(),
+    ]);
+    spec.init_containers = Some(vec![init]);
+    let shared = serde_json::from_value(serde_json::json!({
+        "requests": {"cpu": "500m", "memory": "32Mi"},
+        "limits": {"cpu": "500m", "memory": "32Mi"},
+    }))
+    .expect("resources");
+    spec.containers[0].resources = Some(shared);
+    ctx.create(&held).await;
+    tas_testcluster::wait_pod_running(&ctx.pods, "init-held", TIMEOUT)
+        .await
+        .expect("the init-container pod runs");
+    let (nrt, state) = ctx.nrt_agrees("an init container keeps CPU 1").await;
+    assert!(
+        !state.default_set.contains(&1),
+        "the kubelet keeps CPU 1 for the init container: {}",
+        state.raw
+    );
+    let object = ctx.nrts.get(ctx.node.name()).await.expect("NRT");
+    assert!(
+        tas_api::nrt::init_cpus::counted(&object),
+        "{:?}",
+        object.attributes
+    );
+    let kept: Vec<(String, u64)> = object
+        .zones
+        .iter()
+        .map(|z| {
+            (
+                z.name.clone(),
+                tas_api::nrt::init_cpus::zone_cpus(z).unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [("node-0".into(), 0), ("node-1".into(), 1)],
+        "{nrt:?}"
+    );
+    eprintln!(
+        "init container's CPU counted by the agent: NRT {nrt:?} = cpu_manager_state {}",
+        state.raw
+    );
+    ctx.delete_and_wait("init-held").await;
 }
 
 /// Every TAS pod runs as a real container (containerd's id) on the node, its processes
