@@ -59,17 +59,22 @@ where
     };
     let mut base = (**topology).clone();
     let mut somewhere = Resources::default();
-    let placed = pins::zones_of(
-        topology,
-        node.pods()
-            .map(|p| &*p.meta)
-            .chain(victims.iter().copied())
-            .map(|m| (m.namespace.as_str(), m.name.as_str(), m.pins.as_slice())),
-    );
+    // Decoded only when a victim has no reservation, and at most once: the decode
+    // hashes every container on the node.
+    let placed = std::cell::OnceCell::new();
+    let decode = || {
+        pins::zones_of(
+            topology,
+            node.pods()
+                .map(|p| &*p.meta)
+                .chain(victims.iter().copied())
+                .map(|m| (m.namespace.as_str(), m.name.as_str(), m.pins.as_slice())),
+        )
+    };
     for v in victims {
         match reserved(&v.uid) {
             Some(amounts) => base.unreserve_on_every_zone(&amounts),
-            None => match &placed {
+            None => match placed.get_or_init(decode) {
                 Some(placed) => {
                     let rest = release_placed(&mut base, v, placed);
                     somewhere.add_all(&rest);
