@@ -73,7 +73,7 @@ dump_one() {
   printf '{"Replace":{%s}}\n' "$overlay" >"$tmp/overlay.json"
   echo "kubelet-tables: dumping the $pkg merge tables of $version" >&2
   if ! (cd "$module" && TAS_KUBELET_TABLES_OUT="$tmp/tables.json" \
-    go test -modfile="$tmp/go.mod" -overlay="$tmp/overlay.json" -tags "$tags" -count=1 \
+    go test -trimpath -modfile="$tmp/go.mod" -overlay="$tmp/overlay.json" -tags "$tags" -count=1 \
       -run '^TestTASDumpMergeCases$' "$pkg" >&2); then
     rm -rf "$tmp"
     return 1
