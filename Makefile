@@ -42,16 +42,21 @@ TEST_TOOLS = k8s k8s-oldest etcd kwok helm promtool kubelet
 TEST_TOOLS_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh | tail -n 1)
 TEST_TOOLS_OLDEST_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh --oldest | tail -n 1)
 # The referee: the kubelet's admission code and podresources server (nodesim/referee), cached
-# the same way; tests, the demo and the benchmark find it through TAS_REFEREE_BIN.
+# the same way; tests, the demo and the benchmark find it through TAS_REFEREE_BIN (the
+# oldest supported kubelet minor's). REFEREE_BINS: one per supported minor
+# (`v1.34.4=PATH,v1.35.4=PATH,...`), which the differential test judges against in turn
+# (TAS_REFEREE_BINS); empty when one of them failed to build.
 REFEREE_BIN = $(shell nodesim/referee/build.sh | tail -n 1)
+REFEREE_BINS = $(shell out=$$(nodesim/referee/build.sh --all) && echo "$$out" | paste -sd, -)
 
 # The OpenTelemetry Collector the OTLP test exports to (OTLP receiver + file exporter,
 # built from Go modules by testcluster/tools/build-otelcol.sh, cached the same way).
 OTELCOL_BIN = $(shell testcluster/tools/build-otelcol.sh | tail -n 1)
 
-# The kubelet Topology Manager's own merge test tables as JSON (go test -overlay on
-# k8s.io/kubernetes; cached by version like the tools), replayed by the scheduler's tests.
-KUBELET_TABLES = $(shell scheduler/tests/kubelet_tables/dump.sh | tail -n 1)
+# The kubelet Topology Manager's own merge test tables as JSON, one file per supported
+# kubelet minor (go test -overlay on k8s.io/kubernetes; cached by version like the
+# tools), replayed by the scheduler's tests: `v1.34.4=PATH,...`, empty when a dump failed.
+KUBELET_TABLES = $(shell out=$$(scheduler/tests/kubelet_tables/dump.sh --all) && echo "$$out" | paste -sd, -)
 
 # The Go program that writes the image archives (images/imagebuild), cached the same way;
 # e2e/tests/images.rs builds archives with it through TAS_IMAGEBUILD_BIN.
@@ -62,6 +67,7 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 	oldest="$(TEST_TOOLS_OLDEST_BIN)"; test -n "$$oldest" || { echo "make test: building the oldest control plane failed" >&2; exit 1; }; \
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
+	referees="$(REFEREE_BINS)"; test -n "$$referees" || { echo "make test: building the referees of every kubelet minor failed" >&2; exit 1; }; \
 	otelcol="$(OTELCOL_BIN)"; test -n "$$otelcol" || { echo "make test: building the OpenTelemetry Collector failed" >&2; exit 1; }; \
 	imagebuild="$(IMAGEBUILD_BIN)"; test -n "$$imagebuild" || { echo "make test: building imagebuild (images/) failed" >&2; exit 1; }; \
 	testcluster/tools/install-node-runtime.sh >/dev/null || \
@@ -69,8 +75,8 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 	pause=$$(TAS_IMAGEBUILD_BIN="$$imagebuild" testcluster/tools/build-pause.sh | tail -n 1) || \
 		echo "make test: building the pause image failed (above); the real-node tests will say so and skip" >&2; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
-	TAS_TOOLS_BIN="$$bin" TAS_TOOLS_BIN_OLDEST="$$oldest" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_OTELCOL_BIN="$$otelcol" \
-		TAS_IMAGEBUILD_BIN="$$imagebuild" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test --workspace
+	TAS_TOOLS_BIN="$$bin" TAS_TOOLS_BIN_OLDEST="$$oldest" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_REFEREE_BINS="$$referees" \
+		TAS_OTELCOL_BIN="$$otelcol" TAS_IMAGEBUILD_BIN="$$imagebuild" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
@@ -104,7 +110,8 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	@bin=$$(TAS_TOOLS_ONLY="k8s etcd kwok schedplugins" testcluster/tools/build.sh | tail -n 1); \
 	test -n "$$bin" || { echo "make bench: building the cluster tools failed" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make bench: building the referee failed" >&2; exit 1; }; \
-	export TAS_REFEREE_BIN="$$referee"; \
+	referees="$(REFEREE_BINS)"; test -n "$$referees" || { echo "make bench: building the referees of every kubelet minor failed" >&2; exit 1; }; \
+	export TAS_REFEREE_BIN="$$referee" TAS_REFEREE_BINS="$$referees"; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
 	$(CARGO) build --release -p tas-scheduler -p tas-updater -p tas-bench && \
 	{ $(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture || \

@@ -5,9 +5,10 @@
 //! package `k8s.io/kubernetes/pkg/kubelet/cm/topologymanager` with `go test -overlay`,
 //! and that test writes the package's merge tables — providers' hints, the expected merged
 //! hint and the policy's admit verdict — as JSON. The file comes from
-//! `TAS_KUBELET_TABLES` (set by `make test`), else from running the script (cached, so
-//! only the first run compiles); without a Go toolchain and without the variable, the
-//! test says so and passes.
+//! One dump per supported kubelet minor, all replayed: `TAS_KUBELET_TABLES` lists them
+//! (`v1.34.4=PATH,...` as `dump.sh --all` prints them, set by `make test`; a single path
+//! works too), else the test runs the script (cached, so only the first run compiles);
+//! without a Go toolchain and without the variable, the test says so and passes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,9 +81,15 @@ fn resource_hints(case: &Case) -> Vec<ResourceHints> {
     out
 }
 
-fn tables_file() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TAS_KUBELET_TABLES").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
+/// The dumps to replay, each with the kubelet version it came from: `TAS_KUBELET_TABLES`
+/// lists them (`v1.34.4=PATH,v1.35.4=PATH,...`, or a single path), else `dump.sh --all`
+/// makes them.
+fn tables_files() -> Option<Vec<(String, PathBuf)>> {
+    if let Some(list) = std::env::var("TAS_KUBELET_TABLES")
+        .ok()
+        .filter(|l| !l.trim().is_empty())
+    {
+        return Some(parse_list(&list.replace(',', "\n")));
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubelet_tables/dump.sh");
     if Command::new("go").arg("version").output().is_err() {
@@ -94,6 +101,7 @@ fn tables_file() -> Option<PathBuf> {
         return None;
     }
     let output = Command::new(&script)
+        .arg("--all")
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     assert!(
@@ -102,9 +110,19 @@ fn tables_file() -> Option<PathBuf> {
         script.display(),
         String::from_utf8_lossy(&output.stderr)
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let last = stdout.lines().last().unwrap_or_default().trim().to_owned();
-    Some(PathBuf::from(last))
+    Some(parse_list(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// One `version=path` or bare path per line.
+fn parse_list(text: &str) -> Vec<(String, PathBuf)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.split_once('=') {
+            Some((version, path)) => (version.to_owned(), PathBuf::from(path)),
+            None => ("(unnamed)".to_owned(), PathBuf::from(l)),
+        })
+        .collect()
 }
 
 fn show(h: Hint) -> String {
@@ -122,8 +140,18 @@ fn show(h: Hint) -> String {
 
 #[test]
 fn kubelet_policy_merge_tables() {
-    let Some(path) = tables_file() else { return };
-    let text = std::fs::read_to_string(&path)
+    let Some(files) = tables_files() else { return };
+    assert!(!files.is_empty(), "no kubelet tables to replay");
+    let mut report = Vec::new();
+    for (version, path) in &files {
+        report.extend(replay(version, path));
+    }
+    assert!(report.is_empty(), "failing cases:\n{}", report.join("\n"));
+}
+
+/// Replays one dump; returns its failing cases.
+fn replay(version: &str, path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let tables: Tables = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{} is not a tables dump: {e}", path.display()));
@@ -187,12 +215,15 @@ fn kubelet_policy_merge_tables() {
         );
     }
     println!(
-        "kubelet policy tables: {} cases, {} passed, {} failed ({})",
+        "kubelet {version} policy tables: {} cases, {} passed, {} failed ({})",
         total.0,
         total.0 - total.1,
         total.1,
         path.display()
     );
     assert!(total.0 > 0, "{} holds no cases", path.display());
-    assert!(report.is_empty(), "failing cases:\n{}", report.join("\n"));
+    report
+        .into_iter()
+        .map(|l| format!("kubelet {version}: {l}"))
+        .collect()
 }

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 )
 
@@ -64,7 +63,7 @@ func tasTableOf(t *testing.T, test string, policy Policy, numaInfo *NUMAInfo, pr
 		var providersHints []map[string][]TopologyHint
 		c := tasCase{Name: tc.name, Providers: [][]tasResource{}}
 		for _, provider := range tc.hp {
-			hints := provider.GetTopologyHints(&v1.Pod{}, &v1.Container{})
+			hints := tasHintsOf(provider)
 			providersHints = append(providersHints, hints)
 			resources := []tasResource{}
 			for name, list := range hints {
@@ -81,7 +80,7 @@ func tasTableOf(t *testing.T, test string, policy Policy, numaInfo *NUMAInfo, pr
 			sort.Slice(resources, func(i, j int) bool { return resources[i].Name < resources[j].Name })
 			c.Providers = append(c.Providers, resources)
 		}
-		actual, admit := policy.Merge(providersHints)
+		actual, admit := tasMerge(policy, providersHints)
 		if !actual.IsEqual(tc.expected) {
 			t.Errorf("%s/%s: the package's own expectation %v does not hold: %v", test, tc.name, tc.expected, actual)
 		}
@@ -146,9 +145,9 @@ func TestTASDumpMergeCases(t *testing.T) {
 	for i := range tcases {
 		var providersHints []map[string][]TopologyHint
 		for _, provider := range tcases[i].hp {
-			providersHints = append(providersHints, provider.GetTopologyHints(&v1.Pod{}, &v1.Container{}))
+			providersHints = append(providersHints, tasHintsOf(provider))
 		}
-		tcases[i].expected, _ = none.Merge(providersHints)
+		tcases[i].expected, _ = tasMerge(none, providersHints)
 	}
 	tables = append(tables, tasTableOf(t, "TestPolicyNoneMerge", none, four, false, tcases))
 

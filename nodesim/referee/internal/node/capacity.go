@@ -30,7 +30,7 @@ func (n *Node) Resources() Resources { return n.resources }
 func (n *Node) computeResources() Resources {
 	_, capacity, _ := n.machine.machineInfo()
 	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(n.settings.config.MaxPods), resource.DecimalSI)
-	devCapacity, devAllocatable, _ := n.dev.GetCapacity()
+	devCapacity, devAllocatable, _ := n.deviceCapacity()
 	for name, q := range devCapacity {
 		capacity[name] = q
 	}

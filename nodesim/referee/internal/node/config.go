@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	cadvisorapi "github.com/google/cadvisor/info/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -14,7 +13,6 @@ import (
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
 	kubeletvalidation "k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
-	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/topology"
 	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
 	"k8s.io/utils/cpuset"
 )
@@ -35,7 +33,7 @@ type kubeletSettings struct {
 // JSON; apiVersion and kind may be left out) with the kubelet's own scheme, so the
 // kubelet's defaults apply to every field left out, then validates it with the
 // kubelet's validation and derives the start-up values as cmd/kubelet does.
-func parseKubeletConfig(raw json.RawMessage, machine *cadvisorapi.MachineInfo, capacity v1.ResourceList) (*kubeletSettings, error) {
+func parseKubeletConfig(raw json.RawMessage, machine *machineInfo, capacity v1.ResourceList) (*kubeletSettings, error) {
 	doc := map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &doc); err != nil {
@@ -89,7 +87,12 @@ func parseKubeletConfig(raw json.RawMessage, machine *cadvisorapi.MachineInfo, c
 			return nil, fmt.Errorf("kubelet config sets feature gate %s=%t but the referee runs with %t; feature gates are process-wide: start the referee with --feature-gates", name, want, got)
 		}
 	}
-	if err := kubeletvalidation.ValidateKubeletConfiguration(kc, utilfeature.DefaultFeatureGate); err != nil {
+	// The validation's Linux part looks at the host: failCgroupV1 (true by default
+	// from v1.35) refuses a cgroup v1 host. The simulated node has no cgroups, and
+	// the host running the referee is not the node, so that check is left out.
+	checked := *kc
+	checked.FailCgroupV1 = false
+	if err := kubeletvalidation.ValidateKubeletConfiguration(&checked, utilfeature.DefaultFeatureGate); err != nil {
 		return nil, fmt.Errorf("kubelet config is invalid: %w", err)
 	}
 
@@ -101,7 +104,7 @@ func parseKubeletConfig(raw json.RawMessage, machine *cadvisorapi.MachineInfo, c
 	kubeReserved := copyMap(kc.KubeReserved)
 	systemReserved := copyMap(kc.SystemReserved)
 	if kc.ReservedSystemCPUs != "" {
-		topo, err := topology.Discover(machine)
+		topo, err := discoverTopology(machine)
 		if err != nil {
 			return nil, fmt.Errorf("unable to discover CPU topology: %w", err)
 		}

@@ -9,24 +9,19 @@ import (
 	"time"
 	_ "unsafe" // for go:linkname
 
-	cadvisorapi "github.com/google/cadvisor/info/v1"
 	"google.golang.org/grpc"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/kubernetes/pkg/kubelet/cm/devicemanager"
-	plugin "k8s.io/kubernetes/pkg/kubelet/cm/devicemanager/plugin/v1beta1"
-	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 )
 
-// newDeviceManager is the device manager's own constructor with the registration
+// newDeviceManager (kubelet_v1*.go: the parameters differ between minors) calls
+// the device manager's own constructor with the registration
 // socket path as a parameter (devicemanager.newManagerImpl, the one the package's
 // tests use). The exported NewManagerImpl hard-wires the kubelet's path
 // (/var/lib/kubelet/device-plugins/kubelet.sock) and keeps its checkpoint next to
 // it, so many simulated nodes in one process could not each have their own.
 // Linking to the unexported function keeps the real manager, unchanged, with one
 // directory per node.
-//
-//go:linkname newDeviceManager k8s.io/kubernetes/pkg/kubelet/cm/devicemanager.newManagerImpl
-func newDeviceManager(socketPath string, topology []cadvisorapi.Node, topologyAffinityStore topologymanager.Store) (*devicemanager.ManagerImpl, error)
 
 // DevicePlugins says how a node's devices reach its device manager.
 type DevicePlugins string
@@ -119,26 +114,26 @@ func startDevicePlugins(mode DevicePlugins, dm *devicemanager.ManagerImpl, regis
 		switch mode {
 		case InProcessPlugins, "":
 			p := &inProcessPlugin{resource: name}
-			if err := dm.PluginConnected(name, p); err != nil {
+			if err := pluginConnected(dm, name, p); err != nil {
 				stopAll()
 				return nil, fmt.Errorf("device plugin %s: %w", name, err)
 			}
-			dm.PluginListAndWatchReceiver(name, &pluginapi.ListAndWatchResponse{Devices: devs})
+			pluginListAndWatch(dm, name, &pluginapi.ListAndWatchResponse{Devices: devs})
 		case StubPlugins:
 			socket := filepath.Join(filepath.Dir(registrationSocket), fmt.Sprintf("plugin-%d.sock", i))
-			stub := plugin.NewDevicePluginStub(devs, socket, name, false, true)
+			stub := newStubPlugin(devs, socket, name)
 			stub.SetAllocFunc(func(r *pluginapi.AllocateRequest, _ map[string]*pluginapi.Device) (*pluginapi.AllocateResponse, error) {
 				return allocateResponse(r), nil
 			})
 			stub.SetGetPreferredAllocFunc(func(r *pluginapi.PreferredAllocationRequest, _ map[string]*pluginapi.Device) (*pluginapi.PreferredAllocationResponse, error) {
 				return preferredAllocation(r), nil
 			})
-			if err := stub.Start(); err != nil {
+			if err := startStubPlugin(stub); err != nil {
 				stopAll()
 				return nil, fmt.Errorf("device plugin %s: %w", name, err)
 			}
-			stops = append(stops, func() { _ = stub.Stop() })
-			if err := stub.Register(registrationSocket, name, ""); err != nil {
+			stops = append(stops, func() { stopStubPlugin(stub) })
+			if err := registerStubPlugin(stub, registrationSocket, name); err != nil {
 				stopAll()
 				return nil, fmt.Errorf("device plugin %s: register: %w", name, err)
 			}
@@ -149,7 +144,7 @@ func startDevicePlugins(mode DevicePlugins, dm *devicemanager.ManagerImpl, regis
 	// Registration and ListAndWatch run asynchronously over gRPC in stub mode.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		allocatable := dm.GetAllocatableDevices()
+		allocatable := allocatableDevicesOf(dm)
 		var missing []string
 		for _, name := range names {
 			if len(allocatable[name]) != len(devices[name]) {

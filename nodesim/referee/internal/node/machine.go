@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 
-	cadvisorapi "github.com/google/cadvisor/info/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -54,7 +53,7 @@ type Device struct {
 
 // machineInfo builds cadvisor's MachineInfo (what the kubelet's managers read) and
 // the node capacity the kubelet derives from it (cpu, memory, hugepages-<size>).
-func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, error) {
+func (m *Machine) machineInfo() (*machineInfo, v1.ResourceList, error) {
 	if len(m.Zones) == 0 {
 		return nil, nil, fmt.Errorf("machine has no NUMA zones")
 	}
@@ -73,7 +72,7 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 	}
 	sort.Strings(sizes)
 
-	info := &cadvisorapi.MachineInfo{}
+	info := &machineInfo{}
 	seenCPU := map[int]bool{}
 	sockets := map[int]bool{}
 	hugeTotal := map[uint64]uint64{} // page size KiB → pages
@@ -81,14 +80,14 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 		if z.ID < 0 || (i > 0 && zones[i-1].ID == z.ID) {
 			return nil, nil, fmt.Errorf("zone ids must be distinct and non-negative, got %d", z.ID)
 		}
-		node := cadvisorapi.Node{Id: z.ID, Memory: z.Memory, Distances: z.Distances}
+		node := numaNode{Id: z.ID, Memory: z.Memory, Distances: z.Distances}
 		for _, size := range sizes {
 			q, err := resource.ParseQuantity(size)
 			if err != nil || q.Value() <= 0 || q.Value()%1024 != 0 {
 				return nil, nil, fmt.Errorf("zone %d: bad hugepage size %q", z.ID, size)
 			}
 			kib := uint64(q.Value() / 1024)
-			node.HugePages = append(node.HugePages, cadvisorapi.HugePagesInfo{PageSize: kib, NumPages: z.Hugepages[size]})
+			node.HugePages = append(node.HugePages, hugePagesInfo{PageSize: kib, NumPages: z.Hugepages[size]})
 			hugeTotal[kib] += z.Hugepages[size]
 		}
 		for _, c := range z.Cores {
@@ -108,7 +107,7 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 			for _, cpu := range c.CPUs {
 				id = min(id, cpu)
 			}
-			node.Cores = append(node.Cores, cadvisorapi.Core{Id: id, Threads: append([]int(nil), c.CPUs...), SocketID: c.Socket})
+			node.Cores = append(node.Cores, cpuCore{Id: id, Threads: append([]int(nil), c.CPUs...), SocketID: c.Socket})
 			info.NumPhysicalCores++
 		}
 		info.MemoryCapacity += z.Memory
@@ -125,7 +124,7 @@ func (m *Machine) machineInfo() (*cadvisorapi.MachineInfo, v1.ResourceList, erro
 	}
 	sort.Slice(pageSizes, func(i, j int) bool { return pageSizes[i] < pageSizes[j] })
 	for _, kib := range pageSizes {
-		info.HugePages = append(info.HugePages, cadvisorapi.HugePagesInfo{PageSize: kib, NumPages: hugeTotal[kib]})
+		info.HugePages = append(info.HugePages, hugePagesInfo{PageSize: kib, NumPages: hugeTotal[kib]})
 	}
 
 	// The capacity the kubelet computes from cadvisor (pkg/kubelet/cadvisor

@@ -22,15 +22,12 @@ import (
 	"sort"
 	"sync"
 
-	cadvisorapi "github.com/google/cadvisor/info/v1"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubefeatures "k8s.io/kubernetes/pkg/features"
-	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/devicemanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/memorymanager"
@@ -64,7 +61,7 @@ type Options struct {
 type Node struct {
 	name     string
 	machine  Machine
-	info     *cadvisorapi.MachineInfo
+	info     *machineInfo
 	settings *kubeletSettings
 	stateDir string
 
@@ -139,7 +136,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		}
 		tmOptions = nil
 	}
-	n.tm, err = topologymanager.NewManager(info.Topology, kc.TopologyManagerPolicy, kc.TopologyManagerScope, tmOptions)
+	n.tm, err = newTopologyManager(info.Topology, kc.TopologyManagerPolicy, kc.TopologyManagerScope, tmOptions)
 	if err != nil {
 		return nil, fmt.Errorf("topology manager: %w", err)
 	}
@@ -147,30 +144,22 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device manager: %w", err)
 	}
-	n.tm.AddHintProvider(n.dev)
-	n.cpu, err = cpumanager.NewManager(kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions, kc.CPUManagerReconcilePeriod.Duration,
+	addHintProvider(n.tm, n.dev)
+	n.cpu, err = newCPUManager(kc.CPUManagerPolicy, kc.CPUManagerPolicyOptions, kc.CPUManagerReconcilePeriod.Duration,
 		info, settings.reservedSystemCPUs, settings.nodeAllocatableReservation, o.StateDir, n.tm)
 	if err != nil {
 		return nil, fmt.Errorf("cpu manager: %w", err)
 	}
-	n.tm.AddHintProvider(n.cpu)
-	n.mem, err = memorymanager.NewManager(ctx, kc.MemoryManagerPolicy, info, settings.nodeAllocatableReservation,
+	addHintProvider(n.tm, n.cpu)
+	n.mem, err = newMemoryManager(ctx, kc.MemoryManagerPolicy, info, settings.nodeAllocatableReservation,
 		kc.ReservedMemory, o.StateDir, n.tm)
 	if err != nil {
 		return nil, fmt.Errorf("memory manager: %w", err)
 	}
-	n.tm.AddHintProvider(n.mem)
+	addHintProvider(n.tm, n.mem)
 
-	// containerManagerImpl.Start: CPU manager, memory manager, device manager,
-	// with the active pods, ready sources and no running containers.
-	if err := n.cpu.Start(n.pods.active, allSourcesReady{}, noPodStatus{}, noRuntime{}, containermap.NewContainerMap()); err != nil {
-		return nil, fmt.Errorf("cpu manager: %w", err)
-	}
-	if err := n.mem.Start(ctx, n.pods.active, allSourcesReady{}, noPodStatus{}, noRuntime{}, containermap.NewContainerMap()); err != nil {
-		return nil, fmt.Errorf("memory manager: %w", err)
-	}
-	if err := n.dev.Start(n.pods.active, allSourcesReady{}, containermap.NewContainerMap(), sets.New[string]()); err != nil {
-		return nil, fmt.Errorf("device manager: %w", err)
+	if what, err := n.startManagers(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	n.stopPlugins, err = startDevicePlugins(o.DevicePlugins, n.dev, registration, o.Machine.Devices)
 	if err != nil {
@@ -181,8 +170,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	// container manager's plugin resource update (the device manager's).
 	n.resources = n.computeResources()
 	n.object = n.nodeObject(o.Labels, o.Taints)
-	n.predicate = lifecycle.NewPredicateAdmitHandler(func() (*v1.Node, error) { return n.object, nil },
-		lifecycle.NewAdmissionFailureHandlerStub(), n.dev.UpdatePluginResources)
+	n.predicate = n.newPredicateHandler()
 	if o.PodResourcesDir != "" {
 		n.podres, err = n.servePodResources(ctx, filepath.Join(o.PodResourcesDir, "kubelet.sock"))
 		if err != nil {
@@ -204,7 +192,7 @@ func (n *Node) Close() {
 		n.stopPlugins()
 	}
 	if n.dev != nil {
-		_ = n.dev.Stop()
+		n.stopDeviceManager()
 	}
 }
 
@@ -246,11 +234,7 @@ func (n *Node) Admit(pod *v1.Pod) (res *AdmitResult, err error) {
 	}()
 	// The kubelet's admit handlers in its order; of those that can refuse a pod
 	// here, the Topology Manager (which allocates) comes before the predicates.
-	attrs := &lifecycle.PodAdmitAttributes{Pod: pod, OtherPods: n.pods.othersThan(pod.UID)}
-	verdict := n.tm.Admit(attrs)
-	if verdict.Admit {
-		verdict = n.predicate.Admit(attrs)
-	}
+	verdict := n.admitHandlers(pod)
 	res = &AdmitResult{Admit: verdict.Admit, Reason: verdict.Reason, Message: verdict.Message}
 	if !verdict.Admit {
 		// kubelet.rejectPod marks the pod Failed, so it leaves the active pods;
@@ -270,10 +254,7 @@ func (n *Node) Admit(pod *v1.Pod) (res *AdmitResult, err error) {
 // finished (non-restartable) init containers.
 func (n *Node) startContainers(pod *v1.Pod) {
 	for _, c := range allContainers(pod) {
-		id := containerID(pod.UID, c.Name)
-		n.cpu.AddContainer(pod, c, id)
-		n.mem.AddContainer(context.TODO(), pod, c, id)
-		n.tm.AddContainer(pod, c, id)
+		n.addContainer(pod, c, containerID(pod.UID, c.Name))
 	}
 }
 
@@ -289,7 +270,7 @@ func (n *Node) Remove(uid types.UID) (bool, error) {
 	}
 	n.pods.remove(uid)
 	for _, c := range allContainers(pod) {
-		if err := n.tm.RemoveContainer(containerID(uid, c.Name)); err != nil {
+		if err := n.removeContainer(containerID(uid, c.Name)); err != nil {
 			return true, err
 		}
 	}
@@ -306,10 +287,7 @@ func (n *Node) Remove(uid types.UID) (bool, error) {
 func (n *Node) collectGarbage() {
 	probe := &v1.Pod{}
 	probe.UID = "referee-garbage-collection"
-	container := &v1.Container{Name: "probe"}
-	n.cpu.GetTopologyHints(probe, container)
-	n.mem.GetTopologyHints(probe, container)
-	n.dev.UpdateAllocatedDevices()
+	n.removeStaleState(probe, &v1.Container{Name: "probe"})
 }
 
 func allContainers(pod *v1.Pod) []*v1.Container {

@@ -51,37 +51,21 @@ func (n *Node) GetPodByName(namespace, name string) (*v1.Pod, bool) {
 }
 
 // DevicesProvider, CPUsProvider, MemoryProvider, DynamicResourcesProvider: what
-// the kubelet's container manager (pkg/kubelet/cm) answers, from the same managers.
-
-func (n *Node) UpdateAllocatedDevices() { n.dev.UpdateAllocatedDevices() }
+// the kubelet's container manager (pkg/kubelet/cm) answers, from the same managers
+// (the methods whose signatures differ between minors are in kubelet_v1*.go).
 
 func (n *Node) GetDevices(podUID, containerName string) []*podresourcesapi.ContainerDevices {
 	return containerDevicesFromResourceDeviceInstances(n.dev.GetDevices(podUID, containerName))
-}
-
-func (n *Node) GetAllocatableDevices() []*podresourcesapi.ContainerDevices {
-	return containerDevicesFromResourceDeviceInstances(n.dev.GetAllocatableDevices())
-}
-
-func (n *Node) GetCPUs(podUID, containerName string) []int64 {
-	return int64Slice(n.cpu.GetExclusiveCPUs(podUID, containerName).UnsortedList())
 }
 
 func (n *Node) GetAllocatableCPUs() []int64 {
 	return int64Slice(n.cpu.GetAllocatableCPUs().UnsortedList())
 }
 
-func (n *Node) GetMemory(podUID, containerName string) []*podresourcesapi.ContainerMemory {
-	return containerMemoryFromBlock(n.mem.GetMemory(context.TODO(), podUID, containerName))
-}
-
-func (n *Node) GetAllocatableMemory() []*podresourcesapi.ContainerMemory {
-	return containerMemoryFromBlock(n.mem.GetAllocatableMemory(context.TODO()))
-}
-
-// GetDynamicResources: the simulated nodes have no DRA drivers, so no pod has
-// prepared claims; the container manager answers an empty list then.
-func (n *Node) GetDynamicResources(*v1.Pod, *v1.Container) []*podresourcesapi.DynamicResource {
+// noDynamicResources is GetDynamicResources' answer: the simulated nodes have no
+// DRA drivers, so no pod has prepared claims; the container manager answers an
+// empty list then.
+func noDynamicResources() []*podresourcesapi.DynamicResource {
 	if !utilfeature.DefaultFeatureGate.Enabled(kubefeatures.DynamicResourceAllocation) {
 		return []*podresourcesapi.DynamicResource{}
 	}

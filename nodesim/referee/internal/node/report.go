@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"sort"
 
@@ -68,14 +67,14 @@ func (n *Node) allocations(pod *v1.Pod) []ContainerAllocation {
 		}
 		a := ContainerAllocation{Name: c.Name, Kind: kind, CPUs: []int{}, Memory: []MemoryBlock{}, Devices: []DeviceAllocation{}}
 		if n.settings.config.TopologyManagerPolicy != "none" {
-			h := n.tm.GetAffinity(uid, c.Name)
+			h := n.affinity(uid, c.Name)
 			a.Affinity = &Hint{Preferred: h.Preferred}
 			if h.NUMANodeAffinity != nil {
 				a.Affinity.NUMANodes = h.NUMANodeAffinity.GetBits()
 			}
 		}
 		a.CPUs = n.cpu.GetExclusiveCPUs(uid, c.Name).List()
-		for _, b := range n.mem.GetMemory(context.TODO(), uid, c.Name) {
+		for _, b := range n.memoryBlocks(uid, c.Name) {
 			nodes := append([]int{}, b.NUMAAffinity...)
 			sort.Ints(nodes)
 			a.Memory = append(a.Memory, MemoryBlock{Type: string(b.Type), Size: b.Size, NUMANodes: nodes})
@@ -181,7 +180,7 @@ func (n *Node) State() *State {
 			}
 		}
 	}
-	for resource, devs := range n.dev.GetAllocatableDevices() {
+	for resource, devs := range allocatableDevicesOf(n.dev) {
 		var list []DeviceState
 		for id, d := range devs {
 			ds := DeviceState{ID: id, NUMANodes: []int{}, Free: !used[resource][id]}
