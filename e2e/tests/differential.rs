@@ -99,20 +99,16 @@ const KNOWN_AGENT_FALSE_ADMITS: u64 = 0;
 const KNOWN_LARGE_AGENT_FALSE_ADMITS: u64 = 1;
 
 /// More false-admits on both views (true state, updater) at the default size and the
-/// large one with a kubelet of v1.36 or later, whose device manager hints only NUMA
-/// sets of zones that hold a device of the resource (`generateDeviceTopologyHints`
-/// iterates `deviceNUMANodes(resource)`, new in v1.36; v1.34 and v1.35 iterate every
-/// zone). A set with a zone without such devices is never offered, so under
-/// `best-effort` the kubelet's merge settles on a narrower set than the scheduler
-/// expects and the memory manager then cannot extend it ("failed to find NUMA nodes to
-/// extend the current topology hint"). The scheduler hints every set with enough
-/// devices, as the older kubelets do; modelling the newer rule needs the node's
-/// kubelet version (`status.nodeInfo.kubeletVersion`).
-/// Default size: 3 on each view. Large: 4 on the true-state view, 5 on the updater's
-/// (against 0 and 2 for v1.34 and v1.35; all best-effort, "failed to find NUMA nodes to
-/// extend" or "preferred hint violates NUMA node allocation", plus the known
-/// single-numa-node one on the updater's view).
-const KNOWN_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [3, 3];
+/// large one with a kubelet of v1.36 or later. Its device manager hints only NUMA sets
+/// of zones that hold a device of the resource (`generateDeviceTopologyHints` iterates
+/// `deviceNUMANodes(resource)`, new in v1.36; v1.34 and v1.35 iterate every zone), so
+/// under `best-effort` its merge can settle on a narrower set than with every zone and
+/// the memory manager then cannot extend it. Before the scheduler applied that rule on
+/// nodes whose object names a v1.36+ kubelet (`kubeletVersion`, published by the
+/// updater from the Node), it found 3 on each view at the default size and 4 and 3
+/// more at the large one; now none at the default size. The large size is not
+/// re-measured yet: its knob keeps the old figures until `make bench` says lower.
+const KNOWN_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [4, 3];
 
 /// The known false-admits on both views for a kubelet version (`v1.36.3`), `base`
@@ -245,7 +241,7 @@ async fn run(
         .map(|i| {
             let referee = referee.clone();
             let dir = dir.path();
-            async move { (i, run_node(referee, dir, seed, i).await) }
+            async move { (i, run_node(referee, dir, seed, i, version).await) }
         })
         .buffer_unordered(parallel)
         .collect()
@@ -332,7 +328,15 @@ impl Attempt {
     }
 }
 
-async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec<Attempt> {
+/// `version`: the referee's kubelet version, which the updater publishes from the
+/// Node (`kubeletVersion`).
+async fn run_node(
+    referee: Arc<Referee>,
+    dir: &Path,
+    seed: u64,
+    i: usize,
+    version: &str,
+) -> Vec<Attempt> {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
     let machine = random::machine(&mut rng);
     let kubelet_json = random::kubelet(&mut rng, &machine);
@@ -390,6 +394,7 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
         let nrts = [
             views::publish(
                 &node,
+                version,
                 &topology,
                 &kubelet,
                 &views::from_podresources(
@@ -402,6 +407,7 @@ async fn run_node(referee: Arc<Referee>, dir: &Path, seed: u64, i: usize) -> Vec
             ),
             views::publish(
                 &node,
+                version,
                 &topology,
                 &kubelet,
                 &views::from_state(&topology, &kubelet, &pr_allocatable, &machine, &state),

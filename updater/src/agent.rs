@@ -117,6 +117,9 @@ pub struct Agent {
     retrigger: Option<mpsc::WeakSender<Trigger>>,
     /// The last shared-pool read error logged, so a persistent one warns once.
     pool_error: Option<String>,
+    /// The Node's `status.nodeInfo.kubeletVersion`, and when the Node was last read.
+    kubelet_version: Option<String>,
+    node_read_at: Option<Instant>,
 }
 
 /// How often the kubelet's configuration files are checked for changes.
@@ -154,6 +157,8 @@ impl Agent {
             freshness: shared_pool::Freshness::default(),
             retrigger: None,
             pool_error: None,
+            kubelet_version: None,
+            node_read_at: None,
         }
     }
 
@@ -313,14 +318,26 @@ impl Agent {
     }
 
     async fn observe_and_publish(&mut self) -> Result<Outcome, ObserveError> {
-        if self.node.uid.is_empty() {
+        let node_due = self
+            .node_read_at
+            .is_none_or(|at| at.elapsed() >= self.cfg.heartbeat_period);
+        if self.node.uid.is_empty() || node_due {
             // The Node owns the object; without its uid the object would not be garbage
-            // collected with it. A failed read is retried on the next publish.
+            // collected with it. Its kubelet version (re-read once per heartbeat period:
+            // kubelets are upgraded in place) says which kubelet minor's rules apply. A
+            // failed read is retried on the next publish.
             match Api::<Node>::all(self.client.clone())
                 .get(&self.node.name)
                 .await
             {
-                Ok(n) => self.node.uid = n.metadata.uid.unwrap_or_default(),
+                Ok(n) => {
+                    self.node.uid = n.metadata.uid.unwrap_or_default();
+                    self.kubelet_version = n
+                        .status
+                        .and_then(|s| s.node_info)
+                        .map(|i| i.kubelet_version);
+                    self.node_read_at = Some(Instant::now());
+                }
                 Err(e) => tracing::warn!(error = %e, "reading this Node for the owner reference"),
             }
         }
@@ -382,8 +399,9 @@ impl Agent {
             resource_managers: &kubelet.resource_managers_config(),
             fingerprint,
         });
-        let mut nrt =
+        let nrt =
             nrt_object::with_fingerprint_exclude(nrt, self.cfg.fingerprint.exclude_attribute());
+        let mut nrt = nrt_object::with_kubelet_version(nrt, self.kubelet_version.as_deref());
         if self.cfg.numa_placement
             && let Some(placement) = numa_placement::payload(&topology, &list.pod_resources)
         {

@@ -56,6 +56,20 @@ pub fn with_fingerprint_exclude(
     nrt
 }
 
+/// `nrt` with the `kubeletVersion` attribute (the Node's `status.nodeInfo.kubeletVersion`)
+/// when known, attributes kept sorted by name.
+pub fn with_kubelet_version(
+    mut nrt: NodeResourceTopology,
+    version: Option<&str>,
+) -> NodeResourceTopology {
+    if let Some(version) = version.filter(|v| !v.is_empty()) {
+        nrt.attributes
+            .push(AttributeInfo::new(attr::KUBELET_VERSION, version));
+        nrt.attributes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    nrt
+}
+
 /// The object's metadata alone, without zones or attributes: what the agent publishes
 /// when it has no kubelet settings to tell (a configuration that never could be read).
 pub fn skeleton(node: &NodeRef) -> NodeResourceTopology {
@@ -341,6 +355,27 @@ mod tests {
         assert_eq!(kept, [0, 2]);
         // Zone 0 keeps none: no attribute written.
         assert!(nrt.zones[0].attributes.is_empty());
+    }
+
+    #[test]
+    fn the_kubelet_version_is_an_attribute_when_known() {
+        let (t, r) = two_zones();
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: String::new(),
+        };
+        let nrt = build(&observed(&node, &t, &r));
+        assert_eq!(
+            with_kubelet_version(nrt.clone(), None).attributes,
+            nrt.attributes
+        );
+        assert_eq!(
+            with_kubelet_version(nrt.clone(), Some("")).attributes,
+            nrt.attributes
+        );
+        let named = with_kubelet_version(nrt, Some("v1.36.3"));
+        assert_eq!(named.kubelet_minor(), Some(36));
+        assert!(named.attributes.windows(2).all(|w| w[0].name <= w[1].name));
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub const FINGERPRINT_ANNOTATION: &str = "topology.node.k8s.io/fingerprint";
 pub const TOPOLOGY_POLICIES_FIRST: &str = "topologyPolicies[0]";
 /// Max NUMA nodes assumed when the attribute is absent.
 pub const DEFAULT_MAX_NUMA_NODES: u32 = 8;
+/// The node's kubelet version as its Node object reports it
+/// (`status.nodeInfo.kubeletVersion`, e.g. `v1.36.3`): readers apply that kubelet
+/// minor's placement rules.
+pub const KUBELET_VERSION: &str = "kubeletVersion";
 
 /// A well-known attribute with a value this crate does not understand.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +57,26 @@ pub enum AttributeError {
     },
 }
 
+/// The minor of a kubelet version (`v1.36.3`, `1.36`, `v1.37.0-alpha.1+abc`); `None`
+/// for anything else or a major other than 1.
+pub fn kubelet_minor(version: &str) -> Option<u32> {
+    let rest = version.trim().strip_prefix('v').unwrap_or(version.trim());
+    let mut parts = rest.split('.');
+    (parts.next()? == "1").then_some(())?;
+    let minor = parts.next()?;
+    let digits: &str = &minor[..minor
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(minor.len())];
+    digits.parse().ok()
+}
+
 impl NodeResourceTopology {
+    /// The minor of the kubelet version its writer published (`kubeletVersion`), if
+    /// any and well-formed.
+    pub fn kubelet_minor(&self) -> Option<u32> {
+        self.attribute(KUBELET_VERSION).and_then(kubelet_minor)
+    }
+
     /// The value of the first top-level attribute called `name`.
     pub fn attribute(&self, name: &str) -> Option<&str> {
         self.attributes
@@ -157,5 +180,15 @@ pub(super) mod tests {
                 .contains(NODE_TOPOLOGY_PODS_FINGERPRINT_METHOD),
             "{err}"
         );
+    }
+
+    #[test]
+    fn kubelet_minors_are_read_from_versions() {
+        assert_eq!(kubelet_minor("v1.36.3"), Some(36));
+        assert_eq!(kubelet_minor("1.34"), Some(34));
+        assert_eq!(kubelet_minor("v1.37.0-alpha.1+abc"), Some(37));
+        assert_eq!(kubelet_minor("v2.0.0"), None);
+        assert_eq!(kubelet_minor("fake"), None);
+        assert_eq!(kubelet_minor("v1."), None);
     }
 }

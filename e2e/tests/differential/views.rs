@@ -49,11 +49,12 @@ pub fn topology(machine: &Machine) -> Topology {
 /// attributes it derives from the kubelet config).
 pub fn publish(
     node: &str,
+    kubelet_version: &str,
     topology: &Topology,
     kubelet: &KubeletConfig,
     resources: &NodeResources,
 ) -> NodeResourceTopology {
-    nrt_object::build(&Observed {
+    let nrt = nrt_object::build(&Observed {
         node: &NodeRef {
             name: node.to_owned(),
             uid: String::new(),
@@ -63,7 +64,8 @@ pub fn publish(
         topology_manager: kubelet.topology_manager_config(),
         resource_managers: &kubelet.resource_managers_config(),
         fingerprint: None,
-    })
+    });
+    nrt_object::with_kubelet_version(nrt, Some(kubelet_version))
 }
 
 /// View 1: the updater's accounting of the podresources answers.

@@ -10,7 +10,10 @@
 //! - device manager, one list per device resource: every zone set (in the kubelet's
 //!   order: by width, then lexicographically) with enough free devices that holds the
 //!   devices earlier init containers left to reuse; preferred at the fewest zones whose
-//!   devices (free or not) could hold the request;
+//!   devices (free or not) could hold the request. Kubelets from 1.36 on build it over
+//!   the zones holding such devices only (a zone set with another zone is no hint),
+//!   which changes the merge only where no hint is preferred
+//!   ([`NodeTopology::device_hint_zones`]);
 //! - CPU manager: the same for exclusive CPUs;
 //! - memory manager, one (identical) list per memory type: its own hints (see
 //!   [`MemoryManager::hints`]); no hints at all reads as "no preference".
@@ -20,7 +23,7 @@
 
 use tas_api::nrt::TopologyManagerPolicy;
 
-use super::align::{CPU_GROUP, MEMORY_GROUP, Req};
+use super::align::{CPU_GROUP, FIRST_DEVICE_GROUP, MEMORY_GROUP, Req};
 use super::hint::{Hint, ResourceHints, merge_closest_fast};
 use super::mask::bits;
 use super::memory::MemoryManager;
@@ -71,10 +74,16 @@ pub(crate) fn merged(
     let single = |r: &Req| -> ResourceHints {
         let min_width = node.min_width(r.res as usize, r.need);
         let keep = must(r.res);
+        // Kubelets from 1.36 on build device hints over the zones holding such devices.
+        let over = if r.group >= FIRST_DEVICE_GROUP {
+            node.device_hint_zones(r.res as usize)
+        } else {
+            u64::MAX
+        };
         ResourceHints::Hints(
             masks
                 .iter()
-                .filter(|&&m| m & keep == keep && sum(m, r.res) >= r.need)
+                .filter(|&&m| m & !over == 0 && m & keep == keep && sum(m, r.res) >= r.need)
                 .map(|&m| Hint::new(m, m.count_ones() == min_width))
                 .collect(),
         )

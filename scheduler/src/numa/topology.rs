@@ -159,6 +159,8 @@ pub struct NodeTopology {
     /// The object's free CPUs already leave out those regular init containers keep
     /// ([`tas_api::nrt::init_cpus`]).
     init_cpus_counted: bool,
+    /// The minor of the node's kubelet, when the object names it (`kubeletVersion`).
+    kubelet_minor: Option<u32>,
 }
 
 /// Where the tables of [`NodeTopology::fixed`] start, in the order a fit reads them:
@@ -368,7 +370,29 @@ impl NodeTopology {
             distances,
             placement: Payload::from_nrt(nrt).map(Arc::new),
             init_cpus_counted: tas_api::nrt::init_cpus::counted(nrt),
+            kubelet_minor: nrt.kubelet_minor(),
         })
+    }
+
+    /// The minor of the node's kubelet, when its object names it.
+    pub fn kubelet_minor(&self) -> Option<u32> {
+        self.kubelet_minor
+    }
+
+    /// Zone-index mask of the zones the device manager builds hints of device resource
+    /// `resource` (index) over: from kubelet 1.36 on, only the zones holding a device
+    /// of it (every zone when none does); before, and when the object does not name
+    /// its kubelet, every zone.
+    pub(crate) fn device_hint_zones(&self, resource: usize) -> u64 {
+        let n = self.zone_count();
+        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        if self.kubelet_minor.is_none_or(|minor| minor < 36) {
+            return all;
+        }
+        let holding = (0..n)
+            .filter(|&z| self.hint_total(z, resource) > 0)
+            .fold(0u64, |acc, z| acc | 1 << z);
+        if holding == 0 { all } else { holding }
     }
 
     /// Whether the object's free CPUs already leave out the CPUs regular init

@@ -206,3 +206,30 @@ fn release_on_one_zone_adds_back_up_to_the_allocatable() {
     assert_eq!(node.available(1, "memory"), Some(8 << 30));
     assert!(!node.release_on_zone(7, &freed), "no such zone");
 }
+
+#[test]
+fn device_hints_cover_device_zones_only_from_kubelet_1_36() {
+    let zones = [
+        free_zone(0, &[("cpu", "4"), ("example.com/gpu", "2")]),
+        free_zone(1, &[("cpu", "4")]),
+        free_zone(2, &[("cpu", "4"), ("example.com/gpu", "1")]),
+    ];
+    let at = |version: Option<&str>| {
+        let attributes: Vec<(&str, &str)> =
+            version.map(|v| ("kubeletVersion", v)).into_iter().collect();
+        managers_node("best-effort", "container", &zones, &attributes)
+    };
+    let gpu = |node: &NodeTopology| {
+        let res = node
+            .resource_names()
+            .position(|r| r == "example.com/gpu")
+            .expect("gpu");
+        node.device_hint_zones(res)
+    };
+    // Unnamed or older kubelets: every zone; 1.36 on: the zones holding a GPU.
+    assert_eq!(gpu(&at(None)), 0b111);
+    assert_eq!(gpu(&at(Some("v1.35.4"))), 0b111);
+    let newer = at(Some("v1.36.3"));
+    assert_eq!(newer.kubelet_minor(), Some(36));
+    assert_eq!(gpu(&newer), 0b101);
+}
