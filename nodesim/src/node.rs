@@ -22,8 +22,9 @@ pub struct SimNode {
     referee: Arc<Referee>,
     /// The zone of every CPU (`cpu/<id>`) and device (`device/<id>`).
     zone_of: BTreeMap<String, u32>,
-    /// Admitted pods → the zones their exclusive resources are on.
-    pods: Mutex<BTreeMap<PodKey, BTreeSet<u32>>>,
+    /// Admitted pods → the zones their exclusive resources are on, and whether any of
+    /// its containers (init containers included) holds exclusive CPUs.
+    pods: Mutex<BTreeMap<PodKey, (BTreeSet<u32>, bool)>>,
     status: NodeStatus,
     /// Every CPU of the machine.
     cpus: BTreeSet<u32>,
@@ -148,8 +149,12 @@ impl SimNode {
                         pinned.chain(memory).collect::<Vec<_>>()
                     })
                     .collect();
-                lock(&self.pods).insert(key.clone(), zones);
-                self.write_shared_pool().await;
+                let cpus = verdict.containers.iter().any(|c| !c.cpus.is_empty());
+                lock(&self.pods).insert(key.clone(), (zones, cpus));
+                // Only exclusive CPUs change the shared pool.
+                if cpus {
+                    self.write_shared_pool().await;
+                }
                 Admission::Admitted
             }
             Ok(verdict) => Admission::Rejected(Rejection {
@@ -165,13 +170,15 @@ impl SimNode {
 
     /// Releases `pod`'s resources; returns whether it was admitted.
     pub async fn release(&self, pod: &PodKey) -> bool {
-        if lock(&self.pods).remove(pod).is_none() {
+        let Some((_, cpus)) = lock(&self.pods).remove(pod) else {
             return false;
-        }
+        };
         if let Err(error) = self.referee.remove(&self.name, &pod.uid).await {
             tracing::warn!(node = %self.name, pod = %pod.name, %error, "referee: remove failed");
         }
-        self.write_shared_pool().await;
+        if cpus {
+            self.write_shared_pool().await;
+        }
         true
     }
 
@@ -187,7 +194,10 @@ impl SimNode {
 
     /// The zones holding `pod`'s exclusive CPUs, pinned memory and devices.
     pub fn pod_zones(&self, pod: &PodKey) -> BTreeSet<u32> {
-        lock(&self.pods).get(pod).cloned().unwrap_or_default()
+        lock(&self.pods)
+            .get(pod)
+            .map(|(zones, _)| zones.clone())
+            .unwrap_or_default()
     }
 }
 
