@@ -19,8 +19,12 @@
 //! the kubelet's own code's. [`kubelet_server`] is a podresources server whose answers a
 //! test sets, for the updater's tests of failure paths a real kubelet cannot produce on
 //! demand.
+//!
+//! [`dra_referee`] is the same idea for DRA: kube-scheduler's own structured-parameters
+//! allocator as a child process, which judges whether claims can be allocated on a node.
 
 pub mod controller;
+pub mod dra_referee;
 pub mod kubelet_server;
 pub mod machine;
 pub mod node;
