@@ -48,6 +48,10 @@ TEST_TOOLS_OLDEST_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools
 # (TAS_REFEREE_BINS); empty when one of them failed to build.
 REFEREE_BIN = $(shell nodesim/referee/build.sh | tail -n 1)
 REFEREE_BINS = $(shell out=$$(nodesim/referee/build.sh --all) && echo "$$out" | paste -sd, -)
+# The DRA referee: kube-scheduler's structured-parameters allocator (nodesim/dra-referee),
+# cached the same way; the tests of TAS's DRA allocation judge against it through
+# TAS_DRA_REFEREE_BIN.
+DRA_REFEREE_BIN = $(shell nodesim/dra-referee/build.sh | tail -n 1)
 
 # The OpenTelemetry Collector the OTLP test exports to (OTLP receiver + file exporter,
 # built from Go modules by testcluster/tools/build-otelcol.sh, cached the same way).
@@ -68,6 +72,7 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 	tables="$(KUBELET_TABLES)"; test -n "$$tables" || { echo "make test: dumping the kubelet's policy tables failed (see above; Go is needed)" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make test: building the referee failed" >&2; exit 1; }; \
 	referees="$(REFEREE_BINS)"; test -n "$$referees" || { echo "make test: building the referees of every kubelet minor failed" >&2; exit 1; }; \
+	dra_referee="$(DRA_REFEREE_BIN)"; test -n "$$dra_referee" || { echo "make test: building the DRA referee failed" >&2; exit 1; }; \
 	otelcol="$(OTELCOL_BIN)"; test -n "$$otelcol" || { echo "make test: building the OpenTelemetry Collector failed" >&2; exit 1; }; \
 	imagebuild="$(IMAGEBUILD_BIN)"; test -n "$$imagebuild" || { echo "make test: building imagebuild (images/) failed" >&2; exit 1; }; \
 	testcluster/tools/install-node-runtime.sh >/dev/null || \
@@ -76,7 +81,7 @@ test: lint ## Lint, then every test of the workspace (unit + real-cluster integr
 		echo "make test: building the pause image failed (above); the real-node tests will say so and skip" >&2; \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" TAS_TOOLS_BIN_OLDEST="$$oldest" TAS_KUBELET_TABLES="$$tables" TAS_REFEREE_BIN="$$referee" TAS_REFEREE_BINS="$$referees" \
-		TAS_OTELCOL_BIN="$$otelcol" TAS_IMAGEBUILD_BIN="$$imagebuild" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test --workspace
+		TAS_DRA_REFEREE_BIN="$$dra_referee" TAS_OTELCOL_BIN="$$otelcol" TAS_IMAGEBUILD_BIN="$$imagebuild" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test --workspace
 
 # DEMO_ARGS go to tas-demo, e.g. DEMO_ARGS=--no-wait (exit after the report) or
 # DEMO_ARGS="--scenario my-scenario.yaml"; all of them: DEMO_ARGS=--help.
@@ -111,7 +116,8 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	test -n "$$bin" || { echo "make bench: building the cluster tools failed" >&2; exit 1; }; \
 	referee="$(REFEREE_BIN)"; test -n "$$referee" || { echo "make bench: building the referee failed" >&2; exit 1; }; \
 	referees="$(REFEREE_BINS)"; test -n "$$referees" || { echo "make bench: building the referees of every kubelet minor failed" >&2; exit 1; }; \
-	export TAS_REFEREE_BIN="$$referee" TAS_REFEREE_BINS="$$referees"; \
+	dra_referee="$(DRA_REFEREE_BIN)"; test -n "$$dra_referee" || { echo "make bench: building the DRA referee failed" >&2; exit 1; }; \
+	export TAS_REFEREE_BIN="$$referee" TAS_REFEREE_BINS="$$referees" TAS_DRA_REFEREE_BIN="$$dra_referee"; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
 	$(CARGO) build --release -p tas-scheduler -p tas-updater -p tas-bench && \
 	{ $(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture || \
