@@ -18,7 +18,7 @@ use super::CompileError;
 use super::device::DEVICE_FIELDS;
 
 /// Deepest expression tree accepted (the interpreter recurses once per level).
-pub const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = 32;
 
 /// Largest estimated cost accepted, the API's runtime cost limit for selectors.
 pub const MAX_COST: u64 = 1_000_000;
@@ -124,6 +124,42 @@ impl Estimate {
     }
 }
 
+/// Refuses, before parsing, text nesting brackets deeper than [`MAX_DEPTH`] or
+/// chaining more binary operators than the parser can take: both make its recursion
+/// deep.
+pub fn nesting(expression: &str) -> Result<(), CompileError> {
+    let mut depth = 0usize;
+    let mut operators = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in expression.chars() {
+        if let Some(q) = quote {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                _ if c == q => quote = None,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '+' | '-' | '*' | '/' | '%' | '<' | '>' | '=' | '&' | '|' | '!' | '?' => operators += 1,
+            _ => {}
+        }
+        if depth > MAX_DEPTH || operators > MAX_OPERATORS {
+            return Err(CompileError::TooDeep { max: MAX_DEPTH });
+        }
+    }
+    Ok(())
+}
+
+/// Most operator characters an expression may hold (each binary operator is a level
+/// of the parser's recursion).
+const MAX_OPERATORS: usize = 512;
+
 /// Checks a parsed selector; returns its estimated cost.
 pub fn check(expr: &IdedExpr) -> Result<u64, CompileError> {
     let estimate = Walker::default().walk(expr, 0)?;
@@ -195,10 +231,15 @@ impl Walker {
                 let range = self.walk(&comprehension.iter_range, depth)?;
                 let init = self.walk(&comprehension.accu_init, depth)?;
                 let item = Estimate::scalar(1).with_size(range.elem);
-                // The accumulator may collect one entry per element (`map`, `filter`).
+                // A list accumulator (`map`, `filter`) may collect one entry per element.
+                let collects = matches!(comprehension.accu_init.expr, Expr::List(_));
                 let accu = Estimate {
                     cost: 1,
-                    size: init.size.saturating_add(range.size),
+                    size: if collects {
+                        init.size.saturating_add(range.size)
+                    } else {
+                        init.size
+                    },
                     elem: init.elem.max(range.elem),
                 };
                 let mut bound = vec![(comprehension.iter_var.clone(), item)];

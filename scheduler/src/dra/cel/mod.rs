@@ -57,6 +57,8 @@ pub enum CompileError {
     TooDeep { max: usize },
     #[error("estimated cost {estimate} exceeds the limit of {max}")]
     TooCostly { estimate: u64, max: u64 },
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Why evaluating a compiled selector on a device failed.
@@ -117,12 +119,29 @@ fn compile(expression: &str) -> Result<Program, CompileError> {
             max: MAX_EXPRESSION_LENGTH,
         });
     }
-    let program = env()
-        .compile(expression)
-        .map_err(|e| CompileError::Syntax(e.to_string()))?;
-    check::check(program.expression())?;
-    Ok(program)
+    check::nesting(expression)?;
+    // The crate's parser recurses deeply for each level of nesting: it runs on a
+    // thread of its own with a stack sized for the longest accepted expression.
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("dra-cel-compile".to_owned())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(scope, || {
+                let program = env()
+                    .compile(expression)
+                    .map_err(|e| CompileError::Syntax(e.to_string()))?;
+                check::check(program.expression())?;
+                Ok(program)
+            })
+            .map_err(|e| CompileError::Internal(format!("cannot start the compile thread: {e}")))?
+            .join()
+            .unwrap_or_else(|_| Err(CompileError::Internal("the CEL parser panicked".to_owned())))
+    })
 }
+
+/// Stack of the compile thread: the parser needs tens of KiB per nesting level in
+/// debug builds, and [`MAX_DEPTH`] levels of brackets or operators are accepted.
+const PARSER_STACK_BYTES: usize = 64 << 20;
 
 /// Compiled selectors by expression text, shared by every allocation.
 #[derive(Debug, Default)]
@@ -172,7 +191,7 @@ impl VariableResolver for DeviceScope<'_> {
 }
 
 /// The environment, built once.
-fn env() -> &'static Arc<Env> {
+pub(crate) fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib().with_optional_support(false);
