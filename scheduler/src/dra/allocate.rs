@@ -329,7 +329,7 @@ impl<'s, 'a> Search<'s, 'a> {
                     AllocateError::SelectorRuntime {
                         origin: planned.origin.clone(),
                         index: planned.index,
-                        device: device.id.clone(),
+                        device: Box::new(device.id.clone()),
                         error,
                     }
                 })?;

@@ -92,7 +92,7 @@ pub enum AllocateError {
     SelectorRuntime {
         origin: SelectorOrigin,
         index: usize,
-        device: DeviceId,
+        device: Box<DeviceId>,
         error: EvalError,
     },
     #[error("claim {claim}, request {request}: {feature} is not supported by TAS yet")]

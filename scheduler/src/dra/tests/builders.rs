@@ -137,7 +137,6 @@ pub fn slice(name: &str, pool: &str, devices: Vec<Device>) -> ResourceSlice {
             devices: Some(devices),
             ..Default::default()
         },
-        ..Default::default()
     }
 }
 

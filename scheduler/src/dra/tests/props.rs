@@ -89,60 +89,54 @@ fn constrained(devs: &[Dev], claim: &Cl, picked: &[usize]) -> bool {
     sockets.iter().all(|s| s.is_some() && *s == sockets[0])
 }
 
-/// Brute force: is there any valid allocation?
-fn exists(devs: &[Dev], claims: &[Cl], rule: &ZoneRule, used: &mut Vec<bool>) -> bool {
+/// Brute force over every combination: is there any valid allocation?
+struct Brute<'a> {
+    devs: &'a [Dev],
+    claims: &'a [Cl],
+    rule: &'a ZoneRule,
+    used: Vec<bool>,
+}
+
+impl Brute<'_> {
+    fn first_count(&self, claim: usize) -> usize {
+        self.claims.get(claim).map_or(0, |c| c.requests[0].count)
+    }
+
+    /// Picks `left` more devices (from `from` on) for request `r` of claim `c`.
     fn go(
-        devs: &[Dev],
-        claims: &[Cl],
-        rule: &ZoneRule,
-        used: &mut Vec<bool>,
+        &mut self,
         c: usize,
         r: usize,
         from: usize,
         left: usize,
         picked: &mut Vec<usize>,
     ) -> bool {
-        let Some(claim) = claims.get(c) else {
+        let Some(claim) = self.claims.get(c) else {
             return true;
         };
         let Some(request) = claim.requests.get(r) else {
-            if !constrained(devs, claim, picked) {
-                return false;
-            }
-            let mut next = Vec::new();
-            return go(
-                devs,
-                claims,
-                rule,
-                used,
-                c + 1,
-                0,
-                0,
-                claims.get(c + 1).map_or(0, |n| n.requests[0].count),
-                &mut next,
-            );
+            return constrained(self.devs, claim, picked)
+                && self.go(c + 1, 0, 0, self.first_count(c + 1), &mut Vec::new());
         };
         if left == 0 {
-            let next_left = claim.requests.get(r + 1).map_or(0, |n| n.count);
-            return go(devs, claims, rule, used, c, r + 1, 0, next_left, picked);
+            let next = claim.requests.get(r + 1).map_or(0, |n| n.count);
+            return self.go(c, r + 1, 0, next, picked);
         }
-        for i in from..devs.len() {
-            if used[i] || !fits(&devs[i], request, rule, false) {
+        for i in from..self.devs.len() {
+            if self.used[i] || !fits(&self.devs[i], request, self.rule, false) {
                 continue;
             }
-            used[i] = true;
+            self.used[i] = true;
             picked.push(i);
-            let found = go(devs, claims, rule, used, c, r, i + 1, left - 1, picked);
+            let found = self.go(c, r, i + 1, left - 1, picked);
             picked.pop();
-            used[i] = false;
+            self.used[i] = false;
             if found {
                 return true;
             }
         }
         false
     }
-    let left = claims.first().map_or(0, |c| c.requests[0].count);
-    go(devs, claims, rule, used, 0, 0, 0, left, &mut Vec::new())
 }
 
 proptest! {
@@ -173,8 +167,9 @@ proptest! {
             let object = claim(&format!("c{c}"), requests);
             if cl.same_socket { object.match_attribute("gpu.example.com/socket", &[]) } else { object }
         }).collect();
-        let mut used: Vec<bool> = (0..devs.len()).map(|i| in_use.contains(&i)).collect();
-        let possible = exists(&devs, &claims, &rule, &mut used);
+        let used = (0..devs.len()).map(|i| in_use.contains(&i)).collect();
+        let mut brute = Brute { devs: &devs, claims: &claims, rule: &rule, used };
+        let possible = brute.go(0, 0, 0, brute.first_count(0), &mut Vec::new());
         match case.run(&objects) {
             Ok(allocation) => {
                 let mut seen = HashSet::new();

@@ -163,7 +163,7 @@ fn the_search_gives_up_at_its_bound() {
     let c =
         claim("c", vec![exact("x", "gpu", 7, &[])]).match_attribute("gpu.example.com/group", &[]);
     assert_eq!(
-        case.run(&[c.clone()]),
+        case.run(std::slice::from_ref(&c)),
         Err(AllocateError::SearchBound { steps: 500 })
     );
     case.max_steps = u64::MAX;
