@@ -46,46 +46,29 @@ pub fn device(name: &str) -> Device {
     }
 }
 
+/// An attribute with the one value `set` sets.
+fn attribute(set: impl FnOnce(&mut DeviceAttribute)) -> DeviceAttribute {
+    let mut attribute = DeviceAttribute::default();
+    set(&mut attribute);
+    attribute
+}
+
 pub trait DeviceExt: Sized {
     fn attr(self, name: &str, value: DeviceAttribute) -> Self;
     fn capacity(self, name: &str, quantity: &str) -> Self;
     fn taint(self, effect: &str) -> Self;
 
     fn int(self, name: &str, v: i64) -> Self {
-        self.attr(
-            name,
-            DeviceAttribute {
-                int: Some(v),
-                ..Default::default()
-            },
-        )
+        self.attr(name, attribute(|a| a.int = Some(v)))
     }
     fn string(self, name: &str, v: &str) -> Self {
-        self.attr(
-            name,
-            DeviceAttribute {
-                string: Some(v.to_owned()),
-                ..Default::default()
-            },
-        )
+        self.attr(name, attribute(|a| a.string = Some(v.to_owned())))
     }
     fn boolean(self, name: &str, v: bool) -> Self {
-        self.attr(
-            name,
-            DeviceAttribute {
-                bool: Some(v),
-                ..Default::default()
-            },
-        )
+        self.attr(name, attribute(|a| a.bool = Some(v)))
     }
     fn version(self, name: &str, v: &str) -> Self {
-        self.attr(
-            name,
-            DeviceAttribute {
-                version: Some(v.to_owned()),
-                ..Default::default()
-            },
-        )
+        self.attr(name, attribute(|a| a.version = Some(v.to_owned())))
     }
     fn numa(self, zone: i64) -> Self {
         self.int("resource.kubernetes.io/numaNode", zone)
@@ -242,6 +225,12 @@ pub fn exact(name: &str, class: &str, count: i64, expressions: &[&str]) -> Devic
         }),
         ..Default::default()
     }
+}
+
+/// The claims of a pod with one claim `ns/c` asking for `count` devices of class
+/// `gpu` that satisfy `expressions`.
+pub fn gpus(count: i64, expressions: &[&str]) -> [ResourceClaim; 1] {
+    [claim("c", vec![exact("gpu", "gpu", count, expressions)])]
 }
 
 /// An `exactly` request for all devices of `class`.

@@ -3,7 +3,7 @@
 
 use crate::dra::{AllocateError, PoolState};
 
-use super::builders::{Case, SliceExt, claim, device, exact, names, plain_devices, slice};
+use super::builders::{Case, SliceExt, device, gpus, names, plain_devices, slice};
 
 #[test]
 fn only_the_newest_generation_of_a_pool_counts() {
@@ -11,11 +11,9 @@ fn only_the_newest_generation_of_a_pool_counts() {
         slice("old", "pool", vec![device("stale")]).generation(1, 1),
         slice("new", "pool", vec![device("fresh")]).generation(2, 1),
     ]);
-    let allocation = case
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let allocation = case.run(&gpus(1, &[])).expect("fits");
     assert_eq!(names(&allocation), [["fresh"]]);
-    let err = case.reason(&[claim("c", vec![exact("gpu", "gpu", 2, &[])])]);
+    let err = case.reason(&gpus(2, &[]));
     assert!(
         err.contains("needs 2 device(s), 1 free of 1 matching"),
         "{err}"
@@ -35,7 +33,7 @@ fn an_incomplete_pool_is_not_used_and_the_reason_says_so() {
             expected: 2
         }
     );
-    let err = case.reason(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])]);
+    let err = case.reason(&gpus(1, &[]));
     assert!(err.contains("0 free of 0 matching"), "{err}");
     assert!(
         err.contains("resource pool gpu.example.com/pool is incomplete (1 of 2 slices"),
@@ -48,11 +46,7 @@ fn an_incomplete_pool_is_not_used_and_the_reason_says_so() {
             .generation(3, 2)
             .on_node("node-b"),
     );
-    assert!(
-        complete
-            .run(&[claim("c", vec![exact("gpu", "gpu", 2, &[])])])
-            .is_ok()
-    );
+    assert!(complete.run(&gpus(2, &[])).is_ok());
 }
 
 #[test]
@@ -61,7 +55,7 @@ fn duplicate_device_names_make_a_pool_invalid() {
         slice("a", "pool", vec![device("d")]).generation(1, 2),
         slice("b", "pool", vec![device("d")]).generation(1, 2),
     ]);
-    let err = case.reason(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])]);
+    let err = case.reason(&gpus(1, &[]));
     assert!(
         err.contains("resource pool gpu.example.com/pool is invalid: duplicate device name d"),
         "{err}"
@@ -84,9 +78,7 @@ fn slices_reach_the_node_by_name_selector_or_all_nodes() {
         .map(|p| p.id.pool.clone())
         .collect();
     assert_eq!(visible, ["p1", "p3", "p5"]);
-    let first = case
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let first = case.run(&gpus(1, &[])).expect("fits");
     assert_eq!(names(&first), [["by-name"]]);
     let pinned = first.claims[0]
         .result
@@ -103,9 +95,7 @@ fn slices_reach_the_node_by_name_selector_or_all_nodes() {
         slices: case.slices[2..4].to_vec(),
         ..Case::new(vec![])
     };
-    let result = label_only
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let result = label_only.run(&gpus(1, &[])).expect("fits");
     let selector = result.claims[0]
         .result
         .as_ref()
@@ -118,9 +108,7 @@ fn slices_reach_the_node_by_name_selector_or_all_nodes() {
         slices: case.slices[4..].to_vec(),
         ..Case::new(vec![])
     };
-    let result = everywhere
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let result = everywhere.run(&gpus(1, &[])).expect("fits");
     assert_eq!(
         result.claims[0]
             .result
@@ -144,7 +132,7 @@ fn per_device_node_selection_slices_are_skipped_with_a_warning() {
             .contains("perDeviceNodeSelection")
     );
     assert!(matches!(
-        case.run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])]),
+        case.run(&gpus(1, &[])),
         Err(AllocateError::Unsatisfiable { .. })
     ));
 }

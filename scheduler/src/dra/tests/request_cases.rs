@@ -6,9 +6,12 @@ use k8s_openapi::api::resource::v1::{CapacityRequirements, DeviceToleration};
 use crate::dra::{AllocateError, Unsupported};
 
 use super::builders::{
-    Case, ClaimExt, DeviceExt, all, claim, class, classes, device, exact, first_available, names,
-    plain_devices, slice,
+    Case, ClaimExt, DeviceExt, all, claim, class, classes, device, exact, first_available, gpus,
+    names, plain_devices, slice,
 };
+
+/// Selects the devices of model `small`.
+const SMALL: &str = r#"device.attributes["gpu.example.com"].model == "small""#;
 
 fn models() -> Case {
     Case::new(vec![slice(
@@ -25,15 +28,7 @@ fn models() -> Case {
 #[test]
 fn an_exact_count_takes_that_many_matching_devices() {
     let case = models();
-    let small = [claim(
-        "c",
-        vec![exact(
-            "gpu",
-            "gpu",
-            2,
-            &[r#"device.attributes["gpu.example.com"].model == "small""#],
-        )],
-    )];
+    let small = gpus(2, &[SMALL]);
     let allocation = case.run(&small).expect("fits");
     assert_eq!(names(&allocation), [["a", "c"]]);
     let result = allocation.claims[0]
@@ -47,15 +42,7 @@ fn an_exact_count_takes_that_many_matching_devices() {
             .iter()
             .all(|r| r.request == "gpu" && r.pool == "pool")
     );
-    let three = [claim(
-        "c",
-        vec![exact(
-            "gpu",
-            "gpu",
-            3,
-            &[r#"device.attributes["gpu.example.com"].model == "small""#],
-        )],
-    )];
+    let three = gpus(3, &[SMALL]);
     assert!(
         case.reason(&three)
             .contains("needs 3 device(s), 2 free of 2 matching")
@@ -69,19 +56,9 @@ fn class_and_request_selectors_must_both_hold() {
         "gpu",
         &[r#"device.attributes["gpu.example.com"].model == "big""#],
     )]);
-    let allocation = case
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let allocation = case.run(&gpus(1, &[])).expect("fits");
     assert_eq!(names(&allocation), [["b"]]);
-    let both = [claim(
-        "c",
-        vec![exact(
-            "gpu",
-            "gpu",
-            1,
-            &[r#"device.attributes["gpu.example.com"].model == "small""#],
-        )],
-    )];
+    let both = gpus(1, &[SMALL]);
     assert!(case.reason(&both).contains("0 free of 0 matching"));
 }
 
@@ -113,10 +90,7 @@ fn first_available_tries_subrequests_in_order_and_names_the_one_taken() {
             "big",
             &[r#"device.attributes["gpu.example.com"].model == "big""#],
         ),
-        class(
-            "small",
-            &[r#"device.attributes["gpu.example.com"].model == "small""#],
-        ),
+        class("small", &[SMALL]),
     ]);
     let request = first_available(
         "gpu",
@@ -245,16 +219,13 @@ fn a_missing_class_or_a_selector_that_does_not_compile_makes_the_claim_unusable(
         err.to_string(),
         r#"claim ns/c, request gpu: device class "nope" not found"#
     );
-    let err = case.reason(&[claim(
-        "c",
-        vec![exact("gpu", "gpu", 1, &["true", "device.driver =="])],
-    )]);
+    let err = case.reason(&gpus(1, &["true", "device.driver =="]));
     assert!(
         err.starts_with("claim ns/c, request gpu: selector #1: CEL compile error: syntax error"),
         "{err}"
     );
     case.classes = classes(vec![class("gpu", &["device.nope"])]);
-    let err = case.reason(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])]);
+    let err = case.reason(&gpus(1, &[]));
     assert_eq!(
         err,
         r#"class gpu: selector #1: CEL compile error: device has no field "nope""#
@@ -264,15 +235,7 @@ fn a_missing_class_or_a_selector_that_does_not_compile_makes_the_claim_unusable(
 #[test]
 fn a_runtime_error_fails_the_node_naming_selector_device_and_error() {
     let case = models();
-    let claims = [claim(
-        "c",
-        vec![exact(
-            "gpu",
-            "gpu",
-            1,
-            &[r#"device.attributes["gpu.example.com"].cores > 1"#],
-        )],
-    )];
+    let claims = gpus(1, &[r#"device.attributes["gpu.example.com"].cores > 1"#]);
     let err = case.run(&claims).expect_err("runtime error");
     assert!(!err.is_permanent());
     let message = err.to_string();

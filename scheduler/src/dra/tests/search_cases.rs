@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::{
 use crate::dra::AllocateError;
 
 use super::builders::{
-    Case, ClaimExt, DRIVER, DeviceExt, claim, device, exact, id, label_selector, names,
+    Case, ClaimExt, DRIVER, DeviceExt, claim, device, exact, gpus, id, label_selector, names,
     plain_devices, slice,
 };
 
@@ -18,11 +18,9 @@ fn devices_in_use_are_never_handed_out() {
     let mut case = Case::new(vec![slice("s", "pool", plain_devices(3))]);
     case.in_use.insert(id("pool", "dev-0"));
     case.in_use.insert(id("pool", "dev-2"));
-    let allocation = case
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let allocation = case.run(&gpus(1, &[])).expect("fits");
     assert_eq!(names(&allocation), [["dev-1"]]);
-    let err = case.reason(&[claim("c", vec![exact("gpu", "gpu", 2, &[])])]);
+    let err = case.reason(&gpus(2, &[]));
     assert!(
         err.contains("needs 2 device(s), 1 free of 3 matching (2 in use"),
         "{err}"
@@ -102,11 +100,9 @@ fn tainted_devices_are_not_allocated() {
             device("c").taint("None"),
         ],
     )]);
-    let allocation = case
-        .run(&[claim("c", vec![exact("gpu", "gpu", 1, &[])])])
-        .expect("fits");
+    let allocation = case.run(&gpus(1, &[])).expect("fits");
     assert_eq!(names(&allocation), [["c"]]);
-    let err = case.reason(&[claim("c", vec![exact("gpu", "gpu", 2, &[])])]);
+    let err = case.reason(&gpus(2, &[]));
     assert!(err.contains("2 tainted"), "{err}");
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::dra::topology::parse_zone_list;
 use crate::dra::{AllocateError, DeviceCounts, ZoneRule, inventory};
 
-use super::builders::{Case, DeviceExt, claim, device, exact, id, names, slice};
+use super::builders::{Case, DeviceExt, device, gpus, id, names, slice};
 
 fn within(zones: &[u32], allow_unknown: bool) -> ZoneRule {
     ZoneRule::Within {
@@ -16,7 +16,7 @@ fn within(zones: &[u32], allow_unknown: bool) -> ZoneRule {
 }
 
 fn one_gpu() -> Vec<k8s_openapi::api::resource::v1::ResourceClaim> {
-    vec![claim("c", vec![exact("gpu", "gpu", 1, &[])])]
+    gpus(1, &[]).to_vec()
 }
 
 #[test]
@@ -64,7 +64,7 @@ fn pcie_roots_map_to_zones_and_numa_node_wins() {
     case.rule = within(&[1], false);
     assert_eq!(names(&case.run(&one_gpu()).expect("fits")), [["root1"]]);
     case.rule = within(&[0], false);
-    let claims = [claim("c", vec![exact("gpu", "gpu", 2, &[])])];
+    let claims = gpus(2, &[]);
     assert_eq!(
         names(&case.run(&claims).expect("fits")),
         [["root0", "both"]]
