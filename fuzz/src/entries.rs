@@ -13,11 +13,12 @@
 //! only crates both depend on.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use prost::Message;
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ use tas_api::labels::Selector;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{NrtQuantity, TopologyManagerPolicy, TopologyManagerScope};
 use tas_api::{duration, quantity};
+use tas_scheduler::dra::{self, AllocationInput, NodeDevices, SelectorCache, ZoneRule};
 use tas_scheduler::numa::{NodeTopology, PodRequest};
 use tas_updater::accounting::{self, AccountingOptions};
 use tas_updater::kubelet_config::KubeletConfig;
@@ -39,7 +41,7 @@ use tas_updater::sysfs::{self, NodeFiles, Topology, Zone};
 pub type Entry = fn(&[u8]);
 
 /// Every target, by name: the directory of its corpus under `fuzz/corpus/` and its entry.
-pub const TARGETS: [(&str, Entry); 9] = [
+pub const TARGETS: [(&str, Entry); 10] = [
     ("nrt", nrt),
     ("pod_request", pod_request),
     ("kubelet_config", kubelet_config),
@@ -49,6 +51,7 @@ pub const TARGETS: [(&str, Entry); 9] = [
     ("bearer", bearer),
     ("podresources", podresources),
     ("label_selector", label_selector),
+    ("dra_selector", dra_selector),
 ];
 
 /// A NodeResourceTopology object as the scheduler's watch receives it (JSON), through
@@ -347,6 +350,69 @@ pub fn label_selector(data: &[u8]) {
     if let Ok(selector) = Selector::parse(&selector) {
         let _ = selector.matches(&labels);
     }
+}
+
+/// A DRA device selector, then a ResourceSlice (JSON), NUL-separated: the slice's
+/// devices gathered for a fixed node (NUMA zones read from their attributes, a PCIe
+/// root map of one entry), the selector compiled and evaluated on every device as an
+/// `All` request, with and without a zone rule; the selector text is also read as a
+/// zone list.
+pub fn dra_selector(data: &[u8]) {
+    let texts = split(data);
+    let expression = texts.first().map(|t| t.as_ref()).unwrap_or_default();
+    let _ = dra::topology::parse_zone_list(expression);
+    let slices: Vec<ResourceSlice> = texts
+        .get(1)
+        .and_then(|t| serde_json::from_str(t).ok())
+        .into_iter()
+        .collect();
+    let Ok(node) = serde_json::from_value::<Node>(
+        json!({"metadata": {"name": "node-a", "labels": {"rack": "r1"}}}),
+    ) else {
+        return;
+    };
+    let pcie_roots = BTreeMap::from([("pci0000:00".to_owned(), BTreeSet::from([0]))]);
+    let devices = NodeDevices::gather(&node, &slices, &pcie_roots);
+    let claim = serde_json::from_value::<ResourceClaim>(json!({
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+            "deviceClassName": "any", "allocationMode": "All",
+            "selectors": [{"cel": {"expression": expression}}],
+        }}]}},
+    }));
+    let class =
+        serde_json::from_value::<DeviceClass>(json!({"metadata": {"name": "any"}, "spec": {}}));
+    let (Ok(claim), Ok(class)) = (claim, class) else {
+        return;
+    };
+    let classes = BTreeMap::from([("any".to_owned(), class)]);
+    let in_use = HashSet::new();
+    let cache = SelectorCache::new();
+    let within = ZoneRule::Within {
+        zones: BTreeSet::from([0]),
+        allow_unknown: false,
+    };
+    for rule in [ZoneRule::Any, within] {
+        let input = AllocationInput {
+            claims: std::slice::from_ref(&claim),
+            classes: &classes,
+            in_use: &in_use,
+            zone_rule: &rule,
+            max_steps: dra::DEFAULT_MAX_STEPS,
+        };
+        if let Ok(allocation) = dra::allocate(&devices, &input, &cache) {
+            let picked: Vec<_> = allocation.new_devices().collect();
+            let distinct: HashSet<_> = picked.iter().collect();
+            assert_eq!(distinct.len(), picked.len(), "a device allocated twice");
+            if rule != ZoneRule::Any {
+                assert!(
+                    allocation.aligned,
+                    "Within without unknown zones is aligned"
+                );
+            }
+        }
+    }
+    let _ = dra::inventory(&devices, &in_use);
 }
 
 /// The NUL-separated texts of `data` (invalid UTF-8 replaced, as the parsers take text).

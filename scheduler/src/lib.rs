@@ -25,6 +25,7 @@ pub mod config;
 pub mod cycle;
 pub mod debug;
 pub mod decision_trace;
+pub mod dra;
 pub mod event_series;
 pub mod events;
 pub mod explain;
