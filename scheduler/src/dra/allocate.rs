@@ -5,14 +5,23 @@
 //! Requests are taken claim by claim, in their order; a request's alternatives
 //! (`firstAvailable`) in theirs. An `ExactCount` request picks its devices in pool and
 //! slice order, each one after the previous (the constraints do not depend on order,
-//! so combinations suffice); an `All` request takes every matching device or fails.
-//! A device is usable when it is free (not in the caller's in-use set, not picked for
-//! another request of the pod), not tainted `NoSchedule`/`NoExecute`, admitted by the
-//! zone rule and by the claim's constraints.
+//! so combinations suffice); its scan failing when it reaches an invalid pool. An
+//! `All` request takes every matching device or fails (with an error when the
+//! claim's constraints refuse one of them). A device is usable when it is free (not
+//! in the caller's in-use set, not picked for another request of the pod), not
+//! tainted `NoSchedule`/`NoExecute`, admitted by the zone rule and by the claim's
+//! constraints.
 //!
-//! Selectors are evaluated the first time the search reaches an alternative, on every
-//! device of the node's usable pools; a runtime error on any of them fails the node
-//! (whatever the device's position), which keeps the outcome independent of order.
+//! Selectors are evaluated when and where kube-scheduler evaluates them, so that a
+//! selector failing at run time (a missing attribute) fails the node exactly when it
+//! fails it there, for kube-scheduler's pool order that is TAS's:
+//! - `ExactCount`: lazily, on a device the search reaches once it is free and
+//!   admitted by the zone rule, at most once per device and alternative; an error on
+//!   a device the search never reaches (a solution came first) does not matter.
+//! - `All`: before the search, on every device of the node (also those in use), for
+//!   every `All` alternative of the pod's claims, reached or not; an incomplete or
+//!   invalid pool on the node fails such an alternative there too.
+//!
 //! Each device tried counts a step; past the bound the search gives up with
 //! [`AllocateError::SearchBound`].
 
@@ -21,11 +30,13 @@ use std::rc::Rc;
 
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
+mod diagnose;
+
 use super::DeviceId;
 use super::cel::SelectorCache;
 use super::constraint::Constraint;
-use super::error::{AllocateError, Shortage};
-use super::pools::NodeDevices;
+use super::error::AllocateError;
+use super::pools::{NodeDevices, PoolState};
 use super::request::{self, Alternative, DeviceClasses, MAX_DEVICES_PER_CLAIM, Mode, PlannedClaim};
 use super::result::{self, Allocation, Pick};
 use super::topology::ZoneRule;
@@ -88,10 +99,21 @@ pub fn allocate(
         }
     }
     let mut search = Search::new(node, &plans, input, busy, next_id);
+    search.gather_all()?;
     if search.place(0)? {
         return Ok(result::build(node, input, &plans, &search.picks));
     }
     Err(search.diagnose())
+}
+
+/// What [`Search::take`] did with a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    Taken,
+    /// In use, tainted, outside the zones or of an unsupported kind.
+    Unusable,
+    /// The claim's constraints refuse it next to the devices taken so far.
+    Constraint,
 }
 
 /// One request of one planned claim, in search order.
@@ -100,9 +122,6 @@ struct Slot {
     claim: usize,
     request: usize,
 }
-
-/// The devices of a node matching an alternative's selectors, in search order.
-type Candidates = Rc<Vec<usize>>;
 
 struct Search<'s, 'a> {
     node: &'s NodeDevices,
@@ -113,8 +132,10 @@ struct Search<'s, 'a> {
     external: Vec<bool>,
     /// Held by someone else or picked by this search.
     busy: Vec<bool>,
-    /// By alternative id, once evaluated.
-    candidates: Vec<Option<Candidates>>,
+    /// By alternative id, then device: whether the selectors hold, once evaluated.
+    matches: Vec<Vec<Option<bool>>>,
+    /// By alternative id, for `All` alternatives: every matching device of the node.
+    all: Vec<Rc<[usize]>>,
     /// Per planned claim.
     constraints: Vec<Vec<Constraint>>,
     per_claim: Vec<usize>,
@@ -145,7 +166,8 @@ impl<'s, 'a> Search<'s, 'a> {
             slots,
             external: busy.clone(),
             busy,
-            candidates: vec![None; alternatives],
+            matches: vec![vec![None; node.devices.len()]; alternatives],
+            all: vec![Rc::from([]); alternatives],
             constraints: plans.iter().map(|p| p.constraints.clone()).collect(),
             per_claim: vec![0; plans.len()],
             picks: Vec::new(),
@@ -159,26 +181,44 @@ impl<'s, 'a> Search<'s, 'a> {
         &self.plans[claim].requests[request].alternatives[alternative]
     }
 
+    /// The devices of every `All` alternative, evaluated up front as kube-scheduler
+    /// does when it checks the claims.
+    fn gather_all(&mut self) -> Result<(), AllocateError> {
+        let plans = self.plans;
+        let alternatives = plans.iter().flat_map(|plan| {
+            plan.requests
+                .iter()
+                .flat_map(|r| &r.alternatives)
+                .map(move |alt| (plan, alt))
+        });
+        for (plan, alt) in alternatives.filter(|(_, alt)| alt.mode == Mode::All) {
+            if let Some(problem) = self.node.pools.iter().find_map(|p| p.problem()) {
+                return Err(AllocateError::AllDevicesUnavailable {
+                    claim: plan.name.clone(),
+                    request: alt.result_name.clone(),
+                    problem,
+                });
+            }
+            let mut every = Vec::new();
+            for device in 0..self.node.devices.len() {
+                if self.selected(alt, device)? {
+                    every.push(device);
+                }
+            }
+            self.all[alt.id] = every.into();
+        }
+        Ok(())
+    }
+
     /// Satisfies the requests from `slot` on; `true` when all are.
     fn place(&mut self, slot: usize) -> Result<bool, AllocateError> {
         let Some(&Slot { claim, request }) = self.slots.get(slot) else {
             return Ok(true);
         };
         for alternative in 0..self.plans[claim].requests[request].alternatives.len() {
-            let alt = self.alternative(slot, alternative);
-            let candidates = self.candidates(alt)?;
-            let placed = match alt.mode {
-                Mode::Exact(n) => self.pick(slot, alternative, &candidates, n, 0)?,
-                Mode::All => {
-                    if let Some(problem) = self.node.pools.iter().find_map(|p| p.problem()) {
-                        return Err(AllocateError::AllDevicesUnavailable {
-                            claim: self.plans[claim].name.clone(),
-                            request: alt.result_name.clone(),
-                            problem,
-                        });
-                    }
-                    self.pick_all(slot, alternative, &candidates)?
-                }
+            let placed = match self.alternative(slot, alternative).mode {
+                Mode::Exact(n) => self.pick(slot, alternative, n, 0)?,
+                Mode::All => self.pick_all(slot, alternative)?,
             };
             if placed {
                 return Ok(true);
@@ -187,12 +227,15 @@ impl<'s, 'a> Search<'s, 'a> {
         Ok(false)
     }
 
-    /// Picks `need` more devices among `candidates[from..]`, then the next requests.
+    /// Picks `need` more devices from device `from` on, then the next requests.
+    ///
+    /// Like kube-scheduler's, the scan goes on to the last device even when too few
+    /// are left to fit (which devices it reaches decides which selectors run), and
+    /// fails when it reaches an invalid pool.
     fn pick(
         &mut self,
         slot: usize,
         alternative: usize,
-        candidates: &[usize],
         need: usize,
         from: usize,
     ) -> Result<bool, AllocateError> {
@@ -202,15 +245,22 @@ impl<'s, 'a> Search<'s, 'a> {
         if self.per_claim[self.slots[slot].claim] + need > MAX_DEVICES_PER_CLAIM {
             return Ok(false);
         }
-        for (i, &device) in candidates.iter().enumerate().skip(from) {
-            if candidates.len() - i < need {
-                break;
+        let alt = self.alternative(slot, alternative);
+        for device in from..self.node.devices.len() {
+            let pool = &self.node.pools[self.node.devices[device].pool];
+            if let PoolState::Invalid { .. } = pool.state {
+                return Err(AllocateError::InvalidPool {
+                    problem: pool.problem().unwrap_or_default(),
+                });
             }
-            self.step()?;
-            if !self.take(slot, alternative, device) {
+            if !self.reachable(device) || !self.selected(alt, device)? {
                 continue;
             }
-            if self.pick(slot, alternative, candidates, need - 1, i + 1)? {
+            self.step()?;
+            if self.take(slot, alternative, device) != Take::Taken {
+                continue;
+            }
+            if self.pick(slot, alternative, need - 1, device + 1)? {
                 return Ok(true);
             }
             self.release();
@@ -218,25 +268,29 @@ impl<'s, 'a> Search<'s, 'a> {
         Ok(false)
     }
 
-    /// Takes every candidate, then the next requests.
-    fn pick_all(
-        &mut self,
-        slot: usize,
-        alternative: usize,
-        candidates: &[usize],
-    ) -> Result<bool, AllocateError> {
+    /// Takes every device of an `All` alternative, then the next requests. A device
+    /// the claim's constraints refuse is an error, as in kube-scheduler: the claim
+    /// asks for devices that cannot go together.
+    fn pick_all(&mut self, slot: usize, alternative: usize) -> Result<bool, AllocateError> {
         let claim = self.slots[slot].claim;
+        let alt = self.alternative(slot, alternative);
+        let candidates = Rc::clone(&self.all[alt.id]);
         if candidates.is_empty() || self.per_claim[claim] + candidates.len() > MAX_DEVICES_PER_CLAIM
         {
             return Ok(false);
         }
         let mut taken = 0;
-        for &device in candidates {
+        let mut refused = None;
+        for &device in candidates.iter() {
             self.step()?;
-            if !self.take(slot, alternative, device) {
-                break;
+            match self.take(slot, alternative, device) {
+                Take::Taken => taken += 1,
+                Take::Unusable => break,
+                Take::Constraint => {
+                    refused = Some(device);
+                    break;
+                }
             }
-            taken += 1;
         }
         if taken == candidates.len() && self.place(slot + 1)? {
             return Ok(true);
@@ -244,7 +298,17 @@ impl<'s, 'a> Search<'s, 'a> {
         for _ in 0..taken {
             self.release();
         }
-        Ok(false)
+        match refused {
+            Some(device) => Err(AllocateError::AllDevicesUnavailable {
+                claim: self.plans[claim].name.clone(),
+                request: alt.result_name.clone(),
+                problem: format!(
+                    "device {} breaks a constraint of the claim",
+                    self.node.devices[device].id
+                ),
+            }),
+            None => Ok(false),
+        }
     }
 
     fn step(&mut self) -> Result<(), AllocateError> {
@@ -257,22 +321,50 @@ impl<'s, 'a> Search<'s, 'a> {
         Ok(())
     }
 
-    /// Whether a device may be picked at all (before constraints).
-    fn usable(&self, device: usize) -> bool {
-        let d = &self.node.devices[device];
-        !self.busy[device] && !d.tainted && self.rule.admits(d.zones.as_ref())
+    /// Whether the search looks at a device at all: free and admitted by the zone
+    /// rule. Selectors are evaluated only on such devices.
+    fn reachable(&self, device: usize) -> bool {
+        !self.busy[device] && self.rule.admits(self.node.devices[device].zones.as_ref())
     }
 
-    /// Picks `device` for the alternative if it is usable and the claim's constraints
-    /// admit it.
-    fn take(&mut self, slot: usize, alternative: usize, device: usize) -> bool {
-        if !self.usable(device) {
-            return false;
+    /// Whether `device` satisfies the selectors of `alt` (class first, then the
+    /// request's, the first false deciding), evaluated once.
+    fn selected(&mut self, alt: &Alternative<'_>, device: usize) -> Result<bool, AllocateError> {
+        if let Some(known) = self.matches[alt.id][device] {
+            return Ok(known);
+        }
+        let d = &self.node.devices[device];
+        let mut matched = d.value.is_some();
+        if let Some(value) = &d.value {
+            for planned in &alt.selectors {
+                let holds = planned.selector.matches(value).map_err(|error| {
+                    AllocateError::SelectorRuntime {
+                        origin: planned.origin.clone(),
+                        index: planned.index,
+                        device: Box::new(d.id.clone()),
+                        error,
+                    }
+                })?;
+                if !holds {
+                    matched = false;
+                    break;
+                }
+            }
+        }
+        self.matches[alt.id][device] = Some(matched);
+        Ok(matched)
+    }
+
+    /// Picks `device` for the alternative if it may be picked at all (reachable,
+    /// allocatable, untainted) and the claim's constraints admit it.
+    fn take(&mut self, slot: usize, alternative: usize, device: usize) -> Take {
+        let d = &self.node.devices[device];
+        if !self.reachable(device) || d.tainted || d.excluded.is_some() {
+            return Take::Unusable;
         }
         let Slot { claim, request } = self.slots[slot];
         let request_name = &self.plans[claim].requests[request].name;
         let alt = self.alternative(slot, alternative);
-        let d = &self.node.devices[device];
         let applying: Vec<usize> = (0..self.constraints[claim].len())
             .filter(|&c| self.constraints[claim][c].applies_to(request_name, &alt.result_name))
             .collect();
@@ -280,7 +372,7 @@ impl<'s, 'a> Search<'s, 'a> {
             .iter()
             .all(|&c| self.constraints[claim][c].admits(&d.id.driver, &d.api))
         {
-            return false;
+            return Take::Constraint;
         }
         for &c in &applying {
             self.constraints[claim][c].push(&d.id.driver, &d.api);
@@ -294,7 +386,7 @@ impl<'s, 'a> Search<'s, 'a> {
             device,
             constraints: applying,
         });
-        true
+        Take::Taken
     }
 
     /// Undoes the last [`Self::take`].
@@ -307,116 +399,5 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         self.busy[pick.device] = false;
         self.per_claim[pick.claim] -= 1;
-    }
-
-    /// The devices matching `alt`'s selectors in usable pools, evaluated once.
-    fn candidates(&mut self, alt: &Alternative<'_>) -> Result<Candidates, AllocateError> {
-        if let Some(found) = &self.candidates[alt.id] {
-            return Ok(Rc::clone(found));
-        }
-        let mut matching = Vec::new();
-        for (index, device) in self.node.devices.iter().enumerate() {
-            let Some(value) = device
-                .value
-                .as_ref()
-                .filter(|_| self.node.pool_is_usable(device.pool))
-            else {
-                continue;
-            };
-            let mut all = true;
-            for planned in &alt.selectors {
-                let matched = planned.selector.matches(value).map_err(|error| {
-                    AllocateError::SelectorRuntime {
-                        origin: planned.origin.clone(),
-                        index: planned.index,
-                        device: Box::new(device.id.clone()),
-                        error,
-                    }
-                })?;
-                if !matched {
-                    all = false;
-                    break;
-                }
-            }
-            if all {
-                matching.push(index);
-            }
-        }
-        let matching = Rc::new(matching);
-        self.candidates[alt.id] = Some(Rc::clone(&matching));
-        Ok(matching)
-    }
-
-    /// Why the search found nothing: the first request that cannot be satisfied even
-    /// on its own, or else the combination.
-    fn diagnose(&mut self) -> AllocateError {
-        for slot in 0..self.slots.len() {
-            let Slot { claim, request } = self.slots[slot];
-            let alternatives = self.plans[claim].requests[request].alternatives.len();
-            let mut first = None;
-            for alternative in 0..alternatives {
-                let alt = self.alternative(slot, alternative);
-                let candidates = match self.candidates(alt) {
-                    Ok(candidates) => candidates,
-                    Err(e) => return e,
-                };
-                let shortage = self.shortage(alt.mode, &candidates);
-                let enough = match alt.mode {
-                    Mode::Exact(n) => shortage.free() >= n,
-                    Mode::All => shortage.matching > 0 && shortage.free() == shortage.matching,
-                };
-                if enough {
-                    first = None;
-                    break;
-                }
-                first.get_or_insert((alt, shortage));
-            }
-            if let Some((alt, shortage)) = first {
-                let claim = self.plans[claim].name.clone();
-                let request = alt.result_name.clone();
-                return match alt.mode {
-                    Mode::Exact(_) => AllocateError::Unsatisfiable {
-                        claim,
-                        request,
-                        shortage,
-                    },
-                    Mode::All => AllocateError::AllDevicesUnavailable {
-                        claim,
-                        request,
-                        problem: format!("not all of them are free: {shortage}"),
-                    },
-                };
-            }
-        }
-        AllocateError::NoCombination
-    }
-
-    /// How the matching devices of an alternative split into free and not.
-    fn shortage(&self, mode: Mode, candidates: &[usize]) -> Shortage {
-        let mut shortage = Shortage {
-            needed: match mode {
-                Mode::Exact(n) => n,
-                Mode::All => 1,
-            },
-            matching: candidates.len(),
-            in_use: 0,
-            tainted: 0,
-            outside_zones: 0,
-            unusable_pools: Vec::new(),
-        };
-        for &device in candidates {
-            let d = &self.node.devices[device];
-            if self.external[device] {
-                shortage.in_use += 1;
-            } else if d.tainted {
-                shortage.tainted += 1;
-            } else if !self.rule.admits(d.zones.as_ref()) {
-                shortage.outside_zones += 1;
-            }
-        }
-        if shortage.free() < shortage.needed {
-            shortage.unusable_pools = self.node.pools.iter().filter_map(|p| p.problem()).collect();
-        }
-        shortage
     }
 }

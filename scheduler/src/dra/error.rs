@@ -48,6 +48,8 @@ pub struct Shortage {
     pub tainted: usize,
     /// Of those, with zones the zone rule refuses.
     pub outside_zones: usize,
+    /// Of those, of a kind TAS never allocates (partitionable devices).
+    pub unsupported: usize,
     /// Pools of the node whose devices are not used, with why.
     pub unusable_pools: Vec<String>,
 }
@@ -56,7 +58,7 @@ impl Shortage {
     /// Matching devices left for this pod.
     pub fn free(&self) -> usize {
         self.matching
-            .saturating_sub(self.in_use + self.tainted + self.outside_zones)
+            .saturating_sub(self.in_use + self.tainted + self.outside_zones + self.unsupported)
     }
 }
 
@@ -72,6 +74,9 @@ impl fmt::Display for Shortage {
             self.tainted,
             self.outside_zones
         )?;
+        if self.unsupported > 0 {
+            write!(f, "; {} of a kind TAS does not allocate", self.unsupported)?;
+        }
         for pool in &self.unusable_pools {
             write!(f, "; {pool}")?;
         }
@@ -123,6 +128,10 @@ pub enum AllocateError {
         request: String,
         problem: String,
     },
+    /// The search reached an invalid pool before it found an allocation (as
+    /// kube-scheduler does: the pool's devices cannot be trusted, nor skipped).
+    #[error("{problem}")]
+    InvalidPool { problem: String },
     #[error(
         "no combination of free devices satisfies the claims' constraints and the NUMA zone rule together"
     )]

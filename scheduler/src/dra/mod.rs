@@ -31,6 +31,15 @@
 //!   then an `AllocationResult` per claim ([`result`]).
 //! - [`SelectorCache`] ([`cel`](mod@cel)): selectors compiled once per expression text.
 //!
+//! # Against kube-scheduler
+//!
+//! The outcome is kube-scheduler's (v1.34) for the pool order TAS uses: incomplete
+//! pools serve `ExactCount`, selectors run lazily in search order, an invalid pool
+//! fails the node when the search reaches it. `e2e/tests/dra_differential.rs` checks
+//! this against kube-scheduler's own allocator on random cases and lists where TAS
+//! differs on purpose (kube-scheduler v1.34 bugs in `distinctAttribute` and in `All`
+//! subrequests, fixed in later versions).
+//!
 //! # The in-use set
 //!
 //! `in_use` must hold every device allocated to any claim (`status.allocation` of all

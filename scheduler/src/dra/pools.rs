@@ -1,12 +1,15 @@
-//! ResourceSlices → the pools and devices one node can use.
+//! ResourceSlices → the pools and devices one node can use, as kube-scheduler sees
+//! them.
 //!
-//! Slices are grouped by (driver, pool name). Within a pool only the slices of the
-//! highest `pool.generation` count; the pool is complete when their number equals
-//! their `resourceSliceCount` (counted over all slices of the pool, whichever node they
-//! target), and invalid when two of them name the same device. A pool is visible to a
-//! node when one of its current slices targets it: `nodeName` equal to the node's
-//! name, `nodeSelector` selecting the node's labels or `metadata.name`, or `allNodes`.
-//! Devices of incomplete or invalid pools are never allocated.
+//! Only the slices that reach the node count: `nodeName` equal to the node's name,
+//! `nodeSelector` selecting the node's labels or `metadata.name`, or `allNodes`.
+//! They are grouped by (driver, pool name); of each pool the slices of the highest
+//! `pool.generation` among them count. The pool is incomplete when their number
+//! differs from their `resourceSliceCount` (a driver updating it, or slices of the
+//! pool reaching other nodes), and invalid when two of them name the same device.
+//! Devices of incomplete pools are allocated as if the pool were complete, except by
+//! `allocationMode: All`, which fails on a node with an incomplete or invalid pool;
+//! devices of invalid pools are never allocated.
 //!
 //! Pools are sorted by driver then pool name, slices within a pool by name, devices
 //! in slice order: that is the order the search tries them in. Each device gets its
@@ -14,7 +17,8 @@
 //!
 //! Slices with `perDeviceNodeSelection` are not supported: they are skipped with a
 //! warning. Devices that consume shared counters (partitionable devices) or carry
-//! binding conditions are shown by the inventory but never allocated.
+//! binding conditions are shown by the inventory but never allocated; the selectors
+//! of the former are still evaluated, as kube-scheduler does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -45,12 +49,14 @@ impl fmt::Display for PoolId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PoolState {
     Usable,
-    /// Not all slices of the current generation are there (the driver is updating it).
+    /// Not all slices of the current generation reach the node (the driver is
+    /// updating the pool, or some of its slices are for other nodes): its devices
+    /// serve `ExactCount` requests, and no `All` request can be allocated on the node.
     Incomplete {
         slices: usize,
         expected: i64,
     },
-    /// The pool's slices contradict each other.
+    /// The pool's slices contradict each other: its devices are never allocated.
     Invalid {
         reason: String,
     },
@@ -65,12 +71,12 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Why the pool's devices are not used, for a human; `None` if they are.
+    /// What is wrong with the pool, for a human; `None` if nothing is.
     pub fn problem(&self) -> Option<String> {
         match &self.state {
             PoolState::Usable => None,
             PoolState::Incomplete { slices, expected } => Some(format!(
-                "resource pool {} is incomplete ({slices} of {expected} slices of generation {}; the driver is updating it)",
+                "resource pool {} is incomplete ({slices} of {expected} slices of generation {} reach the node)",
                 self.id, self.generation
             )),
             PoolState::Invalid { reason } => {
@@ -99,7 +105,8 @@ pub(crate) struct Device {
     /// `None`: unknown (no zone attribute, or a malformed one).
     pub zones: Option<Zones>,
     pub tainted: bool,
-    /// The device's `device` for selectors; `None` when `excluded`.
+    /// The device's `device` for selectors; `None` when it has binding conditions
+    /// or cannot be shown to selectors (kube-scheduler never evaluates those).
     pub value: Option<DeviceValue>,
     /// Why the device is never allocated, if it is not.
     pub excluded: Option<String>,
@@ -156,25 +163,20 @@ impl NodeDevices {
         labels: &BTreeMap<String, String>,
         pcie_roots: &PcieRootZones,
     ) {
-        let generation = slices
-            .iter()
-            .map(|s| s.spec.pool.generation)
-            .max()
-            .unwrap_or_default();
-        let mut current: Vec<&ResourceSlice> = slices
+        let visible: Vec<(&ResourceSlice, Reach)> = slices
             .into_iter()
-            .filter(|s| s.spec.pool.generation == generation)
+            .filter_map(|slice| self.reach(slice, labels).map(|reach| (slice, reach)))
             .collect();
-        current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let visible: Vec<(&ResourceSlice, Reach)> = current
-            .iter()
-            .filter_map(|slice| self.reach(slice, labels).map(|reach| (*slice, reach)))
-            .collect();
-        if visible.is_empty() {
+        let Some(generation) = visible.iter().map(|(s, _)| s.spec.pool.generation).max() else {
             return;
-        }
-        let expected = current[0].spec.pool.resource_slice_count;
-        let state = match duplicate_device(&current) {
+        };
+        let mut current: Vec<(&ResourceSlice, Reach)> = visible
+            .into_iter()
+            .filter(|(s, _)| s.spec.pool.generation == generation)
+            .collect();
+        current.sort_by(|(a, _), (b, _)| a.metadata.name.cmp(&b.metadata.name));
+        let expected = current[0].0.spec.pool.resource_slice_count;
+        let state = match duplicate_device(current.iter().map(|(s, _)| *s)) {
             Some(name) => PoolState::Invalid {
                 reason: format!("duplicate device name {name}"),
             },
@@ -190,7 +192,7 @@ impl NodeDevices {
             generation,
             state,
         });
-        for (slice, reach) in visible {
+        for (slice, reach) in current {
             for api in slice.spec.devices.iter().flatten() {
                 let device = self.device(&id, pool, slice, reach.clone(), api, pcie_roots);
                 self.index
@@ -265,6 +267,7 @@ impl NodeDevices {
             .flatten()
             .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
         let mut excluded = None;
+        let mut selectable = true;
         if api
             .consumes_counters
             .as_ref()
@@ -280,6 +283,7 @@ impl NodeDevices {
             .is_some_and(|c| !c.is_empty())
         {
             excluded = Some("has binding conditions (not supported by TAS yet)".to_owned());
+            selectable = false;
         }
         let value = match DeviceValue::build(
             driver,
@@ -287,7 +291,7 @@ impl NodeDevices {
             &api.capacity.clone().unwrap_or_default(),
             api.allow_multiple_allocations.unwrap_or(false),
         ) {
-            Ok(value) => excluded.is_none().then_some(value),
+            Ok(value) => selectable.then_some(value),
             Err(e) => {
                 let message = format!("{e}: device not used");
                 self.warn(&slice_name, Some(&api.name), message.clone());
@@ -349,17 +353,17 @@ impl NodeDevices {
         self.index.get(id).copied()
     }
 
-    /// Whether the devices of pool `pool` may be allocated.
+    /// Whether the devices of pool `pool` may be allocated (by `ExactCount`; `All`
+    /// also needs every pool of the node complete).
     pub(crate) fn pool_is_usable(&self, pool: usize) -> bool {
-        self.pools[pool].state == PoolState::Usable
+        !matches!(self.pools[pool].state, PoolState::Invalid { .. })
     }
 }
 
 /// The first device name that appears twice in a pool's current slices.
-fn duplicate_device(slices: &[&ResourceSlice]) -> Option<String> {
+fn duplicate_device<'a>(slices: impl Iterator<Item = &'a ResourceSlice>) -> Option<String> {
     let mut seen = BTreeSet::new();
     slices
-        .iter()
         .flat_map(|s| s.spec.devices.iter().flatten())
         .find(|d| !seen.insert(d.name.as_str()))
         .map(|d| d.name.clone())

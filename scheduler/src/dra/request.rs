@@ -175,7 +175,7 @@ pub(crate) fn plan_claim<'a>(
                 next_id,
             )?);
         }
-        minimum += alternatives
+        let fewest = alternatives
             .iter()
             .map(|a| match a.mode {
                 Mode::Exact(n) => n,
@@ -183,6 +183,7 @@ pub(crate) fn plan_claim<'a>(
             })
             .min()
             .unwrap_or(0);
+        minimum = minimum.saturating_add(fewest);
         requests.push(PlannedRequest {
             name: request.name.clone(),
             alternatives,
@@ -281,15 +282,14 @@ fn plan_alternative<'a>(
             class: fields.class_name.to_owned(),
         })?;
     let mode = match (fields.allocation_mode.unwrap_or("ExactCount"), fields.count) {
+        // A count past the limit per claim is not an error of its own: such a
+        // subrequest never fits and the next one is tried, as in kube-scheduler; the
+        // claim's minimum (in `plan_claim`) catches a request that cannot fit at all.
         ("ExactCount", count) => {
             let count = count.unwrap_or(1);
             match usize::try_from(count) {
-                Ok(n) if (1..=MAX_DEVICES_PER_CLAIM).contains(&n) => Mode::Exact(n),
-                _ => {
-                    return Err(invalid(format!(
-                        "count {count} is not between 1 and {MAX_DEVICES_PER_CLAIM}"
-                    )));
-                }
+                Ok(n) if n >= 1 => Mode::Exact(n),
+                _ => return Err(invalid(format!("count {count} is not positive"))),
             }
         }
         ("All", _) => Mode::All,

@@ -2,6 +2,7 @@
 
 mod builders;
 mod cel_cases;
+mod evaluation_cases;
 mod pool_cases;
 mod props;
 mod request_cases;

@@ -1,9 +1,10 @@
-//! Which pools and devices a node sees: generations, completeness, duplicates, and
-//! slices reaching the node by name, selector or to all nodes.
+//! Which pools and devices a node sees: generations and completeness of the slices
+//! reaching it, duplicates, and slices reaching the node by name, selector or to all
+//! nodes.
 
 use crate::dra::{AllocateError, PoolState};
 
-use super::builders::{Case, SliceExt, device, gpus, names, plain_devices, slice};
+use super::builders::{Case, SliceExt, all, claim, device, gpus, names, plain_devices, slice};
 
 #[test]
 fn only_the_newest_generation_of_a_pool_counts() {
@@ -21,7 +22,7 @@ fn only_the_newest_generation_of_a_pool_counts() {
 }
 
 #[test]
-fn an_incomplete_pool_is_not_used_and_the_reason_says_so() {
+fn an_incomplete_pool_serves_exact_counts_but_no_all_request() {
     let case = Case::new(vec![
         slice("a", "pool", plain_devices(2)).generation(3, 2),
         slice("old", "pool", vec![device("x")]).generation(2, 2),
@@ -33,20 +34,52 @@ fn an_incomplete_pool_is_not_used_and_the_reason_says_so() {
             expected: 2
         }
     );
-    let err = case.reason(&gpus(1, &[]));
-    assert!(err.contains("0 free of 0 matching"), "{err}");
+    let allocation = case.run(&gpus(2, &[])).expect("fits");
+    assert_eq!(names(&allocation), [["dev-0", "dev-1"]]);
+    let every = [claim("c", vec![all("gpu", "gpu")])];
+    let err = case.reason(&every);
     assert!(
-        err.contains("resource pool gpu.example.com/pool is incomplete (1 of 2 slices"),
+        err.contains("asks for all devices, but resource pool gpu.example.com/pool is incomplete (1 of 2 slices"),
         "{err}"
     );
     // The second slice of the generation completes it.
     let mut complete = case;
-    complete.slices.push(
-        slice("b", "pool", vec![device("other")])
-            .generation(3, 2)
-            .on_node("node-b"),
+    complete
+        .slices
+        .push(slice("b", "pool", vec![device("other")]).generation(3, 2));
+    assert_eq!(
+        names(&complete.run(&every).expect("fits")),
+        [["dev-0", "dev-1", "other"]]
     );
-    assert!(complete.run(&gpus(2, &[])).is_ok());
+}
+
+#[test]
+fn only_the_slices_reaching_the_node_make_up_its_pool() {
+    // Generation 2 is out for node-b only: node-a still uses generation 1.
+    let case = Case::new(vec![
+        slice("new", "pool", vec![device("fresh")])
+            .generation(2, 1)
+            .on_node("node-b"),
+        slice("old", "pool", vec![device("stale")]).generation(1, 1),
+    ]);
+    assert_eq!(names(&case.run(&gpus(1, &[])).expect("fits")), [["stale"]]);
+    // One slice per rack: from either rack the pool is incomplete, its devices usable.
+    let case = Case::new(vec![
+        slice("r1", "pool", vec![device("mine")])
+            .generation(1, 2)
+            .reach_label("rack", "r1"),
+        slice("r2", "pool", vec![device("theirs")])
+            .generation(1, 2)
+            .reach_label("rack", "r2"),
+    ]);
+    assert_eq!(
+        case.devices().pools()[0].state,
+        PoolState::Incomplete {
+            slices: 1,
+            expected: 2
+        }
+    );
+    assert_eq!(names(&case.run(&gpus(1, &[])).expect("fits")), [["mine"]]);
 }
 
 #[test]
