@@ -102,12 +102,7 @@ impl Zone {
     /// `None` when the zone has no `memoryManagerGroup` attribute. A value that is not a
     /// list of zone names including this zone's own is an error naming the attribute.
     pub fn memory_manager_group(&self) -> Result<Option<Vec<u32>>, AttributeError> {
-        let Some(value) = self
-            .attributes
-            .iter()
-            .find(|a| a.name == MEMORY_MANAGER_GROUP)
-            .map(|a| a.value.as_str())
-        else {
+        let Some(value) = self.attribute(MEMORY_MANAGER_GROUP) else {
             return Ok(None);
         };
         let invalid = || AttributeError::UnknownValue {
@@ -131,14 +126,7 @@ mod tests {
     use super::*;
 
     fn zone(id: u32, group: Option<&str>) -> Zone {
-        Zone {
-            name: zone_name(id),
-            type_: super::super::zone::ZONE_TYPE_NODE.to_owned(),
-            attributes: group
-                .map(|g| vec![AttributeInfo::new(MEMORY_MANAGER_GROUP, g)])
-                .unwrap_or_default(),
-            ..Zone::default()
-        }
+        super::super::zone::zone_with_attribute(id, MEMORY_MANAGER_GROUP, group)
     }
 
     #[test]

@@ -23,6 +23,8 @@
 //!   of zones, a zone attribute.
 //! - [`init_cpus`]: whether the zones' free CPUs leave out those regular init
 //!   containers keep, and how many each zone has kept.
+//! - [`pcie_roots`]: the PCIe root complexes of each zone, for DRA devices that name
+//!   their root rather than their NUMA node, a zone attribute.
 //!
 //! Readers convert a `v1alpha1` object with `v1alpha2::NodeResourceTopology::from` and
 //! then use the `v1alpha2` readers only.
@@ -36,6 +38,7 @@ pub mod limits;
 pub mod memory_groups;
 pub mod numa_placement;
 pub mod ownership;
+pub mod pcie_roots;
 mod quantity;
 pub mod resource_managers;
 pub mod topology_manager;

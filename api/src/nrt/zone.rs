@@ -62,6 +62,14 @@ impl Zone {
         zone_numa_id(&self.name)
     }
 
+    /// The value of this zone's first attribute called `name`.
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.value.as_str())
+    }
+
     /// The amounts of resource `name` in this zone, if reported.
     pub fn resource(&self, name: &str) -> Option<&ResourceInfo> {
         self.resources.iter().find(|r| r.name == name)
@@ -96,6 +104,20 @@ impl NodeResourceTopology {
         self.zones
             .iter()
             .find(|z| z.is_numa_node() && z.numa_id() == Ok(numa_id))
+    }
+}
+
+/// The NUMA zone `node-<id>`, with the attribute `name` set to `value` when there is
+/// one: what the zone attribute readers' tests start from.
+#[cfg(test)]
+pub(crate) fn zone_with_attribute(id: u32, name: &str, value: Option<&str>) -> Zone {
+    Zone {
+        name: zone_name(id),
+        type_: ZONE_TYPE_NODE.to_owned(),
+        attributes: value
+            .map(|v| vec![super::v1alpha2::AttributeInfo::new(name, v)])
+            .unwrap_or_default(),
+        ..Zone::default()
     }
 }
 
