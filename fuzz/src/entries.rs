@@ -24,6 +24,7 @@ use prost::Message;
 use serde_json::{Value, json};
 use tas_api::fingerprint::Method;
 use tas_api::labels::Selector;
+use tas_api::nrt::pcie_roots;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{NrtQuantity, TopologyManagerPolicy, TopologyManagerScope};
 use tas_api::{duration, quantity};
@@ -54,13 +55,15 @@ pub const TARGETS: [(&str, Entry); 10] = [
     ("dra_selector", dra_selector),
 ];
 
-/// A NodeResourceTopology object as the scheduler's watch receives it (JSON), through
-/// its sanity check and into its topology view; an accepted view then has the fixed
+/// A NodeResourceTopology object as the scheduler's watch receives it (JSON): its
+/// zones' PCIe roots read, then through its sanity check and into its topology view; an accepted view then has the fixed
 /// pods of [`pods`] fitted onto it.
 pub fn nrt(data: &[u8]) {
     let Ok(nrt) = serde_json::from_slice::<NodeResourceTopology>(data) else {
         return;
     };
+    // The PCIe roots of the zones, as the DRA allocator takes them.
+    let _ = pcie_roots::pcie_root_zones(&nrt);
     let Ok(node) = NodeTopology::from_nrt(&nrt) else {
         return;
     };
@@ -163,13 +166,21 @@ fn check_document(doc: &Value, drop_in: bool) {
 
 /// The files of a sysfs NUMA node, NUL-separated: `online`, then one node's `cpulist`,
 /// `meminfo` and `distance`, then a hugepages directory's size (`2048kB`) and its
-/// `nr_hugepages`, then a `/proc/self/status` (the agent's shared CPU pool). Absent
-/// texts are absent files.
+/// `nr_hugepages`, then a `/proc/self/status` (the agent's shared CPU pool), then a
+/// PCIe root's directory name (`pci0000:00`), a PCI function's (`0000:00:1f.2`) and
+/// its `numa_node`. Absent texts are absent files.
 pub fn sysfs(data: &[u8]) {
     let texts = split(data);
     let text = |i: usize| texts.get(i).map(|t| t.as_ref());
     let node_dir = Path::new("/sys/devices/system/node/node0");
-    if let Ok(online) = sysfs::parse_online(Path::new("online"), text(0).unwrap_or_default()) {
+    let online = sysfs::parse_online(Path::new("online"), text(0).unwrap_or_default());
+    pcie_root(
+        online.as_ref().ok(),
+        text(7).unwrap_or_default(),
+        text(8).unwrap_or_default(),
+        text(9),
+    );
+    if let Ok(online) = online {
         // One parse per online node, as `discover` does; four are enough to reach every
         // branch, and the parse does not depend on the id beyond naming it.
         for &id in online.iter().take(4) {
@@ -200,6 +211,42 @@ pub fn sysfs(data: &[u8]) {
             &node_dir.join("nr_hugepages"),
             text(5).unwrap_or_default(),
             size_kib,
+        );
+    }
+}
+
+/// A PCIe root with one function reading `numa_node` (and one reading `-1`) placed
+/// on the `online` nodes (node 0 alone when `online` did not parse), as the agent
+/// does; the zones' `pcieRoots` attribute then reads back as written.
+fn pcie_root(online: Option<&BTreeSet<u32>>, root: &str, function: &str, numa_node: Option<&str>) {
+    let online = online.cloned().unwrap_or_else(|| BTreeSet::from([0]));
+    let _ = sysfs::pcie::is_function_name(function);
+    let mut readings = vec![sysfs::pcie::NumaNode::Unknown];
+    if let Some(Ok(reading)) = numa_node.map(sysfs::pcie::parse_numa_node) {
+        readings.push(reading);
+    }
+    let root = if pcie_roots::is_root_name(root) {
+        root
+    } else {
+        "pci0000:00"
+    };
+    let mut placed = sysfs::PcieRoots::default();
+    sysfs::pcie::place_root(root, &readings, &online, &mut placed);
+    for (id, roots) in &placed.by_zone {
+        assert!(
+            online.contains(id),
+            "a root placed on node {id}, not online"
+        );
+        let zone = tas_api::nrt::v1alpha2::Zone {
+            name: tas_api::nrt::zone_name(*id),
+            type_: tas_api::nrt::zone::ZONE_TYPE_NODE.to_owned(),
+            attributes: pcie_roots::zone_attribute(roots).into_iter().collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            zone.pcie_roots().as_ref(),
+            Ok(roots),
+            "pcieRoots reads back"
         );
     }
 }

@@ -120,6 +120,9 @@ pub struct Agent {
     /// The Node's `status.nodeInfo.kubeletVersion`, and when the Node was last read.
     kubelet_version: Option<String>,
     node_read_at: Option<Instant>,
+    /// The warnings of the last PCIe roots read, so an odd sysfs warns once, not at
+    /// every publish.
+    pcie_warnings: Vec<String>,
 }
 
 /// How often the kubelet's configuration files are checked for changes.
@@ -159,6 +162,7 @@ impl Agent {
             pool_error: None,
             kubelet_version: None,
             node_read_at: None,
+            pcie_warnings: Vec::new(),
         }
     }
 
@@ -344,8 +348,15 @@ impl Agent {
         let kubelet = &self.cfg.kubelet;
         let NodeFiles {
             topology,
+            pcie_roots,
             kubelet: read,
         } = NodeFiles::read(&self.cfg.sysfs_root, (!kubelet.configz).then_some(kubelet)).await?;
+        if pcie_roots.warnings != self.pcie_warnings {
+            for warning in &pcie_roots.warnings {
+                tracing::warn!(%warning, "PCIe roots");
+            }
+            self.pcie_warnings = pcie_roots.warnings;
+        }
         let read = match read {
             Some(read) => read,
             None => configz::fetch(&self.client, &self.node.name, &kubelet.overrides).await,
@@ -401,7 +412,8 @@ impl Agent {
         });
         let nrt =
             nrt_object::with_fingerprint_exclude(nrt, self.cfg.fingerprint.exclude_attribute());
-        let mut nrt = nrt_object::with_kubelet_version(nrt, self.kubelet_version.as_deref());
+        let nrt = nrt_object::with_kubelet_version(nrt, self.kubelet_version.as_deref());
+        let mut nrt = nrt_object::with_pcie_roots(nrt, &pcie_roots.by_zone);
         if self.cfg.numa_placement
             && let Some(placement) = numa_placement::payload(&topology, &list.pod_resources)
         {

@@ -1,5 +1,5 @@
-//! The node's files behind every publish: the NUMA topology from sysfs and the
-//! kubelet's config file.
+//! The node's files behind every publish: the NUMA topology and the PCIe roots of
+//! each zone from sysfs, and the kubelet's config file.
 //!
 //! They are read afresh at every publish, so hot-added hugepages or CPUs and an edited
 //! kubelet config show up without a restart, and they are read on tokio's blocking pool,
@@ -9,13 +9,16 @@
 use std::path::{Path, PathBuf};
 
 use crate::kubelet_source::{Loaded, Problem, SourceConfig};
-use crate::sysfs::{self, SysfsError, Topology};
+use crate::sysfs::{self, PcieRoots, SysfsError, Topology};
 
 /// What the node's files say.
 #[derive(Debug, Clone)]
 pub struct NodeFiles {
     /// NUMA zones, CPUs, memory, hugepages and distances.
     pub topology: Topology,
+    /// The PCIe root complexes of each zone (none when the host's PCI devices are not
+    /// in view), with what looked odd.
+    pub pcie_roots: PcieRoots,
     /// The kubelet's settings from its config file and drop-ins, or why they could not
     /// be read; `None` when they come from elsewhere (`/configz`).
     pub kubelet: Option<Result<Loaded, Problem>>,
@@ -62,8 +65,14 @@ impl NodeFiles {
         kubelet: Option<&SourceConfig>,
     ) -> Result<Self, NodeFilesError> {
         let topology = sysfs::discover(sysfs_root)?;
+        let online = topology.zones.iter().map(|z| z.id).collect();
+        let pcie_roots = sysfs::read_pcie_roots(sysfs_root, &online);
         let kubelet = kubelet.map(SourceConfig::read_files);
-        Ok(Self { topology, kubelet })
+        Ok(Self {
+            topology,
+            pcie_roots,
+            kubelet,
+        })
     }
 }
 

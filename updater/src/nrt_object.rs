@@ -2,11 +2,14 @@
 //! Pure: same inputs, same object (zones by id, resources by name, attributes by name),
 //! so an unchanged node produces an identical object and no write.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::accounting::NodeResources;
 use crate::sysfs::Topology;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tas_api::fingerprint::Method;
 use tas_api::nrt::attributes as attr;
+use tas_api::nrt::pcie_roots;
 use tas_api::nrt::resource_managers::{self as managers, format_options};
 use tas_api::nrt::v1alpha2::{AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo, Zone};
 use tas_api::nrt::{NrtQuantity, ResourceManagersConfig, TopologyManagerConfig, zone_name};
@@ -66,6 +69,27 @@ pub fn with_kubelet_version(
         nrt.attributes
             .push(AttributeInfo::new(attr::KUBELET_VERSION, version));
         nrt.attributes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    nrt
+}
+
+/// `nrt` with the `pcieRoots` zone attribute on each zone holding PCIe roots
+/// (`roots`: NUMA id → root names), zone attributes kept sorted by name.
+pub fn with_pcie_roots(
+    mut nrt: NodeResourceTopology,
+    roots: &BTreeMap<u32, BTreeSet<String>>,
+) -> NodeResourceTopology {
+    for zone in &mut nrt.zones {
+        let Some(attribute) = zone
+            .numa_id()
+            .ok()
+            .and_then(|id| roots.get(&id))
+            .and_then(pcie_roots::zone_attribute)
+        else {
+            continue;
+        };
+        zone.attributes.push(attribute);
+        zone.attributes.sort_by(|a, b| a.name.cmp(&b.name));
     }
     nrt
 }
@@ -376,6 +400,42 @@ mod tests {
         let named = with_kubelet_version(nrt, Some("v1.36.3"));
         assert_eq!(named.kubelet_minor(), Some(36));
         assert!(named.attributes.windows(2).all(|w| w[0].name <= w[1].name));
+    }
+
+    #[test]
+    fn pcie_roots_are_zone_attributes_the_scheduler_reads_back() {
+        let (t, r) = two_zones();
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: String::new(),
+        };
+        let mut nrt = build(&observed(&node, &t, &r));
+        let group = AttributeInfo::new(tas_api::nrt::memory_groups::MEMORY_MANAGER_GROUP, "node-1");
+        nrt.zones[1].attributes.push(group);
+        let roots = BTreeMap::from([
+            (
+                1,
+                BTreeSet::from(["pci0000:80".to_owned(), "pci0000:17".to_owned()]),
+            ),
+            (7, BTreeSet::from(["pci0000:ff".to_owned()])),
+        ]);
+        let nrt = with_pcie_roots(nrt, &roots);
+        assert!(nrt.zones[0].attributes.is_empty());
+        let names: Vec<&str> = nrt.zones[1]
+            .attributes
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect();
+        assert_eq!(names, ["memoryManagerGroup", "pcieRoots"]);
+        let (read, errors) = pcie_roots::pcie_root_zones(&nrt);
+        assert!(errors.is_empty());
+        assert_eq!(
+            read,
+            BTreeMap::from([
+                ("pci0000:17".to_owned(), BTreeSet::from([1])),
+                ("pci0000:80".to_owned(), BTreeSet::from([1])),
+            ])
+        );
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!   the kernel's node lists do (`"0,1"`, `"0-1"`, `"0-1,4"`), for a device attached to
 //!   several zones. It wins when both attributes are present.
 //! - `resource.kubernetes.io/pcieRoot`: a string (`"pci0000:00"`) mapped to zones by
-//!   the caller's [`PcieRootZones`] (published by the node agent); a root missing from
-//!   the map leaves the device's zones unknown.
+//!   the caller's [`PcieRootZones`] (published by the node agent as the NRT zone
+//!   attribute `pcieRoots`, read back by `tas_api::nrt::pcie_roots::pcie_root_zones`);
+//!   a root missing from the map leaves the device's zones unknown.
 //!
 //! A malformed value (a negative number, a zone past [`MAX_ZONE`], a list that does
 //! not parse, a value of the wrong type) leaves the zones unknown and is reported as

@@ -20,9 +20,14 @@
 //!   - `hugepages/hugepages-<size>kB/nr_hugepages`: see [`hugepages`].
 //!
 //! Errors name the file (its full path, root included) and what was wrong with it.
+//!
+//! [`pcie::read_pcie_roots`] reads, under the same root, which PCIe root complexes
+//! each NUMA node holds (`devices/pci<domain>:<bus>/*/numa_node`), for DRA devices
+//! that name their root; it never fails, odd files are warnings.
 
 mod cpulist;
 pub mod hugepages;
+pub mod pcie;
 #[cfg(test)]
 mod tests;
 
@@ -34,6 +39,7 @@ use crate::bounded::{self, SYSFS_LIMIT};
 
 pub use cpulist::{CpuListError, format_cpulist, parse_cpulist};
 pub use hugepages::{hugepage_resource_name, parse_pool_bytes, parse_pool_dir};
+pub use pcie::{PcieRoots, read_pcie_roots};
 
 /// Where NUMA nodes live, relative to the sysfs root.
 pub const NODE_DIR: &str = "devices/system/node";
