@@ -35,7 +35,7 @@ pub use pod::{
     is_security_annotation,
 };
 pub use scheduler::{
-    CacheSpec, DEFAULT_SCHEDULER_NAME, ForeignPodsDetection, InformerMode, NodesWithoutTopology,
+    CacheSpec, DEFAULT_SCHEDULER_NAME, DraAlignment, ForeignPodsDetection, InformerMode, NodesWithoutTopology,
     PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
 };
 pub use status::{
