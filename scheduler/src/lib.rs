@@ -26,6 +26,7 @@ pub mod cycle;
 pub mod debug;
 pub mod decision_trace;
 pub mod dra;
+pub mod dra_state;
 pub mod event_series;
 pub mod events;
 pub mod explain;

@@ -1,6 +1,8 @@
 //! Builders shared by the unit tests of the cluster-wide plugins and preemption: nodes
 //! with labels, pods written as JSON, and a pod placed on a node.
 
+pub mod dra;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
