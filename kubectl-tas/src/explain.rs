@@ -153,6 +153,7 @@ pub fn judge(
         uid: pod.uid().unwrap_or_default(),
         filter: PodFilterInput::new(pod).map_err(|e| parse_error(&e))?,
         request,
+        dra: None,
     };
     let mut state = ClusterState::default();
     for node in cluster.nodes.values() {

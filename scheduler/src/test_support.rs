@@ -75,6 +75,7 @@ pub fn input(pod: &Pod) -> PodInput {
         uid: pod.metadata.uid.clone().unwrap_or_default(),
         filter: PodFilterInput::new(pod).expect("filter input"),
         request: PodRequest::from_pod(pod).expect("request"),
+        dra: None,
     }
 }
 

@@ -43,6 +43,7 @@ fn guaranteed(cpu: &str) -> PodInput {
         uid: "uid-1".into(),
         filter: PodFilterInput::new(&pod).unwrap(),
         request: PodRequest::from_pod(&pod).unwrap(),
+        dra: None,
     }
 }
 
