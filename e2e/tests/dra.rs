@@ -114,7 +114,7 @@ fn unschedulable_message(pod: &Pod) -> Option<String> {
 /// and checks it is not bound.
 async fn wait_unschedulable(pods: &Api<Pod>, name: &str, want: &str) -> String {
     let seen = std::sync::Mutex::new(String::new());
-    let message = wait_for(format!("{name} unschedulable: {want}"), TIMEOUT, || async {
+    wait_for(format!("{name} unschedulable: {want}"), TIMEOUT, || async {
         let pod = pods.get(name).await?;
         assert_eq!(node_of(&pod), None, "{name} was bound");
         let message = unschedulable_message(&pod).unwrap_or_default();
@@ -122,8 +122,7 @@ async fn wait_unschedulable(pods: &Api<Pod>, name: &str, want: &str) -> String {
         Ok::<_, kube::Error>(message.contains(want).then_some(message))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}; last message: {}", seen.lock().expect("lock")));
-    message
+    .unwrap_or_else(|e| panic!("{e}; last message: {}", seen.lock().expect("lock")))
 }
 
 /// The name of the claim generated for the pod's first pod claim.
@@ -145,7 +144,12 @@ async fn generated_claim(pods: &Api<Pod>, name: &str) -> String {
 async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
     wait_for(format!("{name} running"), TIMEOUT, || async {
         let pod = pods.get(name).await?;
-        assert_ne!(phase(&pod), "Failed", "the kubelet rejected {name}: {:?}", pod.status);
+        assert_ne!(
+            phase(&pod),
+            "Failed",
+            "the kubelet rejected {name}: {:?}",
+            pod.status
+        );
         Ok::<_, kube::Error>((phase(&pod) == "Running").then_some(pod))
     })
     .await
@@ -155,27 +159,31 @@ async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
 /// The device of the claim's allocation, once it is reserved for `pod`.
 async fn allocated_device(claims: &Api<ResourceClaim>, claim: &str, pod: &Pod) -> String {
     let uid = pod.uid().unwrap_or_default();
-    wait_for(format!("{claim} allocated for {}", pod.name_any()), TIMEOUT, || async {
-        let claim = claims.get(claim).await?;
-        let Some(status) = claim.status else {
-            return Ok::<_, kube::Error>(None);
-        };
-        let reserved = status
-            .reserved_for
-            .iter()
-            .flatten()
-            .any(|r| r.resource == "pods" && r.uid == uid);
-        let device = status
-            .allocation
-            .and_then(|a| a.devices)
-            .and_then(|d| d.results)
-            .and_then(|r| r.into_iter().next())
-            .map(|r| {
-                assert_eq!(r.driver, GPU);
-                r.device
-            });
-        Ok(device.filter(|_| reserved))
-    })
+    wait_for(
+        format!("{claim} allocated for {}", pod.name_any()),
+        TIMEOUT,
+        || async {
+            let claim = claims.get(claim).await?;
+            let Some(status) = claim.status else {
+                return Ok::<_, kube::Error>(None);
+            };
+            let reserved = status
+                .reserved_for
+                .iter()
+                .flatten()
+                .any(|r| r.resource == "pods" && r.uid == uid);
+            let device = status
+                .allocation
+                .and_then(|a| a.devices)
+                .and_then(|d| d.results)
+                .and_then(|r| r.into_iter().next())
+                .map(|r| {
+                    assert_eq!(r.driver, GPU);
+                    r.device
+                });
+            Ok(device.filter(|_| reserved))
+        },
+    )
     .await
     .expect("allocated")
 }
@@ -199,8 +207,11 @@ async fn claims_are_allocated_on_the_numa_zone_of_the_pods_cpus() {
         .list(&Default::default())
         .await
         .expect("the control plane serves resource.k8s.io/v1");
-    create(&classes, json!({"metadata": {"name": GPU}, "spec": {"selectors": [
-        {"cel": {"expression": format!("device.driver == '{GPU}'")}}]}}))
+    create(
+        &classes,
+        json!({"metadata": {"name": GPU}, "spec": {"selectors": [
+        {"cel": {"expression": format!("device.driver == '{GPU}'")}}]}}),
+    )
     .await;
 
     let stack = InProcessStack::start(&client, "dra", scenario, json!({}))
@@ -215,11 +226,14 @@ async fn claims_are_allocated_on_the_numa_zone_of_the_pods_cpus() {
         })
         .collect();
     let slices: Api<ResourceSlice> = Api::all(client.clone());
-    create(&slices, json!({
-        "metadata": {"name": format!("{node}-gpus")},
-        "spec": {"driver": GPU, "nodeName": node, "devices": devices,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
-    }))
+    create(
+        &slices,
+        json!({
+            "metadata": {"name": format!("{node}-gpus")},
+            "spec": {"driver": GPU, "nodeName": node, "devices": devices,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
+        }),
+    )
     .await;
     run(&client, &stack, &node).await;
     slices
@@ -235,15 +249,21 @@ async fn run(client: &Client, stack: &InProcessStack, node: &str) {
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
     let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), ns);
     let template = gpu_claim("one-gpu", GPU, json!({}));
-    create(&templates, json!({"metadata": template["metadata"], "spec": {"spec": template["spec"]}}))
-        .await;
+    create(
+        &templates,
+        json!({"metadata": template["metadata"], "spec": {"spec": template["spec"]}}),
+    )
+    .await;
     let from_template = json!({"name": "gpu", "resourceClaimTemplateName": "one-gpu"});
 
     // The first pod: its CPUs on zone 0 (the kubelet's lowest that fits), so its GPU
     // must be gpu-1, the second in slice order.
-    pods.create(&PostParams::default(), &gpu_pod("first", scheduler, group, from_template.clone()))
-        .await
-        .expect("pod");
+    pods.create(
+        &PostParams::default(),
+        &gpu_pod("first", scheduler, group, from_template.clone()),
+    )
+    .await
+    .expect("pod");
     let first_claim = generated_claim(&pods, "first").await;
     let first = wait_running(&pods, "first").await;
     assert_eq!(node_of(&first).as_deref(), Some(node));
@@ -260,16 +280,22 @@ async fn run(client: &Client, stack: &InProcessStack, node: &str) {
     );
     let claim = claims.get(&first_claim).await.expect("claim");
     assert!(
-        claim.finalizers().iter().any(|f| f == "resource.kubernetes.io/delete-protection"),
+        claim
+            .finalizers()
+            .iter()
+            .any(|f| f == "resource.kubernetes.io/delete-protection"),
         "{:?}",
         claim.metadata.finalizers
     );
 
     // The second pod would get its CPUs on zone 0 as well, where the GPU is taken;
     // the free GPU is on zone 1.
-    pods.create(&PostParams::default(), &gpu_pod("second", scheduler, group, from_template))
-        .await
-        .expect("pod");
+    pods.create(
+        &PostParams::default(),
+        &gpu_pod("second", scheduler, group, from_template),
+    )
+    .await
+    .expect("pod");
     let second_claim = generated_claim(&pods, "second").await;
     wait_unschedulable(
         &pods,
@@ -278,7 +304,13 @@ async fn run(client: &Client, stack: &InProcessStack, node: &str) {
     )
     .await;
     assert!(
-        claims.get(&second_claim).await.expect("claim").status.and_then(|s| s.allocation).is_none(),
+        claims
+            .get(&second_claim)
+            .await
+            .expect("claim")
+            .status
+            .and_then(|s| s.allocation)
+            .is_none(),
         "nothing was written for a pod that stays Pending"
     );
 
@@ -292,7 +324,11 @@ async fn run(client: &Client, stack: &InProcessStack, node: &str) {
     let second = wait_running(&pods, "second").await;
     let device = allocated_device(&claims, &second_claim, &second).await;
     assert_eq!(device, "gpu-1");
-    let zones = stack.sim.node(node).expect("node").pod_zones(&PodKey::of(&second));
+    let zones = stack
+        .sim
+        .node(node)
+        .expect("node")
+        .pod_zones(&PodKey::of(&second));
     assert_eq!(zones.into_iter().collect::<Vec<_>>(), [zone_of(&device)]);
 }
 
@@ -304,7 +340,11 @@ async fn bad_input(client: &Client, stack: &InProcessStack, node: &str) {
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
     let named = |claim: &str| json!({"name": "gpu", "resourceClaimName": claim});
 
-    create(&claims, gpu_claim("no-class", "no-such-class.example.com", json!({}))).await;
+    create(
+        &claims,
+        gpu_claim("no-class", "no-such-class.example.com", json!({})),
+    )
+    .await;
     // Compiles (the API server checks it), fails on every device: no such attribute.
     let failing = json!({"selectors": [{"cel": {
         "expression": format!("device.attributes['{GPU}'].memory > 1")}}]});
@@ -317,23 +357,36 @@ async fn bad_input(client: &Client, stack: &InProcessStack, node: &str) {
             {"key": "metadata.name", "operator": "In", "values": ["far-away-node"]}]}]}
     }}});
     claims
-        .patch_status("elsewhere", &PatchParams::default(), &Patch::Merge(&allocation))
+        .patch_status(
+            "elsewhere",
+            &PatchParams::default(),
+            &Patch::Merge(&allocation),
+        )
         .await
         .expect("allocated elsewhere");
 
     let cases = [
-        ("class", "no-class", "device class \"no-such-class.example.com\" not found".to_owned()),
+        (
+            "class",
+            "no-class",
+            "device class \"no-such-class.example.com\" not found".to_owned(),
+        ),
         ("cel", "failing-cel", "CEL runtime error".to_owned()),
         (
             "elsewhere",
             "elsewhere",
-            format!("claim {ns}/elsewhere: allocated for other nodes (its node selector does not select {node})"),
+            format!(
+                "claim {ns}/elsewhere: allocated for other nodes (its node selector does not select {node})"
+            ),
         ),
     ];
     for (pod, claim, _) in &cases {
-        pods.create(&PostParams::default(), &gpu_pod(pod, scheduler, group, named(claim)))
-            .await
-            .expect("pod");
+        pods.create(
+            &PostParams::default(),
+            &gpu_pod(pod, scheduler, group, named(claim)),
+        )
+        .await
+        .expect("pod");
     }
     for (pod, _, want) in &cases {
         let message = wait_unschedulable(&pods, pod, want).await;

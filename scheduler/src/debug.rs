@@ -272,8 +272,18 @@ mod tests {
         {
             let mut dra = shared.dra.write();
             dra.upsert_node("a", BTreeMap::new());
-            dra.upsert_slice(slice("a-gpus", "a", &[("gpu-0", 0), ("gpu-1", 0), ("gpu-2", 1)]));
-            dra.upsert_claim(allocated(claim("ns", "c", DRIVER, 1), "a", "a", &["gpu-1"], &[]));
+            dra.upsert_slice(slice(
+                "a-gpus",
+                "a",
+                &[("gpu-0", 0), ("gpu-1", 0), ("gpu-2", 1)],
+            ));
+            dra.upsert_claim(allocated(
+                claim("ns", "c", DRIVER, 1),
+                "a",
+                "a",
+                &["gpu-1"],
+                &[],
+            ));
         }
         let report = report(&shared);
         let a = report.node("a").expect("a node with devices is listed");

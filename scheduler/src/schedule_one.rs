@@ -1,6 +1,7 @@
 //! One scheduling attempt for one pod, kube-scheduler's `scheduleOne`: parse the pod,
-//! resolve its volumes, decide over a snapshot ([`crate::cycle`]: filter, then score),
-//! then reserve and bind the pod on the chosen node ([`crate::bind`]); a pod that fits
+//! resolve its volumes and resource claims, decide over a snapshot ([`crate::cycle`]:
+//! filter, then score), then reserve and bind the pod on the chosen node
+//! ([`crate::bind`]), its claims' devices held in flight until written; a pod that fits
 //! nowhere is reported, requeued with back-off and may preempt (the victim search runs
 //! here, the evictions in the background through the [`crate::writer`]).
 
@@ -8,8 +9,8 @@ use crate::bind::{self, BindTarget, ClaimWrites};
 use crate::cache;
 use crate::cycle::dra::{DraChoice, DraInput};
 use crate::cycle::{CycleSettings, Decision, PodInput};
-use crate::dra_state::pod_claims;
 use crate::decision_trace::decide_traced;
+use crate::dra_state::pod_claims;
 use crate::events::EventSender;
 use crate::explain;
 use crate::filter::{PodFilterInput, VolumeProblem, volumes};
@@ -147,7 +148,8 @@ impl Attempts {
                         // only a bug does that; try again from a fresh snapshot.
                         shared.metrics.attempt("error");
                         shared.metrics.dra_allocation("failed");
-                        let message = format!("allocating resource claims on {}: {message}", c.node);
+                        let message =
+                            format!("allocating resource claims on {}: {message}", c.node);
                         unschedulable(shared, events, &pod, message, None, last_message);
                         return;
                     }

@@ -114,7 +114,12 @@ impl DraInput {
         let open: Vec<ResourceClaim> = self
             .claims
             .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.allocation.as_ref()).is_none())
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.allocation.as_ref())
+                    .is_none()
+            })
             .cloned()
             .collect();
         if open.is_empty() {
@@ -185,15 +190,20 @@ impl DraInput {
                     outcome: DraOutcome::Unaligned,
                     zones: Some(zones),
                 }),
-                DraAlignment::Required => Err(misaligned(&allocation, &zones)
-                    .unwrap_or_else(|| reason(&error))),
+                DraAlignment::Required => {
+                    Err(misaligned(&allocation, &zones).unwrap_or_else(|| reason(&error)))
+                }
             },
             // Not even without the zones: the plain shortage says more.
             Err(anywhere) => Err(reason(&anywhere)),
         }
     }
 
-    fn allocate(&self, devices: &NodeDevices, rule: &ZoneRule) -> Result<Allocation, AllocateError> {
+    fn allocate(
+        &self,
+        devices: &NodeDevices,
+        rule: &ZoneRule,
+    ) -> Result<Allocation, AllocateError> {
         let input = AllocationInput {
             claims: &self.claims,
             classes: &self.cluster,

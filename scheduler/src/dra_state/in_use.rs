@@ -110,7 +110,9 @@ impl InUse {
 
     /// The pods with devices in flight, and how many each holds.
     pub(super) fn in_flight(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.in_flight.iter().map(|(uid, d)| (uid.as_str(), d.len()))
+        self.in_flight
+            .iter()
+            .map(|(uid, d)| (uid.as_str(), d.len()))
     }
 
     /// `device` is now allocated: it no longer needs to be held in flight.

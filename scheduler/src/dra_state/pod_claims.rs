@@ -37,7 +37,9 @@ pub enum ClaimProblem {
     #[error("ResourceClaim {0} is being deleted")]
     Deleting(ClaimRef),
     /// `status.reservedFor` is full.
-    #[error("ResourceClaim {0} is already reserved for {MAX_CONSUMERS} consumers, the most the API allows")]
+    #[error(
+        "ResourceClaim {0} is already reserved for {MAX_CONSUMERS} consumers, the most the API allows"
+    )]
     Full(ClaimRef),
     /// A pod claim naming neither a claim nor a template.
     #[error("pod claim {0} names neither a ResourceClaim nor a ResourceClaimTemplate")]
@@ -117,10 +119,7 @@ pub fn resolve(store: &DraStore, pod: &Pod) -> Result<Vec<ResourceClaim>, ClaimP
         if claim.metadata.deletion_timestamp.is_some() {
             return Err(ClaimProblem::Deleting(reference()));
         }
-        let reserved = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.reserved_for.as_ref());
+        let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_ref());
         let ours = reserved.is_some_and(|r| r.iter().any(|c| c.uid == uid));
         if !ours && reserved.is_some_and(|r| r.len() >= MAX_CONSUMERS) {
             return Err(ClaimProblem::Full(reference()));

@@ -32,9 +32,7 @@ fn reach(slice: &ResourceSlice) -> Reach {
     let spec = &slice.spec;
     match spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         Some(node) => Reach::Node(node.to_owned()),
-        None if spec.all_nodes == Some(true) || spec.node_selector.is_some() => {
-            Reach::ClusterWide
-        }
+        None if spec.all_nodes == Some(true) || spec.node_selector.is_some() => Reach::ClusterWide,
         None => Reach::Nowhere,
     }
 }
@@ -119,12 +117,7 @@ impl Slices {
 
     /// Keeps the slices for which `keep(name)` holds.
     pub(super) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        let gone: Vec<String> = self
-            .objects
-            .keys()
-            .filter(|n| !keep(n))
-            .cloned()
-            .collect();
+        let gone: Vec<String> = self.objects.keys().filter(|n| !keep(n)).cloned().collect();
         let mut affected = Affected::Nodes(BTreeSet::new());
         for name in &gone {
             self.unindex(name, &mut affected);

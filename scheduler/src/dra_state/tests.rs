@@ -68,14 +68,25 @@ fn each_node_sees_its_own_slices_and_only_a_changed_node_is_gathered_again() {
     assert_eq!(before["a"].pools().len(), 1);
     assert_eq!(before["a"].node_name(), "a");
     // A third GPU on a: a's devices are new, b's the very same.
-    store.upsert_slice(slice("a-gpus", "a", &[("gpu-0", 0), ("gpu-1", 1), ("gpu-2", 1)]));
+    store.upsert_slice(slice(
+        "a-gpus",
+        "a",
+        &[("gpu-0", 0), ("gpu-1", 1), ("gpu-2", 1)],
+    ));
     let after = store.snapshot().devices;
     assert!(!Arc::ptr_eq(&before["a"], &after["a"]));
-    assert!(Arc::ptr_eq(&before["b"], &after["b"]), "b was gathered again");
+    assert!(
+        Arc::ptr_eq(&before["b"], &after["b"]),
+        "b was gathered again"
+    );
     let inventory = crate::dra::inventory(&after["a"], &Default::default());
     assert_eq!(inventory[DRIVER][&Some(1)].free, 2);
     // The same object again changes nothing.
-    assert!(!store.upsert_slice(slice("a-gpus", "a", &[("gpu-0", 0), ("gpu-1", 1), ("gpu-2", 1)])));
+    assert!(!store.upsert_slice(slice(
+        "a-gpus",
+        "a",
+        &[("gpu-0", 0), ("gpu-1", 1), ("gpu-2", 1)]
+    )));
     // Slices of unknown nodes give nothing until the node is seen.
     store.upsert_slice(slice("c-gpus", "c", &[("gpu-0", 0)]));
     assert!(!store.snapshot().devices.contains_key("c"));
@@ -103,7 +114,12 @@ fn cluster_wide_slices_reach_every_node_their_selector_selects() {
     store.upsert_node("a", BTreeMap::from([("fabric".into(), "yes".into())]));
     assert_eq!(pools(&store, "a"), ["a", "fabric"]);
     assert_eq!(pools(&store, "b"), ["b"]);
-    store.upsert_slice(slice_with("everywhere", json!({"allNodes": true}), "shared", &[("x", 0)]));
+    store.upsert_slice(slice_with(
+        "everywhere",
+        json!({"allNodes": true}),
+        "shared",
+        &[("x", 0)],
+    ));
     assert_eq!(pools(&store, "b"), ["b", "shared"]);
     store.remove_slice("everywhere");
     assert_eq!(pools(&store, "b"), ["b"]);
@@ -113,10 +129,16 @@ fn cluster_wide_slices_reach_every_node_their_selector_selects() {
 fn allocated_claims_hold_their_devices_until_deallocated_or_deleted() {
     let mut store = store();
     let c = claim("ns", "c", DRIVER, 1);
-    assert!(store.upsert_claim(c.clone()), "a new claim may help a waiting pod");
+    assert!(
+        store.upsert_claim(c.clone()),
+        "a new claim may help a waiting pod"
+    );
     assert!(in_use(&store).is_empty());
     let held = allocated(c.clone(), "a", "a", &["gpu-0"], &[("p", "uid-p")]);
-    assert!(!store.upsert_claim(held.clone()), "allocating frees nothing");
+    assert!(
+        !store.upsert_claim(held.clone()),
+        "allocating frees nothing"
+    );
     assert_eq!(in_use(&store), ["gpu.example.com/a/gpu-0"]);
     // Deallocated by the ResourceClaim controller: freed, which may help.
     assert!(store.upsert_claim(c.clone()));
@@ -135,7 +157,13 @@ fn devices_in_flight_count_until_the_watch_shows_them_allocated() {
     assert_eq!(in_use(&store), ["gpu.example.com/a/gpu-1"]);
     assert_eq!(store.in_flight(), [("uid-p".to_owned(), 1)]);
     // The write landed: counted from the claim now, never from neither.
-    store.upsert_claim(allocated(c.clone(), "a", "a", &["gpu-1"], &[("p", "uid-p")]));
+    store.upsert_claim(allocated(
+        c.clone(),
+        "a",
+        "a",
+        &["gpu-1"],
+        &[("p", "uid-p")],
+    ));
     assert_eq!(in_use(&store), ["gpu.example.com/a/gpu-1"]);
     assert!(store.in_flight().is_empty(), "the in-flight entry went");
     assert!(!store.release("uid-p"), "nothing left to release");
@@ -158,8 +186,20 @@ fn devices_in_flight_count_until_the_watch_shows_them_allocated() {
 fn a_relist_forgets_vanished_slices_classes_and_claims() {
     let mut store = store();
     store.upsert_class(crate::test_support::dra::class(DRIVER, &[]));
-    store.upsert_claim(allocated(claim("ns", "kept", DRIVER, 1), "a", "a", &["gpu-0"], &[]));
-    store.upsert_claim(allocated(claim("ns", "gone", DRIVER, 1), "b", "b", &["gpu-0"], &[]));
+    store.upsert_claim(allocated(
+        claim("ns", "kept", DRIVER, 1),
+        "a",
+        "a",
+        &["gpu-0"],
+        &[],
+    ));
+    store.upsert_claim(allocated(
+        claim("ns", "gone", DRIVER, 1),
+        "b",
+        "b",
+        &["gpu-0"],
+        &[],
+    ));
     assert!(store.retain_claims(|_, name| name == "kept"));
     assert_eq!(in_use(&store), ["gpu.example.com/a/gpu-0"]);
     assert!(store.claim("ns", "gone").is_none());
@@ -186,19 +226,28 @@ fn pod_claims_resolve_by_name_or_through_their_template() {
     let template = json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
     let waiting = pod(template.clone(), json!([]));
     assert_eq!(
-        pod_claims::resolve(&store, &waiting).unwrap_err().to_string(),
+        pod_claims::resolve(&store, &waiting)
+            .unwrap_err()
+            .to_string(),
         "waiting for the ResourceClaim of pod claim gpu (template one-gpu) to be created"
     );
-    let generated = pod(template.clone(), json!([{"name": "gpu", "resourceClaimName": "p-gpu"}]));
+    let generated = pod(
+        template.clone(),
+        json!([{"name": "gpu", "resourceClaimName": "p-gpu"}]),
+    );
     assert_eq!(
-        pod_claims::resolve(&store, &generated).unwrap_err().to_string(),
+        pod_claims::resolve(&store, &generated)
+            .unwrap_err()
+            .to_string(),
         "waiting for ResourceClaim ns/p-gpu to be created"
     );
     let mut owned = claim("ns", "p-gpu", DRIVER, 1);
-    owned.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+    owned.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "name": "other", "uid": "uid-other",
         "controller": true}))
-    .expect("owner")]);
+        .expect("owner"),
+    ]);
     store.upsert_claim(owned.clone());
     assert!(matches!(
         pod_claims::resolve(&store, &generated),
@@ -210,7 +259,11 @@ fn pod_claims_resolve_by_name_or_through_their_template() {
     assert_eq!(claims.len(), 1);
     // No claim needed: the entry names none.
     let none_needed = pod(template, json!([{"name": "gpu"}]));
-    assert!(pod_claims::resolve(&store, &none_needed).expect("ok").is_empty());
+    assert!(
+        pod_claims::resolve(&store, &none_needed)
+            .expect("ok")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -218,9 +271,8 @@ fn deleted_or_full_claims_refuse_the_pod() {
     let mut store = store();
     let named = pod(json!([pod_claim("gpu", "shared")]), json!([]));
     let mut deleting = claim("ns", "shared", DRIVER, 1);
-    deleting.metadata.deletion_timestamp = Some(
-        serde_json::from_value(json!("2024-01-01T00:00:00Z")).expect("time"),
-    );
+    deleting.metadata.deletion_timestamp =
+        Some(serde_json::from_value(json!("2024-01-01T00:00:00Z")).expect("time"));
     store.upsert_claim(deleting);
     assert_eq!(
         pod_claims::resolve(&store, &named).unwrap_err().to_string(),
@@ -229,8 +281,17 @@ fn deleted_or_full_claims_refuse_the_pod() {
     let consumers: Vec<(String, String)> = (0..pod_claims::MAX_CONSUMERS)
         .map(|i| (format!("p{i}"), format!("uid-{i}")))
         .collect();
-    let refs: Vec<(&str, &str)> = consumers.iter().map(|(n, u)| (n.as_str(), u.as_str())).collect();
-    let full = allocated(claim("ns", "shared", DRIVER, 1), "a", "a", &["gpu-0"], &refs);
+    let refs: Vec<(&str, &str)> = consumers
+        .iter()
+        .map(|(n, u)| (n.as_str(), u.as_str()))
+        .collect();
+    let full = allocated(
+        claim("ns", "shared", DRIVER, 1),
+        "a",
+        "a",
+        &["gpu-0"],
+        &refs,
+    );
     store.upsert_claim(full.clone());
     assert!(matches!(
         pod_claims::resolve(&store, &named),
@@ -239,6 +300,12 @@ fn deleted_or_full_claims_refuse_the_pod() {
     // A pod already among the consumers is not refused.
     let mut listed = refs.clone();
     listed[0] = ("p", "uid-p");
-    store.upsert_claim(allocated(claim("ns", "shared", DRIVER, 1), "a", "a", &["gpu-0"], &listed));
+    store.upsert_claim(allocated(
+        claim("ns", "shared", DRIVER, 1),
+        "a",
+        "a",
+        &["gpu-0"],
+        &listed,
+    ));
     assert!(pod_claims::resolve(&store, &named).is_ok());
 }

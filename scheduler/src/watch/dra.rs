@@ -8,15 +8,20 @@
 //! back-off, so the API being enabled later is picked up.
 
 use std::collections::HashSet;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use kube::ResourceExt;
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
 use super::relist::Index;
-use crate::shared::Shared;
+use crate::dra_state::{ClaimKey, DraStore};
+use crate::shared::{Shared, Synced};
 
 /// Whether a watch error says the API server does not serve the kind.
 fn not_served(error: &watcher::Error) -> bool {
@@ -30,59 +35,103 @@ fn not_served(error: &watcher::Error) -> bool {
     matches!(api, kube::Error::Api(status) if status.code == 404)
 }
 
-/// What the three DRA watches share: the state, and whether the API was found
-/// missing (so that it is said once, not at every retry).
-pub(super) struct DraWatch {
-    shared: Arc<Shared>,
-    unserved: bool,
+/// What a DRA kind does to the store; the watch ([`DraWatch`]) is the same for all.
+pub(super) trait DraKind {
+    /// The watched kind.
+    type Object: Resource + Clone + DeserializeOwned + Debug + Send + 'static;
+    /// How objects are told apart.
+    type Key: Eq + Hash + Clone;
+    /// What is watched, for log lines.
+    const WHAT: &'static str;
+    /// The key of `object`.
+    fn key(object: &Self::Object) -> Self::Key;
+    /// The flag readiness waits for.
+    fn listed(synced: &Synced) -> &AtomicBool;
+    /// Adds or replaces `object`; returns whether it could help a waiting pod.
+    fn apply(store: &mut DraStore, object: Self::Object) -> bool;
+    /// Forgets `key`; returns whether it could help a waiting pod.
+    fn delete(store: &mut DraStore, key: &Self::Key) -> bool;
+    /// Keeps the objects `keep` says; returns whether it could help a waiting pod.
+    fn retain(store: &mut DraStore, keep: &dyn Fn(&Self::Key) -> bool) -> bool;
 }
 
-impl DraWatch {
-    fn new(shared: Arc<Shared>) -> Self {
+/// One DRA kind's watch: the state, and whether the API was found missing (so that it
+/// is said once, not at every retry).
+pub(super) struct DraWatch<K> {
+    shared: Arc<Shared>,
+    unserved: bool,
+    kind: PhantomData<K>,
+}
+
+impl<K> DraWatch<K> {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
             unserved: false,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: DraKind> Index for DraWatch<K> {
+    type Object = K::Object;
+    type Key = K::Key;
+    const WHAT: &'static str = K::WHAT;
+
+    fn key(object: &K::Object) -> K::Key {
+        K::key(object)
+    }
+
+    fn apply(&mut self, _: K::Key, object: K::Object) {
+        if K::apply(&mut self.shared.dra.write(), object) {
+            self.shared.cluster_event();
         }
     }
 
-    /// Handles a watch error of `what`; on 404 reports the kind as listed and empty
-    /// through `empty` (once), and returns whether it did.
-    fn failed(&mut self, what: &str, error: &watcher::Error, flag: &AtomicBool) -> bool {
+    fn delete(&mut self, key: K::Key, _: K::Object) {
+        if K::delete(&mut self.shared.dra.write(), &key) {
+            self.shared.cluster_event();
+        }
+    }
+
+    fn retain(&mut self, seen: HashSet<K::Key>) {
+        if K::retain(&mut self.shared.dra.write(), &|key| seen.contains(key)) {
+            self.shared.cluster_event();
+        }
+    }
+
+    fn synced(&mut self) {
+        self.unserved = false;
+        K::listed(&self.shared.synced).store(true, Ordering::Release);
+        self.shared.cluster_event();
+        self.shared.wake.notify_one();
+    }
+
+    /// On 404 the kind counts as listed and empty, said once.
+    fn failed(&mut self, error: &watcher::Error) {
         if !not_served(error) {
-            tracing::warn!(error = %error, "watching {what}");
-            return false;
+            tracing::warn!(error = %error, "watching {}", K::WHAT);
+            return;
         }
         if self.unserved {
-            return false;
+            return;
         }
         self.unserved = true;
         tracing::info!(
-            "{what} are not served by the API server (resource.k8s.io/v1 missing): \
-             pods with resource claims wait until it is"
+            "{} are not served by the API server (resource.k8s.io/v1 missing): \
+             pods with resource claims wait until they are",
+            K::WHAT
         );
-        flag.store(true, Ordering::Release);
-        self.shared.wake.notify_one();
-        true
-    }
-
-    fn listed(&mut self, flag: &AtomicBool) {
-        self.unserved = false;
-        flag.store(true, Ordering::Release);
-        self.shared.cluster_event();
+        K::retain(&mut self.shared.dra.write(), &|_| false);
+        K::listed(&self.shared.synced).store(true, Ordering::Release);
         self.shared.wake.notify_one();
     }
 }
 
 /// ResourceSlices by name.
-pub(super) struct SliceWatch(DraWatch);
+pub(super) struct Slices;
 
-impl SliceWatch {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        Self(DraWatch::new(shared))
-    }
-}
-
-impl Index for SliceWatch {
+impl DraKind for Slices {
     type Object = ResourceSlice;
     type Key = String;
     const WHAT: &'static str = "ResourceSlices";
@@ -90,49 +139,26 @@ impl Index for SliceWatch {
     fn key(slice: &ResourceSlice) -> String {
         slice.name_any()
     }
-
-    fn apply(&mut self, _: String, slice: ResourceSlice) {
-        let shared = &self.0.shared;
-        if shared.dra.write().upsert_slice(slice) {
-            shared.cluster_event();
-        }
+    fn listed(synced: &Synced) -> &AtomicBool {
+        &synced.resource_slices
     }
-
-    fn delete(&mut self, name: String, _: ResourceSlice) {
-        self.0.shared.dra.write().remove_slice(&name);
+    fn apply(store: &mut DraStore, slice: ResourceSlice) -> bool {
+        store.upsert_slice(slice)
     }
-
-    fn retain(&mut self, seen: HashSet<String>) {
-        self.0
-            .shared
-            .dra
-            .write()
-            .retain_slices(|name| seen.contains(name));
+    fn delete(store: &mut DraStore, name: &String) -> bool {
+        store.remove_slice(name);
+        false
     }
-
-    fn synced(&mut self) {
-        let shared = self.0.shared.clone();
-        self.0.listed(&shared.synced.resource_slices);
-    }
-
-    fn failed(&mut self, error: &watcher::Error) {
-        let shared = self.0.shared.clone();
-        if self.0.failed(Self::WHAT, error, &shared.synced.resource_slices) {
-            shared.dra.write().retain_slices(|_| false);
-        }
+    fn retain(store: &mut DraStore, keep: &dyn Fn(&String) -> bool) -> bool {
+        store.retain_slices(|name| keep(&name.to_owned()));
+        false
     }
 }
 
 /// DeviceClasses by name.
-pub(super) struct DeviceClassWatch(DraWatch);
+pub(super) struct Classes;
 
-impl DeviceClassWatch {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        Self(DraWatch::new(shared))
-    }
-}
-
-impl Index for DeviceClassWatch {
+impl DraKind for Classes {
     type Object = DeviceClass;
     type Key = String;
     const WHAT: &'static str = "DeviceClasses";
@@ -140,94 +166,53 @@ impl Index for DeviceClassWatch {
     fn key(class: &DeviceClass) -> String {
         class.name_any()
     }
-
-    fn apply(&mut self, _: String, class: DeviceClass) {
-        let shared = &self.0.shared;
-        if shared.dra.write().upsert_class(class) {
-            shared.cluster_event();
-        }
+    fn listed(synced: &Synced) -> &AtomicBool {
+        &synced.device_classes
     }
-
-    fn delete(&mut self, name: String, _: DeviceClass) {
-        self.0.shared.dra.write().remove_class(&name);
+    fn apply(store: &mut DraStore, class: DeviceClass) -> bool {
+        store.upsert_class(class)
     }
-
-    fn retain(&mut self, seen: HashSet<String>) {
-        self.0
-            .shared
-            .dra
-            .write()
-            .retain_classes(|name| seen.contains(name));
+    fn delete(store: &mut DraStore, name: &String) -> bool {
+        store.remove_class(name);
+        false
     }
-
-    fn synced(&mut self) {
-        let shared = self.0.shared.clone();
-        self.0.listed(&shared.synced.device_classes);
-    }
-
-    fn failed(&mut self, error: &watcher::Error) {
-        let shared = self.0.shared.clone();
-        if self.0.failed(Self::WHAT, error, &shared.synced.device_classes) {
-            shared.dra.write().retain_classes(|_| false);
-        }
+    fn retain(store: &mut DraStore, keep: &dyn Fn(&String) -> bool) -> bool {
+        store.retain_classes(|name| keep(&name.to_owned()));
+        false
     }
 }
 
 /// ResourceClaims by namespace and name.
-pub(super) struct ResourceClaimWatch(DraWatch);
+pub(super) struct Claims;
 
-impl ResourceClaimWatch {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        Self(DraWatch::new(shared))
-    }
-}
-
-impl Index for ResourceClaimWatch {
+impl DraKind for Claims {
     type Object = ResourceClaim;
-    type Key = (String, String);
+    type Key = ClaimKey;
     const WHAT: &'static str = "ResourceClaims";
 
-    fn key(claim: &ResourceClaim) -> (String, String) {
+    fn key(claim: &ResourceClaim) -> ClaimKey {
         (claim.namespace().unwrap_or_default(), claim.name_any())
     }
-
-    fn apply(&mut self, _: (String, String), claim: ResourceClaim) {
-        let shared = &self.0.shared;
-        if shared.dra.write().upsert_claim(claim) {
-            shared.cluster_event();
-        }
+    fn listed(synced: &Synced) -> &AtomicBool {
+        &synced.resource_claims
     }
-
-    fn delete(&mut self, (ns, name): (String, String), _: ResourceClaim) {
-        let shared = &self.0.shared;
-        if shared.dra.write().remove_claim(&ns, &name) {
-            shared.cluster_event();
-        }
+    fn apply(store: &mut DraStore, claim: ResourceClaim) -> bool {
+        store.upsert_claim(claim)
     }
-
-    fn retain(&mut self, seen: HashSet<(String, String)>) {
-        let shared = &self.0.shared;
-        let freed = shared
-            .dra
-            .write()
-            .retain_claims(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
-        if freed {
-            shared.cluster_event();
-        }
+    fn delete(store: &mut DraStore, (ns, name): &ClaimKey) -> bool {
+        store.remove_claim(ns, name)
     }
-
-    fn synced(&mut self) {
-        let shared = self.0.shared.clone();
-        self.0.listed(&shared.synced.resource_claims);
-    }
-
-    fn failed(&mut self, error: &watcher::Error) {
-        let shared = self.0.shared.clone();
-        if self.0.failed(Self::WHAT, error, &shared.synced.resource_claims) {
-            shared.dra.write().retain_claims(|_, _| false);
-        }
+    fn retain(store: &mut DraStore, keep: &dyn Fn(&ClaimKey) -> bool) -> bool {
+        store.retain_claims(|ns, name| keep(&(ns.to_owned(), name.to_owned())))
     }
 }
+
+/// The watch of ResourceSlices.
+pub(super) type SliceWatch = DraWatch<Slices>;
+/// The watch of DeviceClasses.
+pub(super) type DeviceClassWatch = DraWatch<Classes>;
+/// The watch of ResourceClaims.
+pub(super) type ResourceClaimWatch = DraWatch<Claims>;
 
 #[cfg(test)]
 mod tests;

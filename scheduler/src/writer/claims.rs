@@ -184,7 +184,9 @@ pub(super) async fn reserve(client: &Client, write: &ClaimReservation) -> Result
     let mut version = write.resource_version.clone();
     if let Some(finalizers) = &write.finalizers {
         let patch = json!({"metadata": {"resourceVersion": version, "finalizers": finalizers}});
-        let updated = api.patch(&write.name, &params, &Patch::Merge(&patch)).await?;
+        let updated = api
+            .patch(&write.name, &params, &Patch::Merge(&patch))
+            .await?;
         version = updated.resource_version().unwrap_or_default();
     }
     let patch = json!({"metadata": {"resourceVersion": version}, "status": write.status});
@@ -207,7 +209,11 @@ pub(super) async fn release(client: &Client, release: &ClaimRelease) -> Result<(
             return Ok(());
         };
         match api
-            .patch_status(&release.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &release.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => return Ok(()),

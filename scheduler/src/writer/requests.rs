@@ -73,7 +73,11 @@ pub(crate) enum LaneWrite {
 impl Request {
     /// Sends the request, each of its writes fenced by `fence`: a bind's claim writes
     /// one by one, then the bind itself.
-    pub(super) async fn send_fenced(&self, fence: &Fence, client: &Client) -> Result<(), WriteError> {
+    pub(super) async fn send_fenced(
+        &self,
+        fence: &Fence,
+        client: &Client,
+    ) -> Result<(), WriteError> {
         if let Self::Bind { claims, .. } = self {
             for claim in claims {
                 fence

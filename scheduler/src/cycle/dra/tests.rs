@@ -6,15 +6,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
-use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_api::tas::NodesWithoutTopology;
 
 use super::*;
-use crate::cycle::{CycleSettings, Decision, PodInput, TopologyView, decide, dra_choice};
+use crate::cycle::{Decision, PodInput, TopologyView, decide, dra_choice};
 use crate::dra::DeviceId;
 use crate::dra_state::DraStore;
 use crate::filter::PodFilterInput;
-use crate::numa::{NodeTopology, PodRequest, ScoreConfig};
+use crate::numa::PodRequest;
 use crate::test_support::dra::{DRIVER, allocated, claim, class, slice};
 
 fn node(name: &str) -> NodeInfo {
@@ -27,22 +25,7 @@ fn node(name: &str) -> NodeInfo {
 }
 
 fn topology(name: &str) -> TopologyView {
-    let zone = |id: u32| {
-        json!({"name": format!("node-{id}"), "type": "Node", "resources": [
-            {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"},
-            {"name": "memory", "capacity": "32Gi", "allocatable": "32Gi", "available": "32Gi"}
-        ]})
-    };
-    let nrt: NodeResourceTopology = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-            {"name": "topologyManagerScope", "value": "pod"}
-        ],
-        "zones": [zone(0), zone(1)]
-    }))
-    .expect("nrt");
-    TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
+    crate::test_support::two_zones(name, [8, 8])
 }
 
 /// Node `a` has its GPU on zone 1, node `b` on zone 0.
@@ -84,19 +67,15 @@ fn pod(store: &DraStore, cpu: &str, exclusive: bool, alignment: DraAlignment) ->
     }
 }
 
-fn settings() -> CycleSettings {
-    CycleSettings {
-        score: ScoreConfig::default(),
-        nodes_without_topology: NodesWithoutTopology::Schedule,
-        parallelism: 1,
-        sampling: Default::default(),
-    }
-}
-
 fn decide_on(pod: &PodInput, names: &[&str]) -> Decision {
     let nodes: Vec<NodeInfo> = names.iter().map(|n| node(n)).collect();
     let refs: Vec<&NodeInfo> = nodes.iter().collect();
-    decide(pod, &refs, topology, &settings())
+    decide(
+        pod,
+        &refs,
+        topology,
+        &crate::test_support::cycle_settings(1),
+    )
 }
 
 fn chosen(decision: Decision, total: usize) -> String {
@@ -130,7 +109,11 @@ fn required_takes_only_the_node_whose_gpu_shares_the_cpus_zone() {
 fn preferred_falls_back_to_any_zone_and_scores_it_lower() {
     let store = store();
     let input = pod(&store, "4", true, DraAlignment::Preferred);
-    assert_eq!(chosen(decide_on(&input, &["a", "b"]), 2), "b", "aligned wins");
+    assert_eq!(
+        chosen(decide_on(&input, &["a", "b"]), 2),
+        "b",
+        "aligned wins"
+    );
     assert_eq!(chosen(decide_on(&input, &["a"]), 1), "a");
     let choice = dra_choice(&input, &node("a"), topology("a"))
         .expect("claims")
@@ -157,25 +140,49 @@ fn pods_without_exclusive_cpus_and_nodes_without_topology_take_any_zone() {
 #[test]
 fn devices_in_use_and_claims_allocated_elsewhere_refuse_the_node() {
     let mut store = store();
-    store.upsert_claim(allocated(claim("ns", "other", DRIVER, 1), "b", "b", &["gpu-0"], &[]));
-    assert!(store.snapshot().in_use.contains(&DeviceId::new(DRIVER, "b", "gpu-0")));
+    store.upsert_claim(allocated(
+        claim("ns", "other", DRIVER, 1),
+        "b",
+        "b",
+        &["gpu-0"],
+        &[],
+    ));
+    assert!(
+        store
+            .snapshot()
+            .in_use
+            .contains(&DeviceId::new(DRIVER, "b", "gpu-0"))
+    );
     let input = pod(&store, "4", true, DraAlignment::Required);
     let Decision::Unschedulable(reasons) = decide_on(&input, &["b"]) else {
         panic!("b's only GPU is taken");
     };
     let message = reasons.message(1);
-    assert!(message.contains("DRA: claim ns/c, request gpu: needs 1 device(s), 0 free of 1 matching (1 in use"), "{message}");
+    assert!(
+        message.contains(
+            "DRA: claim ns/c, request gpu: needs 1 device(s), 0 free of 1 matching (1 in use"
+        ),
+        "{message}"
+    );
 
     // The pod's own claim, allocated by someone else for node b: only b may take it.
     let mut input = pod(&DraStore::default(), "4", true, DraAlignment::Required);
     let dra = Arc::get_mut(input.dra.as_mut().expect("claims")).expect("unshared");
-    dra.claims = vec![allocated(claim("ns", "c", DRIVER, 1), "b", "b", &["gpu-0"], &[])];
+    dra.claims = vec![allocated(
+        claim("ns", "c", DRIVER, 1),
+        "b",
+        "b",
+        &["gpu-0"],
+        &[],
+    )];
     dra.cluster = self::store().snapshot();
     let Decision::Unschedulable(reasons) = decide_on(&input, &["a"]) else {
         panic!("allocated for b");
     };
     assert!(
-        reasons.message(1).contains("DRA: claim ns/c: allocated for other nodes (its node selector does not select a)"),
+        reasons.message(1).contains(
+            "DRA: claim ns/c: allocated for other nodes (its node selector does not select a)"
+        ),
         "{}",
         reasons.message(1)
     );
@@ -196,18 +203,28 @@ fn problems_of_the_claims_themselves_are_found_once_before_any_node() {
         "claim ns/c, request gpu: device class \"no-such-class\" not found"
     );
     let mut bad = store;
-    bad.upsert_class(class("broken", &["device.attributes[\"gpu.example.com\"].model =="]));
+    bad.upsert_class(class(
+        "broken",
+        &["device.attributes[\"gpu.example.com\"].model =="],
+    ));
     dra.cluster = bad.snapshot();
     dra.claims = vec![claim("ns", "c", "broken", 1)];
     let e = dra.check().expect_err("does not compile");
-    assert!(e.to_string().contains("class broken: selector #0: CEL compile error"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("class broken: selector #0: CEL compile error"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_selector_failing_at_runtime_fails_the_node_with_its_message() {
     let mut store = store();
     // Every device has the attribute `model`, none has `memory`: a runtime error.
-    store.upsert_class(class("picky", &["device.attributes[\"gpu.example.com\"].memory > 1"]));
+    store.upsert_class(class(
+        "picky",
+        &["device.attributes[\"gpu.example.com\"].memory > 1"],
+    ));
     let mut input = pod(&store, "4", true, DraAlignment::Required);
     let dra = Arc::get_mut(input.dra.as_mut().expect("claims")).expect("unshared");
     dra.claims = vec![claim("ns", "c", "picky", 1)];
@@ -217,5 +234,8 @@ fn a_selector_failing_at_runtime_fails_the_node_with_its_message() {
     };
     let message = reasons.message(1);
     assert!(message.contains("CEL runtime error"), "{message}");
-    assert!(message.contains("class picky: selector #0 on device gpu.example.com/b/gpu-0"), "{message}");
+    assert!(
+        message.contains("class picky: selector #0 on device gpu.example.com/b/gpu-0"),
+        "{message}"
+    );
 }

@@ -9,8 +9,11 @@ use super::*;
 use crate::test_support::dra::{DRIVER, allocated, claim, slice};
 
 fn error(code: u16) -> watcher::Error {
-    let status = Status::failure("the server could not find the requested resource", "NotFound")
-        .with_code(code);
+    let status = Status::failure(
+        "the server could not find the requested resource",
+        "NotFound",
+    )
+    .with_code(code);
     watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)))
 }
 
@@ -29,7 +32,7 @@ fn a_cluster_without_the_api_counts_as_listed_and_empty() {
     assert!(synced.resource_slices.load(Ordering::Acquire));
     assert!(synced.device_classes.load(Ordering::Acquire));
     assert!(!synced.resource_claims.load(Ordering::Acquire));
-    assert!(slices.0.unserved, "said once");
+    assert!(slices.unserved, "said once");
     // The retries stay quiet and keep the flags.
     slices.failed(&error(404));
     assert!(synced.resource_slices.load(Ordering::Acquire));
@@ -38,7 +41,7 @@ fn a_cluster_without_the_api_counts_as_listed_and_empty() {
     assert!(shared.dra.read().is_empty());
     // Served later: a list clears the flag, so a later outage is said again.
     slices.synced();
-    assert!(!slices.0.unserved);
+    assert!(!slices.unserved);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::resource::v1::AllocationResult;
+use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim};
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -45,16 +45,24 @@ fn allocation() -> Allocation {
     }
 }
 
-
 #[test]
 fn a_new_allocation_is_written_with_the_finalizer_and_the_pod_as_consumer() {
-    let shared = allocated(claim("ns", "shared", DRIVER, 1), "a", "a", &["gpu-0"], &[("q", "uid-q")]);
+    let shared = allocated(
+        claim("ns", "shared", DRIVER, 1),
+        "a",
+        "a",
+        &["gpu-0"],
+        &[("q", "uid-q")],
+    );
     let claims = [claim("ns", "c", DRIVER, 1), shared];
     let (writes, releases) = reservations(&claims, &allocation(), "p", "uid-p");
     assert_eq!(writes.len(), 2);
     assert_eq!(writes[0].claim(), "ns/c");
     assert_eq!(writes[0].resource_version, "1");
-    assert_eq!(writes[0].finalizers, Some(vec![DELETE_PROTECTION.to_owned()]));
+    assert_eq!(
+        writes[0].finalizers,
+        Some(vec![DELETE_PROTECTION.to_owned()])
+    );
     assert_eq!(
         writes[0].status,
         json!({
@@ -71,12 +79,34 @@ fn a_new_allocation_is_written_with_the_finalizer_and_the_pod_as_consumer() {
             {"resource": "pods", "name": "q", "uid": "uid-q"},
             {"resource": "pods", "name": "p", "uid": "uid-p"}]})
     );
-    assert_eq!(releases[0].ours, Some(vec!["gpu.example.com/a/gpu-1".to_owned()]));
-    assert_eq!(releases[1].ours, None, "an allocation of someone else's is never cleared");
+    assert_eq!(
+        releases[0].ours,
+        Some(vec!["gpu.example.com/a/gpu-1".to_owned()])
+    );
+    assert_eq!(
+        releases[1].ours, None,
+        "an allocation of someone else's is never cleared"
+    );
     // Already allocated and reserved for the pod: nothing to write.
-    let mine = allocated(claim("ns", "shared", DRIVER, 1), "a", "a", &["gpu-0"], &[("p", "uid-p")]);
-    let (writes, _) = reservations(&[claim("ns", "c", DRIVER, 1), mine], &allocation(), "p", "uid-p");
+    let mine = allocated(
+        claim("ns", "shared", DRIVER, 1),
+        "a",
+        "a",
+        &["gpu-0"],
+        &[("p", "uid-p")],
+    );
+    let (writes, _) = reservations(
+        &[claim("ns", "c", DRIVER, 1), mine],
+        &allocation(),
+        "p",
+        "uid-p",
+    );
     assert_eq!(writes.len(), 1);
+}
+
+/// Claim `ns/c` allocated `devices` of pool `a`, reserved for `consumers`.
+fn claim_c(devices: &[&str], consumers: &[(&str, &str)]) -> ResourceClaim {
+    allocated(claim("ns", "c", DRIVER, 1), "a", "a", devices, consumers)
 }
 
 #[test]
@@ -88,27 +118,21 @@ fn a_release_removes_the_pods_entry_and_clears_only_its_own_allocation() {
         pod_uid: "uid-p".into(),
         ours: Some(vec!["gpu.example.com/a/gpu-1".into()]),
     };
-    let written = allocated(claim("ns", "c", DRIVER, 1), "a", "a", &["gpu-1"], &[("p", "uid-p")]);
+    let written = claim_c(&["gpu-1"], &[("p", "uid-p")]);
     assert_eq!(
         release_patch(&written, &release),
         Some(json!({"metadata": {"resourceVersion": "1"},
             "status": {"reservedFor": null, "allocation": null}}))
     );
     // Another pod joined meanwhile: only our entry goes, the allocation stays.
-    let joined = allocated(
-        claim("ns", "c", DRIVER, 1),
-        "a",
-        "a",
-        &["gpu-1"],
-        &[("p", "uid-p"), ("q", "uid-q")],
-    );
+    let joined = claim_c(&["gpu-1"], &[("p", "uid-p"), ("q", "uid-q")]);
     assert_eq!(
         release_patch(&joined, &release),
         Some(json!({"metadata": {"resourceVersion": "1"},
             "status": {"reservedFor": [{"resource": "pods", "name": "q", "uid": "uid-q"}]}}))
     );
     // The ResourceClaim controller was first (or our write never landed): nothing.
-    let cleaned = allocated(claim("ns", "c", DRIVER, 1), "a", "a", &["gpu-1"], &[("q", "uid-q")]);
+    let cleaned = claim_c(&["gpu-1"], &[("q", "uid-q")]);
     assert_eq!(release_patch(&cleaned, &release), None);
     assert_eq!(release_patch(&claim("ns", "c", DRIVER, 1), &release), None);
     // A claim of the same name created since is not ours.
@@ -116,7 +140,7 @@ fn a_release_removes_the_pods_entry_and_clears_only_its_own_allocation() {
     other.metadata.uid = Some("uid-other".into());
     assert_eq!(release_patch(&other, &release), None);
     // Our entry on an allocation we did not write: the entry goes, the allocation stays.
-    let theirs = allocated(claim("ns", "c", DRIVER, 1), "a", "a", &["gpu-0"], &[("p", "uid-p")]);
+    let theirs = claim_c(&["gpu-0"], &[("p", "uid-p")]);
     assert_eq!(
         release_patch(&theirs, &release),
         Some(json!({"metadata": {"resourceVersion": "1"}, "status": {"reservedFor": null}}))
@@ -165,13 +189,19 @@ async fn recording_server(refuse: &'static str) -> (std::net::SocketAddr, Arc<Mu
                     let refused = entry.contains(refuse);
                     log.lock().push(entry);
                     let (status, answer) = if refused {
-                        ("409 Conflict", json!({"kind": "Status", "apiVersion": "v1",
+                        (
+                            "409 Conflict",
+                            json!({"kind": "Status", "apiVersion": "v1",
                             "status": "Failure", "reason": "Conflict", "code": 409,
-                            "message": "the object has been modified"}))
+                            "message": "the object has been modified"}),
+                        )
                     } else {
-                        ("200 OK", json!({"apiVersion": "resource.k8s.io/v1",
+                        (
+                            "200 OK",
+                            json!({"apiVersion": "resource.k8s.io/v1",
                             "kind": "ResourceClaim", "spec": {},
-                            "metadata": {"name": "x", "namespace": "ns", "resourceVersion": "2"}}))
+                            "metadata": {"name": "x", "namespace": "ns", "resourceVersion": "2"}}),
+                        )
                     };
                     let answer = answer.to_string();
                     let reply = format!(
