@@ -118,8 +118,9 @@ mod tests {
             serde_json::from_value(serde_json::json!({})).expect("defaults");
         let rendered = render(&scheduler_config(&spec)).expect("renders");
         assert!(!rendered.contains("draAlignment"), "{rendered}");
-        spec = serde_json::from_value(serde_json::json!({"scheduler": {"draAlignment": "Preferred"}}))
-            .expect("preferred");
+        spec =
+            serde_json::from_value(serde_json::json!({"scheduler": {"draAlignment": "Preferred"}}))
+                .expect("preferred");
         let rendered = render(&scheduler_config(&spec)).expect("renders");
         let parsed: SchedulerConfig = serde_norway::from_str(&rendered).expect("parses back");
         assert_eq!(parsed.dra_alignment, tas_api::tas::DraAlignment::Preferred);
