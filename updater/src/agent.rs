@@ -9,6 +9,7 @@
 
 use crate::accounting::{self, AccountingOptions};
 use crate::kubelet_source::{Discovery, SourceConfig, configz, stamp};
+use crate::memory_cells::MemoryCells;
 use crate::metrics::Metrics;
 use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
@@ -120,6 +121,8 @@ pub struct Agent {
     /// The Node's `status.nodeInfo.kubeletVersion`, and when the Node was last read.
     kubelet_version: Option<String>,
     node_read_at: Option<Instant>,
+    /// The memory manager's groups, followed from one `List` to the next.
+    memory_cells: MemoryCells,
 }
 
 /// How often the kubelet's configuration files are checked for changes.
@@ -159,6 +162,7 @@ impl Agent {
             pool_error: None,
             kubelet_version: None,
             node_read_at: None,
+            memory_cells: MemoryCells::default(),
         }
     }
 
@@ -374,7 +378,7 @@ impl Agent {
         let list = self.podresources.list().await?;
         self.observe_latency("list", t);
         let shared_pool = self.shared_pool(&kubelet, &list.pod_resources);
-        let resources = accounting::compute(
+        let mut resources = accounting::compute(
             &topology,
             &allocatable,
             &list.pod_resources,
@@ -383,6 +387,7 @@ impl Agent {
                 shared_pool,
             },
         );
+        resources.memory_groups = self.memory_cells.observe(&topology, &list.pod_resources);
         for w in &resources.warnings {
             tracing::debug!(warning = %w, "accounting");
         }
