@@ -5,20 +5,15 @@
 //! fill the nodes is printed (never asserted), to compare the reserve cache's
 //! unblocking before and after a change.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+use tas_e2e::in_process::InProcessStack;
 use tas_nodesim::Scenario;
-use tas_nodesim::simulator::Simulator;
-use tas_testcluster::{
-    NODE_SIM_LABEL, TestCluster, apply_crds_from_dir, crd_dir, free_ports, unique_name,
-    unique_namespace, wait_for,
-};
+use tas_testcluster::{NODE_SIM_LABEL, TestCluster, apply_crds_from_dir, crd_dir, wait_for};
 
 const NODES: usize = 4;
 /// Four zones of 4 CPUs per node: two 2-CPU pods per zone.
@@ -47,61 +42,6 @@ fn scenario_with(group: &str, nodes: usize, policy: &str, scope: &str) -> Scenar
     .expect("scenario")
 }
 
-/// One updater agent for `node`, with the flags the operator renders by default.
-fn start_updater(client: &Client, sim: &Simulator, node: &str) -> tokio::task::JoinHandle<()> {
-    let dir = sim.node_dir(node);
-    let args = tas_updater::cli::Args::try_parse_from([
-        "tas-updater".to_owned(),
-        format!("--node-name={node}"),
-        format!("--sysfs-root={}", dir.join("sys").display()),
-        format!("--kubelet-config={}", dir.join("config.yaml").display()),
-        format!("--podresources-socket={}", sim.socket_path(node).display()),
-        // What the pod runner shows a container of the node as its own status.
-        format!(
-            "--shared-cpus-from={}",
-            tas_nodesim::sysfs::shared_pool_status_path(&dir).display()
-        ),
-        "--debounce=100ms".to_owned(),
-        "--refresh-period=5s".to_owned(),
-    ])
-    .expect("updater flags");
-    let config = args.agent_config().expect("agent config");
-    let podresources = tas_updater::podresources::PodResourcesClient::new(
-        tas_updater::podresources::ClientConfig::new(sim.socket_path(node)),
-    );
-    let agent = tas_updater::agent::Agent::new(
-        config,
-        client.clone(),
-        podresources,
-        Arc::new(tas_updater::metrics::Metrics::new()),
-        tas_runtime::http::Readiness::not_ready("starting"),
-    );
-    tokio::spawn(async move {
-        agent.run().await;
-    })
-}
-
-fn start_scheduler(client: &Client, name: &str, ns: &str) -> tokio::task::JoinHandle<()> {
-    let config = json!({
-        "schedulerName": name,
-        "leaderElection": {"leaseNamespace": ns},
-    });
-    let settings = tas_scheduler::config::Settings::from_config(
-        &serde_json::from_value(config).expect("config"),
-    )
-    .expect("valid config");
-    let port = free_ports(1).expect("a free port")[0];
-    let http = tas_runtime::http::Endpoint::insecure((std::net::Ipv4Addr::LOCALHOST, port).into());
-    let client = client.clone();
-    tokio::spawn(async move {
-        if let Err(e) =
-            tas_scheduler::run::run(client, settings, http, "burst".into(), "default".into()).await
-        {
-            panic!("scheduler stopped: {e}");
-        }
-    })
-}
-
 fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
@@ -109,59 +49,15 @@ fn phase(pod: &Pod) -> &str {
         .unwrap_or("Pending")
 }
 
-/// One round's stack: the simulated nodes, an updater per node (each NRT published) and
-/// a scheduler of its own name, in a namespace of its own.
-struct Stack {
-    ns: String,
-    group: String,
-    scheduler: String,
-    sim: Simulator,
-    updaters: Vec<tokio::task::JoinHandle<()>>,
-    scheduler_task: tokio::task::JoinHandle<()>,
-    _work: tempfile::TempDir,
-}
-
-impl Stack {
-    async fn start(client: &Client, prefix: &str, scenario: impl Fn(&str) -> Scenario) -> Self {
-        let ns = unique_namespace(client, prefix).await.expect("namespace");
-        let group = unique_name(prefix);
-        let scheduler = unique_name("tas");
-        let work = tempfile::tempdir().expect("work dir");
-        let sim = Simulator::start(client.clone(), &scenario(&group), work.path())
-            .await
-            .expect("simulator");
-        let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
-        let updaters: Vec<_> = nodes
-            .iter()
-            .map(|n| start_updater(client, &sim, n))
-            .collect();
-        let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
-        for n in &nodes {
-            wait_for(format!("the NRT of {n}"), TIMEOUT, || async {
-                Ok::<_, kube::Error>(nrts.get_opt(n).await?.map(|_| ()))
-            })
-            .await
-            .expect("NRT published");
-        }
-        let scheduler_task = start_scheduler(client, &scheduler, &ns);
-        Self {
-            ns,
-            group,
-            scheduler,
-            sim,
-            updaters,
-            scheduler_task,
-            _work: work,
-        }
-    }
-
-    async fn stop(self) {
-        self.scheduler_task.abort();
-        for u in self.updaters {
-            u.abort();
-        }
-        self.sim.shutdown().await;
-    }
+/// One round's stack (see `tas_e2e::in_process`), its scheduler with default settings.
+async fn start_stack(
+    client: &Client,
+    prefix: &str,
+    scenario: impl Fn(&str) -> Scenario,
+) -> InProcessStack {
+    InProcessStack::start(client, prefix, scenario, json!({}))
+        .await
+        .expect("stack")
 }
 
 /// The pods the kubelet rejected, with their reasons.
@@ -182,7 +78,7 @@ async fn a_burst_on_tight_zones_is_admitted_by_the_kubelet() {
     apply_crds_from_dir(&client, &crd_dir())
         .await
         .expect("CRDs");
-    let stack = Stack::start(&client, "burst", scenario).await;
+    let stack = start_stack(&client, "burst", scenario).await;
     let (scheduler, group) = (&stack.scheduler, &stack.group);
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &stack.ns);
@@ -275,7 +171,7 @@ async fn mixed_bursts_in_container_scope_are_admitted_by_the_kubelet() {
         .await
         .expect("CRDs");
     for (round, policy) in ["restricted", "single-numa-node"].into_iter().enumerate() {
-        let stack = Stack::start(&client, "mixed", |group| {
+        let stack = start_stack(&client, "mixed", |group| {
             scenario_with(group, 2, policy, "container")
         })
         .await;
@@ -391,7 +287,7 @@ async fn init_container_cpus_held_by_another_schedulers_pod_are_not_handed_out()
         .await
         .expect("CRDs");
     // One node of three zones of 4 CPUs.
-    let stack = Stack::start(&client, "initcpu", |group| {
+    let stack = start_stack(&client, "initcpu", |group| {
         Scenario::from_yaml(&format!(
             "nodes:
 - name: {group}

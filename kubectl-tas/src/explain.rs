@@ -3,7 +3,11 @@
 //! and the NUMA fit of the node's Topology Manager policy and scope
 //! ([`tas_scheduler::cycle::score_node_in`]) — on the scheduler's view of each node
 //! (the NRT with the scheduler's reservations subtracted, see [`crate::cluster`]); plus,
-//! per NUMA zone, what is free against what the pod needs aligned.
+//! per NUMA zone, what is free against what the pod needs aligned, and the node's DRA
+//! devices per driver and zone as the scheduler counts them. A pod's resource claims
+//! are not judged here (their allocation needs the claims, classes and slices the
+//! scheduler watches): the report says so, and the pod's Events carry the scheduler's
+//! reasons.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use tas_scheduler::cache::numa_footprint;
 use tas_scheduler::cycle::{
     ClusterView, CycleSettings, PodInput, PreFilter, TopologyView, score_node_in,
 };
-use tas_scheduler::debug::Reservation;
+use tas_scheduler::debug::{DraDevices, Reservation};
 use tas_scheduler::filter::{NodeInfo, PodFilterInput, filter_node};
 use tas_scheduler::numa::{Amount, NodeTopology, PodRequest, ResourceKind, ScoreConfig};
 use tas_scheduler::state::ClusterState;
@@ -46,6 +50,9 @@ pub struct ExplainReport {
     pub scheduler_error: Option<String>,
     /// Nodes that fit.
     pub feasible: usize,
+    /// The pod's resource claims (`spec.resourceClaims` names), not judged here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<String>,
     /// Every node, by name.
     pub nodes: Vec<NodeExplain>,
 }
@@ -77,6 +84,9 @@ pub struct NodeExplain {
     pub reservations: Vec<Reservation>,
     /// Per NUMA zone: free against needed, per aligned resource.
     pub zones: Vec<ZoneNeeds>,
+    /// The node's DRA devices per driver and zone, as the scheduler counts them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dra_devices: Vec<DraDevices>,
 }
 
 /// One zone against the pod's aligned needs.
@@ -153,6 +163,7 @@ pub fn judge(
         uid: pod.uid().unwrap_or_default(),
         filter: PodFilterInput::new(pod).map_err(|e| parse_error(&e))?,
         request,
+        dra: None,
     };
     let mut state = ClusterState::default();
     for node in cluster.nodes.values() {
@@ -197,6 +208,7 @@ pub fn judge(
                 .as_ref()
                 .map(|t| zone_needs(t, &input.request))
                 .unwrap_or_default(),
+            dra_devices: cached.map(|c| c.dra_devices.clone()).unwrap_or_default(),
         });
     }
     Ok(ExplainReport {
@@ -210,6 +222,14 @@ pub fn judge(
         bound_to: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         scheduler_error: cluster.scheduler.as_ref().err().cloned(),
         feasible: nodes.iter().filter(|n| n.fits).count(),
+        resource_claims: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect(),
         nodes,
     })
 }
@@ -335,6 +355,12 @@ impl ExplainReport {
                 "warning: scheduler reservations unavailable ({e}): judged on the NRT objects alone\n"
             ));
         }
+        if !self.resource_claims.is_empty() {
+            out.push_str(&format!(
+                "note: resource claims ({}) are not judged here; the scheduler allocates them on the zones of the pod's CPUs and explains in the pod's Events\n",
+                self.resource_claims.join(", ")
+            ));
+        }
         for n in &self.nodes {
             out.push('\n');
             let verdict = match &n.reason {
@@ -379,6 +405,9 @@ impl ExplainReport {
                     amounts.join(", ")
                 ));
             }
+            if !n.dra_devices.is_empty() {
+                out.push_str(&format!("  DRA devices: {}\n", dra_text(&n.dra_devices)));
+            }
             // A node refused before the NUMA fit: its zones do not matter.
             if n.node_level_fit && !n.zones.is_empty() {
                 let mut table = Table::new(&["ZONE", "RESOURCE", "FREE", "NEED", ""]);
@@ -408,5 +437,56 @@ impl ExplainReport {
             }
         }
         out
+    }
+}
+
+/// `gpu.example.com node-0: 1 free, 1 in use; node-1: 2 free` (zones without a NUMA
+/// id as `no zone`).
+fn dra_text(rows: &[DraDevices]) -> String {
+    let mut drivers: Vec<String> = Vec::new();
+    let mut last: Option<&str> = None;
+    for row in rows {
+        let zone = row
+            .numa_id
+            .map_or("no zone".to_owned(), |id| format!("node-{id}"));
+        let mut counts = vec![format!("{} free", row.free)];
+        if row.in_use > 0 {
+            counts.push(format!("{} in use", row.in_use));
+        }
+        if row.unusable > 0 {
+            counts.push(format!("{} unusable", row.unusable));
+        }
+        let part = format!("{zone}: {}", counts.join(", "));
+        match (last, drivers.last_mut()) {
+            (Some(d), Some(text)) if d == row.driver => text.push_str(&format!("; {part}")),
+            _ => drivers.push(format!("{} {part}", row.driver)),
+        }
+        last = Some(&row.driver);
+    }
+    drivers.join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dra_devices_read_per_driver_and_zone() {
+        let row = |driver: &str, numa_id, free, in_use, unusable| DraDevices {
+            driver: driver.into(),
+            numa_id,
+            free,
+            in_use,
+            unusable,
+        };
+        let rows = [
+            row("gpu.example.com", Some(0), 1, 1, 0),
+            row("gpu.example.com", Some(1), 2, 0, 0),
+            row("nic.example.com", None, 0, 0, 1),
+        ];
+        assert_eq!(
+            dra_text(&rows),
+            "gpu.example.com node-0: 1 free, 1 in use; node-1: 2 free | nic.example.com no zone: 0 free, 1 unusable"
+        );
     }
 }

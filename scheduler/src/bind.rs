@@ -1,6 +1,12 @@
 //! The bind phase: a pod reserved on its node ([`crate::reserve`]) is bound through
 //! the `pods/binding` subresource by the [`crate::writer`], whose outcome a background
-//! task handles. A failed bind undoes the reservation and requeues the pod. A pod is
+//! task handles. A failed bind undoes the reservation and requeues the pod.
+//!
+//! A pod with resource claims has them written first, in the same request (see
+//! [`crate::writer::claims`]): allocation and `reservedFor`. When a claim write fails,
+//! or the bind after them fails, what was written for the pod is undone (its
+//! `reservedFor` entries removed, the allocations TAS wrote cleared) before its devices
+//! in flight are dropped, the pod is requeued with back-off and an Event says why. A pod is
 //! never bound twice: it is marked in flight before its bind is queued and only leaves
 //! that state when the bound pod is observed or the bind failed. A bind the writer
 //! refuses because this process no longer leads for long enough is undone and retried
@@ -20,10 +26,12 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client, ResourceExt};
 
+use crate::cycle::dra::DraChoice;
 use crate::events::EventSender;
-use crate::reserve::unreserve;
+use crate::reserve::{release_devices, unreserve};
 use crate::shared::Shared;
 use crate::telemetry::BindRecord;
+use crate::writer::claims::{ClaimRelease, ClaimReservation};
 use crate::writer::{Request, WriteError, Writer};
 
 /// Where a bind goes, and the attempt span it belongs to.
@@ -32,6 +40,18 @@ pub(crate) struct BindTarget {
     pub(crate) node: String,
     /// The scheduling attempt's span.
     pub(crate) attempt: Option<opentelemetry::Context>,
+    /// The pod's claim writes, if it has claims.
+    pub(crate) claims: Option<ClaimWrites>,
+}
+
+/// A pod's claim writes before its bind, and their undo.
+pub(crate) struct ClaimWrites {
+    /// The allocation they carry.
+    pub(crate) choice: DraChoice,
+    /// One per claim that needs a write.
+    pub(crate) writes: Vec<ClaimReservation>,
+    /// Their undo.
+    pub(crate) releases: Vec<ClaimRelease>,
 }
 
 /// Queues the bind of an assumed pod on the writer (waiting while its queue is full)
@@ -45,15 +65,21 @@ pub(crate) async fn start(
     target: BindTarget,
 ) {
     let (sent, sent_at) = (Instant::now(), SystemTime::now());
+    let claims = target
+        .claims
+        .as_ref()
+        .map(|c| c.writes.clone())
+        .unwrap_or_default();
     let reply = writer
         .submit(Request::Bind {
             namespace: pod.namespace().unwrap_or_default(),
             name: pod.name_any(),
             uid: uid.clone(),
             node: target.node.clone(),
+            claims,
         })
         .await;
-    let (shared, events, reads) = (shared.clone(), events.clone(), writer.reads());
+    let (shared, events, writer) = (shared.clone(), events.clone(), writer.clone());
     tokio::spawn(async move {
         let outcome = reply.outcome().await;
         let record = BindRecord {
@@ -64,20 +90,54 @@ pub(crate) async fn start(
             pod_scheduling_seconds: None,
             error: None,
         };
-        if finish(&shared, &events, &uid, &target, record, outcome) == Finished::Unknown {
-            let recheck = shared.settings.leader_election.write_timeout();
-            settle_when_known(&shared, &reads, &pod, &uid, &target.node, recheck).await;
+        let freed = match finish(&shared, &events, &uid, &target, record, outcome) {
+            Finished::Bound => false,
+            Finished::Refused => true,
+            Finished::Unknown => {
+                let recheck = shared.settings.leader_election.write_timeout();
+                let reads = writer.reads();
+                settle_when_known(&shared, &reads, &pod, &uid, &target.node, recheck).await
+                    == Some(Settled::Freed)
+            }
+        };
+        if freed && let Some(claims) = &target.claims {
+            undo_claims(&shared, &writer, &uid, &claims.releases).await;
         }
     });
+}
+
+/// Undoes the claim writes of pod `uid`, which is not bound, then drops its devices
+/// in flight: until the undo is done they may still be allocated to it.
+async fn undo_claims(shared: &Shared, writer: &Writer, uid: &str, releases: &[ClaimRelease]) {
+    for release in releases {
+        if let Err(e) = writer.write(Request::ReleaseClaim(release.clone())).await {
+            tracing::warn!(claim = %format!("{}/{}", release.namespace, release.name), error = %e, "undoing a ResourceClaim reservation");
+        }
+    }
+    if release_devices(shared, uid) {
+        shared.cluster_event();
+    }
 }
 
 /// What [`finish`] made of a bind's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Finished {
-    /// Bound, or refused: settled.
-    Settled,
+    /// Bound.
+    Bound,
+    /// Refused (or not sent): the reservation is freed, the claim writes are to be
+    /// undone.
+    Refused,
     /// Maybe applied: the reservation is kept until [`settle`] is told what happened.
     Unknown,
+}
+
+/// What [`settle`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// The pod is bound: the bound-pods watch takes over.
+    Bound,
+    /// The pod is unbound or gone: its reservation is freed.
+    Freed,
 }
 
 /// Whether the API server may have applied a bind that failed with `e`: it was sent,
@@ -85,7 +145,11 @@ pub(crate) enum Finished {
 fn maybe_applied(e: &WriteError) -> bool {
     match e {
         WriteError::TimedOut(_) => true,
-        WriteError::Api(kube::Error::Api(_)) | WriteError::NotLeader | WriteError::Stopped => false,
+        WriteError::Api(kube::Error::Api(_))
+        | WriteError::NotLeader
+        | WriteError::Stopped
+        // The bind was not sent.
+        | WriteError::Claim { .. } => false,
         // Transport failures: the request may have reached the API server.
         WriteError::Api(_) => true,
     }
@@ -93,7 +157,7 @@ fn maybe_applied(e: &WriteError) -> bool {
 
 /// Reads the pod every `recheck` (the write timeout: a bind still in the API server is
 /// applied or given up by then) until [`settle`] knows what became of the bind, or the
-/// pod leaves the in-flight set otherwise (the bound-pods watch saw it bound).
+/// pod leaves the in-flight set otherwise (the bound-pods watch saw it bound: `None`).
 async fn settle_when_known(
     shared: &Shared,
     reads: &Client,
@@ -101,19 +165,15 @@ async fn settle_when_known(
     uid: &str,
     node: &str,
     recheck: Duration,
-) {
+) -> Option<Settled> {
     let pods: Api<Pod> = Api::namespaced(reads.clone(), &pod.namespace().unwrap_or_default());
     loop {
         tokio::time::sleep(recheck).await;
         if !shared.is_in_flight(uid) {
-            return;
+            return None;
         }
         match pods.get_opt(&pod.name_any()).await {
-            Ok(seen) => {
-                if settle(shared, uid, node, seen.as_ref()) {
-                    return;
-                }
-            }
+            Ok(seen) => return Some(settle(shared, uid, node, seen.as_ref())),
             Err(e) => {
                 tracing::debug!(pod = %pod.name_any(), error = %e, "reading a pod whose bind timed out")
             }
@@ -123,16 +183,15 @@ async fn settle_when_known(
 
 /// Settles a bind whose outcome was unknown on `seen`, the pod as read after the write
 /// timeout: still unbound (or gone, or replaced by a pod of the same name) frees the
-/// reservation and requeues it; bound leaves it to the bound-pods watch. Returns
-/// whether it is settled.
-pub(crate) fn settle(shared: &Shared, uid: &str, node: &str, seen: Option<&Pod>) -> bool {
+/// reservation and requeues it; bound leaves it to the bound-pods watch.
+pub(crate) fn settle(shared: &Shared, uid: &str, node: &str, seen: Option<&Pod>) -> Settled {
     let same = seen.filter(|p| p.uid().as_deref() == Some(uid));
     if same
         .and_then(|p| p.spec.as_ref())
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty())
     {
-        return true;
+        return Settled::Bound;
     }
     unreserve(shared, uid, node);
     {
@@ -144,7 +203,7 @@ pub(crate) fn settle(shared: &Shared, uid: &str, node: &str, seen: Option<&Pod>)
         }
     }
     shared.wake.notify_one();
-    true
+    Settled::Freed
 }
 
 fn finish(
@@ -168,7 +227,16 @@ fn finish(
             }
             shared.telemetry.bind(target.attempt.as_ref(), &record);
             tracing::debug!(pod = %key(), node, "bound");
-            events.scheduled(pod, node);
+            let detail = target.claims.as_ref().map(|c| {
+                shared.metrics.dra_allocation(c.choice.outcome.label());
+                format!(
+                    "DRA devices {} ({})",
+                    c.choice.devices().join(", "),
+                    c.choice.outcome.label()
+                )
+            });
+            events.scheduled(pod, node, detail);
+            return Finished::Bound;
         }
         Err(WriteError::NotLeader) => {
             // Nothing was sent.
@@ -191,6 +259,14 @@ fn finish(
             unreserve(shared, uid, node);
             let gone = matches!(e.code(), Some(404 | 409));
             tracing::warn!(pod = %key(), node, error = %e, "bind failed");
+            if let WriteError::Claim { .. } = &e {
+                shared.metrics.dra_allocation("failed");
+                events.failed(
+                    pod,
+                    format!("binding to {node} failed: {e}; the claims written for the pod are undone and it is retried"),
+                    true,
+                );
+            }
             {
                 let mut q = shared.queue.lock();
                 if gone {
@@ -204,7 +280,7 @@ fn finish(
             shared.wake.notify_one();
         }
     }
-    Finished::Settled
+    Finished::Refused
 }
 
 #[cfg(test)]
@@ -225,6 +301,7 @@ mod tests {
         let target = BindTarget {
             node: "node-a".into(),
             attempt: None,
+            claims: None,
         };
         let record = BindRecord {
             pod: &pod,
@@ -267,18 +344,28 @@ mod tests {
     #[test]
     fn an_unknown_bind_is_settled_by_reading_the_pod() {
         let (shared, unbound, _) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
-        assert!(settle(&shared, "uid-big", "node-a", Some(&unbound)));
+        assert_eq!(
+            settle(&shared, "uid-big", "node-a", Some(&unbound)),
+            Settled::Freed
+        );
         assert!(!shared.is_in_flight("uid-big"));
         assert!(!reserved_on_a(&shared));
 
         let (shared, mut bound, _) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
         bound.spec.as_mut().unwrap().node_name = Some("node-a".into());
-        assert!(settle(&shared, "uid-big", "node-a", Some(&bound)));
+        assert_eq!(
+            settle(&shared, "uid-big", "node-a", Some(&bound)),
+            Settled::Bound
+        );
         assert!(shared.is_in_flight("uid-big"), "the watch settles it");
         assert!(reserved_on_a(&shared));
 
         let (shared, _, _) = finish_with(Err(WriteError::TimedOut(Duration::from_secs(5))));
-        assert!(settle(&shared, "uid-big", "node-a", None), "deleted");
+        assert_eq!(
+            settle(&shared, "uid-big", "node-a", None),
+            Settled::Freed,
+            "deleted"
+        );
         assert!(!reserved_on_a(&shared));
     }
 
@@ -288,7 +375,7 @@ mod tests {
         let status = kube::core::Status::failure("conflict", "Conflict").with_code(409);
         let refused = WriteError::Api(kube::Error::Api(Box::new(status)));
         let (shared, _, finished) = finish_with(Err(refused));
-        assert_eq!(finished, Finished::Settled);
+        assert_eq!(finished, Finished::Refused);
         assert!(!shared.is_in_flight("uid-big"));
         assert!(!reserved_on_a(&shared));
     }

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 use tas_api::config::scheduler::SchedulerConfig;
-use tas_api::tas::{ForeignPodsDetection, InformerMode, NodesWithoutTopology};
+use tas_api::tas::{DraAlignment, ForeignPodsDetection, InformerMode, NodesWithoutTopology};
 
 use crate::numa::{ScoreConfig, ScoringStrategy};
 
@@ -66,6 +66,9 @@ pub struct Settings {
     /// Percentage of nodes to find feasible per cycle (0: adaptive; see
     /// [`crate::cycle::Sampling`]).
     pub percentage_of_nodes_to_score: u32,
+    /// Whether DRA devices must sit in the NUMA zones of a pod's exclusive CPUs and
+    /// memory, or only score higher there (see [`crate::cycle::dra`]).
+    pub dra_alignment: DraAlignment,
 }
 
 /// Validated leader-election settings.
@@ -242,6 +245,7 @@ impl Settings {
             preemption: c.preemption.enabled,
             node_groups,
             percentage_of_nodes_to_score: c.percentage_of_nodes_to_score,
+            dra_alignment: c.dra_alignment,
         })
     }
 }
@@ -274,6 +278,9 @@ mod tests {
         assert!(s.parallelism >= 1);
         assert!(s.preemption, "preemption is on unless switched off");
         assert!(!parse("preemption: {enabled: false}").unwrap().preemption);
+        assert_eq!(s.dra_alignment, DraAlignment::Required);
+        let preferred = parse("draAlignment: Preferred").unwrap();
+        assert_eq!(preferred.dra_alignment, DraAlignment::Preferred);
     }
 
     #[test]

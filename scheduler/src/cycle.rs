@@ -8,8 +8,9 @@
 //!    and inter-pod affinity filters need (one pass over every node's pods).
 //! 2. Filter (`cycle/filter.rs`, [`score_node_in`]) — per node, in parallel chunks for
 //!    large clusters (`cycle/sample.rs`): every filter in kube-scheduler's order (the
-//!    first failure is the node's reason), then the node-local score (NUMA alignment
-//!    and node-level balance).
+//!    first failure is the node's reason), the allocation of the pod's resource claims
+//!    inside the zones the NUMA fit chose (`cycle/dra.rs`), then the node-local score
+//!    (devices lined up, NUMA alignment and node-level balance).
 //! 3. Score (`cycle/score.rs`): cluster-wide scores over the feasible nodes — preferred
 //!    inter-pod affinity and `ScheduleAnyway` spread — each normalized to 0..=100
 //!    across them and added with kube-scheduler's default weight (2).
@@ -51,6 +52,8 @@ pub struct PodInput {
     pub filter: PodFilterInput,
     /// NUMA request.
     pub request: PodRequest,
+    /// The pod's resource claims and what their allocation reads (`None`: no claim).
+    pub dra: Option<Arc<dra::DraInput>>,
 }
 
 /// Decision settings.
@@ -247,11 +250,12 @@ pub fn score_node(
         .map_err(|r| r.render(&pod.request))
 }
 
+pub mod dra;
 mod filter;
 mod sample;
 mod score;
 use filter::{Reject, check_node};
-pub use filter::{numa_fit, numa_sensitive};
+pub use filter::{dra_choice, numa_fit, numa_sensitive};
 pub use sample::Sampling;
 use score::{Scored, add_cluster_scores};
 

@@ -7,7 +7,9 @@
 //! `Authorization` header, the token travels in [`TOKEN_HEADER`].
 //!
 //! Amounts are integers in the scheduler's units: CPU in millicores, memory and
-//! hugepages in bytes, devices in units. Only the leader places pods, so only its
+//! hugepages in bytes, devices in units. Each node also lists its DRA devices
+//! (ResourceSlices) per driver and NUMA zone: free, in use (allocated or in flight)
+//! and unusable ([`DraDevices`]). Only the leader places pods, so only its
 //! reservations matter; a follower answers with `leader: false` and the reservations
 //! it observed (pods bound by others, when the foreign-pods policy reserves them).
 
@@ -23,6 +25,7 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{NodeInspection, ReservationInspection};
+use crate::dra::{Inventory, inventory};
 use crate::numa::Resources;
 use crate::shared::Shared;
 
@@ -90,6 +93,43 @@ pub struct NodeReservations {
     /// bound since stay reserved until it writes again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer_stopped_seconds: Option<f64>,
+    /// The node's DRA devices per driver and NUMA zone; empty when no ResourceSlice
+    /// reaches the node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dra_devices: Vec<DraDevices>,
+}
+
+/// The DRA devices of one driver on one NUMA zone of a node.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DraDevices {
+    /// The driver.
+    pub driver: String,
+    /// The NUMA id; absent when the devices publish no zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_id: Option<u32>,
+    /// Free for the next pod.
+    pub free: usize,
+    /// Allocated to a claim, or in flight to one.
+    pub in_use: usize,
+    /// Never allocated by TAS (tainted, incomplete or invalid pool, unsupported).
+    pub unusable: usize,
+}
+
+/// The rows of `inventory`, driver by driver, zones ascending (unknown first).
+pub fn dra_devices(inventory: &Inventory) -> Vec<DraDevices> {
+    inventory
+        .iter()
+        .flat_map(|(driver, zones)| {
+            zones.iter().map(move |(zone, counts)| DraDevices {
+                driver: driver.clone(),
+                numa_id: *zone,
+                free: counts.free,
+                in_use: counts.in_use,
+                unusable: counts.unusable,
+            })
+        })
+        .collect()
 }
 
 /// One NUMA zone of the scheduler's view.
@@ -146,6 +186,7 @@ impl From<NodeInspection> for NodeReservations {
                 })
                 .collect(),
             writer_stopped_seconds: n.writer_stopped_seconds,
+            dra_devices: Vec::new(),
         }
     }
 }
@@ -168,17 +209,31 @@ fn amounts(r: &Resources) -> BTreeMap<String, i64> {
     r.iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }
 
-/// The report of the cache now.
+/// The report of the cache and the DRA devices now.
 pub fn report(shared: &Shared) -> ReservationsReport {
+    let mut nodes: Vec<NodeReservations> = shared
+        .cache
+        .inspect(Instant::now())
+        .into_iter()
+        .map(NodeReservations::from)
+        .collect();
+    let dra = shared.dra.read().snapshot();
+    for (name, devices) in dra.devices.iter() {
+        let rows = dra_devices(&inventory(devices, &dra.in_use));
+        match nodes.iter_mut().find(|n| &n.node == name) {
+            Some(node) => node.dra_devices = rows,
+            None => nodes.push(NodeReservations {
+                node: name.clone(),
+                dra_devices: rows,
+                ..NodeReservations::default()
+            }),
+        }
+    }
+    nodes.sort_by(|a, b| a.node.cmp(&b.node));
     ReservationsReport {
         scheduler_name: shared.settings.scheduler_name.clone(),
         leader: shared.metrics.leader.get() == 1,
-        nodes: shared
-            .cache
-            .inspect(Instant::now())
-            .into_iter()
-            .map(NodeReservations::from)
-            .collect(),
+        nodes,
     }
 }
 
@@ -201,5 +256,55 @@ async fn reservations(State(shared): State<Arc<Shared>>) -> Response {
             )
                 .into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::test_support::dra::{DRIVER, allocated, claim, slice};
+
+    #[test]
+    fn each_node_lists_its_dra_devices_per_driver_and_zone() {
+        let shared = crate::test_support::shared();
+        {
+            let mut dra = shared.dra.write();
+            dra.upsert_node("a", BTreeMap::new());
+            dra.upsert_slice(slice(
+                "a-gpus",
+                "a",
+                &[("gpu-0", 0), ("gpu-1", 0), ("gpu-2", 1)],
+            ));
+            dra.upsert_claim(allocated(
+                claim("ns", "c", DRIVER, 1),
+                "a",
+                "a",
+                &["gpu-1"],
+                &[],
+            ));
+        }
+        let report = report(&shared);
+        let a = report.node("a").expect("a node with devices is listed");
+        let row = |zone| DraDevices {
+            driver: DRIVER.into(),
+            numa_id: Some(zone),
+            ..DraDevices::default()
+        };
+        assert_eq!(
+            a.dra_devices,
+            [
+                DraDevices {
+                    free: 1,
+                    in_use: 1,
+                    ..row(0)
+                },
+                DraDevices { free: 1, ..row(1) },
+            ]
+        );
+        let json = serde_json::to_value(a).expect("json");
+        assert_eq!(json["draDevices"][0]["inUse"], 1);
+        assert_eq!(json["draDevices"][1]["numaId"], 1);
     }
 }

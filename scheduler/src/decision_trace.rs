@@ -1,7 +1,10 @@
 //! A decision with what the scheduler's spans show of it (see [`crate::telemetry`]):
 //! how long the snapshot and each step of the cycle took, how many nodes it looked at
-//! and, when asked, the NUMA zones of the chosen node.
+//! and, when asked, the NUMA zones of the chosen node. For a pod with resource claims it
+//! also carries the allocation on the chosen node, which the reserve and bind phases
+//! write.
 
+use crate::cycle::dra::DraChoice;
 use crate::cycle::{
     self, ClusterView, CycleSettings, CycleTimings, Decision, PodInput, TopologyView,
 };
@@ -21,6 +24,10 @@ pub struct DecisionTrace {
     pub nodes: usize,
     /// The NUMA zones of the chosen node the pod would use, when asked for.
     pub zones: Option<Vec<u32>>,
+    /// The allocation of the pod's claims on the chosen node (`None`: no claims, or no
+    /// node chosen); an error only if the snapshot changed under the decision, which
+    /// it cannot.
+    pub dra: Option<Result<DraChoice, String>>,
 }
 
 impl DecisionTrace {
@@ -52,11 +59,16 @@ pub fn decide_traced(
             Decision::Schedule(c) if zones => chosen_zones(cluster, lookup, input, &c.node),
             _ => None,
         };
+        let dra = match &decision {
+            Decision::Schedule(c) => chosen_devices(cluster, lookup, input, &c.node),
+            Decision::Unschedulable(_) => None,
+        };
         let trace = DecisionTrace {
             snapshot,
             cycle,
             nodes: cluster.nodes.len(),
             zones,
+            dra,
         };
         (decision, trace)
     })
@@ -75,4 +87,18 @@ fn chosen_zones(
     let info = cluster.nodes.iter().find(|n| n.name() == node)?;
     let placement = cycle::numa_fit(&topology, &input.request, info).ok()?;
     placement.zones.map(|z| z.iter().collect())
+}
+
+/// The allocation of `input`'s claims on `node`, as the filter found it.
+fn chosen_devices(
+    cluster: &ClusterView<'_>,
+    lookup: &(dyn Fn(&str) -> TopologyView + Sync),
+    input: &PodInput,
+    node: &str,
+) -> Option<Result<DraChoice, String>> {
+    input.dra.as_ref()?;
+    let Some(info) = cluster.nodes.iter().find(|n| n.name() == node) else {
+        return Some(Err(format!("node {node} left the snapshot")));
+    };
+    cycle::dra_choice(input, info, lookup(node))
 }

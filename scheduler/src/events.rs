@@ -22,6 +22,8 @@ pub(crate) enum Message {
     Scheduled {
         pod: ObjectReference,
         node: String,
+        /// What the Event adds after the node: the DRA devices allocated, if any.
+        detail: Option<String>,
     },
     Failed {
         pod: ObjectReference,
@@ -61,11 +63,13 @@ impl EventSender {
         Self::new(crate::writer::disabled_lane())
     }
 
-    /// The pod was bound to `node`.
-    pub fn scheduled(&self, pod: &Pod, node: &str) {
+    /// The pod was bound to `node`; `detail` (the DRA devices allocated for it, and
+    /// whether they line up with its NUMA zones) follows in the note.
+    pub fn scheduled(&self, pod: &Pod, node: &str, detail: Option<String>) {
         self.send(Message::Scheduled {
             pod: pod.object_ref(&()),
             node: node.to_owned(),
+            detail,
         });
     }
 
@@ -166,12 +170,15 @@ impl EventPublisher {
     pub(crate) async fn publish(&mut self, m: Message) -> Result<(), kube::Error> {
         let recorder = &self.recorder;
         match m {
-            Message::Scheduled { pod, node } => {
-                let note = format!(
+            Message::Scheduled { pod, node, detail } => {
+                let mut note = format!(
                     "Successfully assigned {}/{} to {node}",
                     pod.namespace.as_deref().unwrap_or_default(),
                     pod.name.as_deref().unwrap_or_default()
                 );
+                if let Some(detail) = detail {
+                    note = truncate(format!("{note}; {detail}"));
+                }
                 publish(
                     recorder,
                     &pod,

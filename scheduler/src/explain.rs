@@ -1,8 +1,8 @@
 //! Explaining an unschedulable pod: per-node reasons aggregated into one message, in the
 //! shape kube-scheduler uses ("0/12 nodes are available: 7 Insufficient memory (a, b, c,
 //! +4 more), 5 ..."), naming a few nodes per reason so `kubectl tas explain POD` can be
-//! pointed at one, and the pod features this scheduler does not act on, so users are
-//! never misled.
+//! pointed at one, and the pod features this scheduler does not act on (none at the
+//! moment), so users are never misled.
 
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeSet, HashMap};
@@ -89,16 +89,10 @@ impl Reasons {
     }
 }
 
-/// Pod features kube-scheduler honours but this scheduler does not act on yet.
-pub fn unsupported_features(pod: &Pod) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let Some(spec) = &pod.spec else {
-        return out;
-    };
-    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        out.push("dynamic resource claims");
-    }
-    out
+/// Pod features kube-scheduler honours but this scheduler does not act on yet: none
+/// since resource claims are allocated (the list stays for the next one).
+pub fn unsupported_features(_pod: &Pod) -> Vec<&'static str> {
+    Vec::new()
 }
 
 /// The message with a note on unsupported features, if any.
@@ -156,24 +150,23 @@ mod tests {
     }
 
     #[test]
-    fn names_unsupported_features() {
+    fn resource_claims_are_no_longer_named_unsupported() {
         let pod: Pod = serde_json::from_value(json!({
             "spec": {
                 "containers": [{"name": "c"}],
                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}],
                 "affinity": {"podAntiAffinity": {}},
-                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
             }
         }))
         .unwrap();
         let u = unsupported_features(&pod);
-        // Inter-pod affinity, topology spread and volumes are evaluated: not named.
-        assert_eq!(u, ["dynamic resource claims"]);
+        assert!(u.is_empty(), "{u:?}");
         let m = with_unsupported_note("0/1 nodes are available.".into(), &u);
+        assert_eq!(m, "0/1 nodes are available.");
         assert!(
-            m.contains("does not evaluate dynamic resource claims"),
-            "{m}"
+            with_unsupported_note("m".into(), &["x"]).contains("does not evaluate x"),
+            "the note is still rendered for a feature named"
         );
     }
 }

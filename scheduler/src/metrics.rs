@@ -47,6 +47,18 @@ pub struct Metrics {
     /// Preemption victim searches run (skipped when no lower-priority pod exists on a
     /// node the pod may use).
     pub preemption_searches: Counter,
+    /// Allocations of pods' resource claims by outcome: `aligned` (every device in the
+    /// zones of the pod's CPUs and memory), `unaligned` (`draAlignment: Preferred`),
+    /// `unconstrained` (no zones to line up with), `failed` (the claims could not be
+    /// allocated, or their writes failed).
+    pub dra_allocations: Family<OutcomeLabel, Counter>,
+}
+
+/// The `outcome` label of [`Metrics::dra_allocations`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `aligned`, `unaligned`, `unconstrained` or `failed`.
+    pub outcome: &'static str,
 }
 
 /// The `problem` label: a short code naming why an object was refused.
@@ -122,6 +134,12 @@ impl Metrics {
             "Preemption victim searches run for unschedulable pods",
             preemption_searches.clone(),
         );
+        let dra_allocations = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "dra_allocations",
+            "Allocations of pods' resource claims by outcome (aligned, unaligned, unconstrained, failed)",
+            dra_allocations.clone(),
+        );
         Self {
             registry,
             attempts,
@@ -134,7 +152,15 @@ impl Metrics {
             refused_topologies,
             topology_wakeups,
             preemption_searches,
+            dra_allocations,
         }
+    }
+
+    /// Count a DRA allocation by outcome.
+    pub fn dra_allocation(&self, outcome: &'static str) {
+        self.dra_allocations
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
     }
 
     /// Count a refused NRT object.

@@ -1,13 +1,16 @@
 //! One scheduling attempt for one pod, kube-scheduler's `scheduleOne`: parse the pod,
-//! resolve its volumes, decide over a snapshot ([`crate::cycle`]: filter, then score),
-//! then reserve and bind the pod on the chosen node ([`crate::bind`]); a pod that fits
+//! resolve its volumes and resource claims, decide over a snapshot ([`crate::cycle`]:
+//! filter, then score), then reserve and bind the pod on the chosen node
+//! ([`crate::bind`]), its claims' devices held in flight until written; a pod that fits
 //! nowhere is reported, requeued with back-off and may preempt (the victim search runs
 //! here, the evictions in the background through the [`crate::writer`]).
 
-use crate::bind::{self, BindTarget};
+use crate::bind::{self, BindTarget, ClaimWrites};
 use crate::cache;
+use crate::cycle::dra::{DraChoice, DraInput};
 use crate::cycle::{CycleSettings, Decision, PodInput};
 use crate::decision_trace::decide_traced;
+use crate::dra_state::pod_claims;
 use crate::events::EventSender;
 use crate::explain;
 use crate::filter::{PodFilterInput, VolumeProblem, volumes};
@@ -17,7 +20,7 @@ use crate::queue::QueuedPod;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
 use crate::telemetry::{AttemptOutcome, AttemptRecord};
-use crate::writer::Writer;
+use crate::writer::{Writer, claims};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use std::sync::Arc;
@@ -91,7 +94,10 @@ impl Attempts {
                 return;
             }
         };
-        if let Err(problem) = resolve_volumes(shared, &pod, &mut input.filter) {
+        let problem = resolve_volumes(shared, &pod, &mut input.filter)
+            .map_err(|p| p.to_string())
+            .and_then(|()| resolve_claims(shared, &pod, &mut input));
+        if let Err(problem) = problem {
             shared.metrics.attempt("unschedulable");
             let total = shared.state.read().node_count();
             let message = format!("0/{total} nodes are available: {problem}.");
@@ -135,20 +141,39 @@ impl Attempts {
         };
         match decision {
             Decision::Schedule(c) => {
+                let choice = match trace.dra.clone().transpose() {
+                    Ok(choice) => choice,
+                    Err(message) => {
+                        // The decision's own node refused the claims on a second look:
+                        // only a bug does that; try again from a fresh snapshot.
+                        shared.metrics.attempt("error");
+                        shared.metrics.dra_allocation("failed");
+                        let message =
+                            format!("allocating resource claims on {}: {message}", c.node);
+                        unschedulable(shared, events, &pod, message, None, last_message);
+                        return;
+                    }
+                };
                 let attempt = shared.telemetry.attempt(&record(
                     &phases,
                     AttemptOutcome::Scheduled {
                         node: &c.node,
                         zones: trace.zones.clone(),
                         score: c.score,
+                        dra: choice.as_ref(),
                     },
                 ));
                 last_message.remove(&queued.uid);
                 shared.nominations.lock().remove(&queued.uid);
                 crate::reserve::reserve(shared, &pod, &input, &c.node);
+                let claims = choice.map(|choice| {
+                    crate::reserve::hold_devices(shared, &input.uid, &choice);
+                    claim_writes(&pod, &input, choice)
+                });
                 let target = BindTarget {
                     node: c.node,
                     attempt,
+                    claims,
                 };
                 bind::start(shared, events, writer, pod, input.uid, target).await;
             }
@@ -191,6 +216,18 @@ impl Attempts {
     }
 }
 
+/// The claim writes of a pod whose claims `choice` allocates.
+fn claim_writes(pod: &Pod, input: &PodInput, choice: DraChoice) -> ClaimWrites {
+    let claims = input.dra.as_ref().map_or(&[][..], |d| &d.claims[..]);
+    let (writes, releases) =
+        claims::reservations(claims, &choice.allocation, &pod.name_any(), &input.uid);
+    ClaimWrites {
+        choice,
+        writes,
+        releases,
+    }
+}
+
 /// Holds the room on the best plan's node at once, then evicts in the background.
 fn start_preemption(
     shared: &Arc<Shared>,
@@ -220,6 +257,7 @@ fn parse(pod: &Pod) -> Result<PodInput, String> {
         uid: pod.uid().unwrap_or_default(),
         filter: PodFilterInput::new(pod).map_err(|e| err(&e))?,
         request: PodRequest::from_pod(pod).map_err(|e| err(&e))?,
+        dra: None,
     })
 }
 
@@ -237,6 +275,33 @@ fn resolve_volumes(
     let catalog = shared.volumes.read();
     let state = shared.state.read();
     filter.set_volumes(volumes::prepare(&catalog, pod, state.nodes())?);
+    Ok(())
+}
+
+/// Resolves the pod's resource claims from the DRA store into `input.dra`, or says
+/// why no node can take the pod: a claim not created yet, being deleted or full, or a
+/// problem of the claims themselves (a missing class, a selector that does not
+/// compile, a feature TAS does not support), which would hold on every node.
+fn resolve_claims(shared: &Shared, pod: &Pod, input: &mut PodInput) -> Result<(), String> {
+    if !pod_claims::has_claims(pod) {
+        return Ok(());
+    }
+    let (claims, cluster) = {
+        let store = shared.dra.read();
+        let claims = pod_claims::resolve(&store, pod).map_err(|e| e.to_string())?;
+        (claims, store.snapshot())
+    };
+    let dra = DraInput {
+        claims,
+        cluster,
+        alignment: shared.settings.dra_alignment,
+        selectors: shared.selectors.clone(),
+    };
+    if let Err(e) = dra.check() {
+        shared.metrics.dra_allocation("failed");
+        return Err(format!("DRA: {e}"));
+    }
+    input.dra = Some(Arc::new(dra));
     Ok(())
 }
 

@@ -10,6 +10,10 @@
 //! A pod whose volumes no node can serve yet — a claim missing, being deleted, unbound,
 //! or `ReadWriteOncePod` and used by another pod — is reported unschedulable before any
 //! decision, with a message naming the claim (see [`crate::filter::volumes`]).
+//! Likewise a pod whose resource claims cannot be allocated anywhere — a claim not
+//! created yet, being deleted or full, a missing device class, a selector that does not
+//! compile — is reported once, before any decision (see
+//! [`crate::dra_state::pod_claims`] and [`crate::cycle::dra`]).
 //!
 //! A pod no node fits may preempt (see [`crate::preempt`]): the victim search runs in
 //! the attempt, the evictions in a background task (through the writer); the pod itself waits in the

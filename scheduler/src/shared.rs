@@ -3,6 +3,8 @@
 use crate::affinity::NamespaceLabels;
 use crate::cache::TopologyCache;
 use crate::config::Settings;
+use crate::dra::SelectorCache;
+use crate::dra_state::DraStore;
 use crate::events::EventSender;
 use crate::filter::volume_catalog::VolumeCatalog;
 use crate::metrics::Metrics;
@@ -39,6 +41,12 @@ pub struct Synced {
     pub volumes: AtomicBool,
     /// StorageClasses listed.
     pub storage_classes: AtomicBool,
+    /// ResourceSlices listed (or not served).
+    pub resource_slices: AtomicBool,
+    /// DeviceClasses listed (or not served).
+    pub device_classes: AtomicBool,
+    /// ResourceClaims listed (or not served).
+    pub resource_claims: AtomicBool,
 }
 
 impl Synced {
@@ -54,6 +62,9 @@ impl Synced {
             &self.claims,
             &self.volumes,
             &self.storage_classes,
+            &self.resource_slices,
+            &self.device_classes,
+            &self.resource_claims,
         ]
         .iter()
         .all(|b| b.load(Ordering::Acquire))
@@ -99,6 +110,11 @@ pub struct Shared {
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, for the volume
     /// filters.
     pub volumes: RwLock<VolumeCatalog>,
+    /// ResourceSlices, DeviceClasses, ResourceClaims and the devices in use, for the
+    /// allocation of pods' resource claims.
+    pub dra: RwLock<DraStore>,
+    /// DRA device selectors, compiled once per expression.
+    pub selectors: Arc<SelectorCache>,
 }
 
 impl Shared {
@@ -128,6 +144,8 @@ impl Shared {
             events,
             telemetry,
             volumes: RwLock::new(VolumeCatalog::default()),
+            dra: RwLock::new(DraStore::default()),
+            selectors: Arc::new(SelectorCache::new()),
         })
     }
 

@@ -6,7 +6,8 @@
 //! Traces (`service.name` `tas-scheduler`):
 //!
 //! ```text
-//! schedule  k8s.pod.*, tas.scheduler.result, k8s.node.name + tas.numa.zones
+//! schedule  k8s.pod.*, tas.scheduler.result, k8s.node.name + tas.numa.zones (+ tas.dra.devices,
+//! │         tas.dra.aligned, tas.dra.outcome for a pod with resource claims)
 //! │         or tas.scheduler.unschedulable_reason, nodes and feasible nodes
 //! ├─ snapshot    reading nodes, pods, namespaces and topology views under their locks
 //! ├─ prefilter   the cluster-wide counts of spread and inter-pod affinity
@@ -39,6 +40,8 @@ use std::time::{Duration, SystemTime};
 use tas_runtime::metrics::ResultLabel;
 use tas_runtime::telemetry::Otlp;
 
+use crate::cycle::dra::{DraChoice, DraOutcome};
+
 /// `service.name` of everything the scheduler exports.
 pub const SERVICE_NAME: &str = "tas-scheduler";
 
@@ -54,6 +57,8 @@ pub enum AttemptOutcome<'a> {
         zones: Option<Vec<u32>>,
         /// The winning score.
         score: u32,
+        /// The DRA devices allocated on the node for the pod's claims, if it has any.
+        dra: Option<&'a DraChoice>,
     },
     /// No node fits.
     Unschedulable {
@@ -219,9 +224,26 @@ impl Telemetry {
             KeyValue::new("tas.scheduler.feasible_nodes", count(record.feasible)),
         ]);
         match &record.outcome {
-            AttemptOutcome::Scheduled { node, zones, score } => {
+            AttemptOutcome::Scheduled {
+                node,
+                zones,
+                score,
+                dra,
+            } => {
                 attributes.push(KeyValue::new("k8s.node.name", node.to_string()));
                 attributes.push(KeyValue::new("tas.scheduler.score", i64::from(*score)));
+                if let Some(choice) = dra {
+                    let devices = choice.devices().into_iter().map(Into::into).collect();
+                    attributes.push(KeyValue::new(
+                        "tas.dra.devices",
+                        Value::Array(Array::String(devices)),
+                    ));
+                    attributes.push(KeyValue::new(
+                        "tas.dra.aligned",
+                        choice.outcome == DraOutcome::Aligned,
+                    ));
+                    attributes.push(KeyValue::new("tas.dra.outcome", choice.outcome.label()));
+                }
                 if let Some(zones) = zones {
                     let ids = zones.iter().map(|&z| i64::from(z)).collect();
                     attributes.push(KeyValue::new(
@@ -335,6 +357,7 @@ mod tests {
                 node: "n",
                 zones: Some(vec![0, 1]),
                 score: 7,
+                dra: None,
             },
         }
     }

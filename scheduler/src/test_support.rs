@@ -1,12 +1,20 @@
 //! Builders shared by the unit tests of the cluster-wide plugins and preemption: nodes
 //! with labels, pods written as JSON, and a pod placed on a node.
 
+pub mod dra;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use crate::cycle::PodInput;
+use std::sync::Arc;
+
+use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_api::tas::NodesWithoutTopology;
+
+use crate::cycle::{CycleSettings, PodInput, TopologyView};
 use crate::filter::{NodeInfo, PodFilterInput};
 use crate::numa::PodRequest;
+use crate::numa::{NodeTopology, ScoreConfig};
 
 /// A node with 16 CPUs, 64Gi and room for 110 pods, its hostname label and `labels`.
 pub fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
@@ -73,6 +81,7 @@ pub fn input(pod: &Pod) -> PodInput {
         uid: pod.metadata.uid.clone().unwrap_or_default(),
         filter: PodFilterInput::new(pod).expect("filter input"),
         request: PodRequest::from_pod(pod).expect("request"),
+        dra: None,
     }
 }
 
@@ -92,4 +101,36 @@ pub fn shared() -> std::sync::Arc<crate::shared::Shared> {
         crate::events::EventSender::disabled(),
         crate::telemetry::Telemetry::off(),
     )
+}
+
+/// Decision settings of the tests: default scoring, nodes without topology judged at
+/// node level, `parallelism` workers, every node judged.
+pub fn cycle_settings(parallelism: usize) -> CycleSettings {
+    CycleSettings {
+        score: ScoreConfig::default(),
+        nodes_without_topology: NodesWithoutTopology::Schedule,
+        parallelism,
+        sampling: Default::default(),
+    }
+}
+
+/// Two zones with `free` CPUs each available (8 allocatable, 32Gi each),
+/// single-numa-node, pod scope.
+pub fn two_zones(name: &str, free: [u32; 2]) -> TopologyView {
+    let zone = |id: u32, f: u32| {
+        json!({"name": format!("node-{id}"), "type": "Node", "resources": [
+            {"name": "cpu", "capacity": "8", "allocatable": "8", "available": f.to_string()},
+            {"name": "memory", "capacity": "32Gi", "allocatable": "32Gi", "available": "32Gi"}
+        ]})
+    };
+    let nrt: NodeResourceTopology = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "attributes": [
+            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
+            {"name": "topologyManagerScope", "value": "pod"}
+        ],
+        "zones": [zone(0, free[0]), zone(1, free[1])]
+    }))
+    .expect("nrt");
+    TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
 }

@@ -232,6 +232,7 @@ fn run(seed: u64, strategy: ScoringStrategy) -> Outcome {
             uid: p.pod.metadata.uid.clone().unwrap_or_default(),
             filter: PodFilterInput::new(&p.pod).expect("filter input"),
             request: PodRequest::from_pod(&p.pod).expect("NUMA request"),
+            dra: None,
         };
         let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &n.info).collect();
         let lookup = |name: &str| {

@@ -9,6 +9,7 @@
 
 use crate::accounting::{self, AccountingOptions};
 use crate::kubelet_source::{Discovery, SourceConfig, configz, stamp};
+use crate::memory_cells::MemoryCells;
 use crate::metrics::Metrics;
 use crate::node_files::{NodeFiles, NodeFilesError};
 use crate::nrt_object::{self, NodeRef, Observed};
@@ -123,6 +124,8 @@ pub struct Agent {
     /// The warnings of the last PCIe roots read, so an odd sysfs warns once, not at
     /// every publish.
     pcie_warnings: Vec<String>,
+    /// The memory manager's groups, followed from one `List` to the next.
+    memory_cells: MemoryCells,
 }
 
 /// How often the kubelet's configuration files are checked for changes.
@@ -163,6 +166,7 @@ impl Agent {
             kubelet_version: None,
             node_read_at: None,
             pcie_warnings: Vec::new(),
+            memory_cells: MemoryCells::default(),
         }
     }
 
@@ -385,7 +389,7 @@ impl Agent {
         let list = self.podresources.list().await?;
         self.observe_latency("list", t);
         let shared_pool = self.shared_pool(&kubelet, &list.pod_resources);
-        let resources = accounting::compute(
+        let mut resources = accounting::compute(
             &topology,
             &allocatable,
             &list.pod_resources,
@@ -394,6 +398,7 @@ impl Agent {
                 shared_pool,
             },
         );
+        resources.memory_groups = self.memory_cells.observe(&topology, &list.pod_resources);
         for w in &resources.warnings {
             tracing::debug!(warning = %w, "accounting");
         }

@@ -16,6 +16,7 @@ pub mod bounded;
 pub mod cli;
 pub mod kubelet_config;
 pub mod kubelet_source;
+pub mod memory_cells;
 pub mod metrics;
 pub mod node_files;
 pub mod nrt_object;

@@ -1,6 +1,6 @@
 //! The scheduler's configuration file, as the operator renders it into a ConfigMap.
 
-use crate::tas::{CacheSpec, NodesWithoutTopology, PreemptionSpec, ScoringSpec};
+use crate::tas::{CacheSpec, DraAlignment, NodesWithoutTopology, PreemptionSpec, ScoringSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +52,11 @@ pub struct SchedulerConfig {
     /// are looked for either way; a cluster of fewer is always filtered whole.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub percentage_of_nodes_to_score: u32,
+    /// Whether the devices allocated for a pod's ResourceClaims must sit in the NUMA
+    /// zones of its exclusive CPUs and memory (`Required`) or only score higher there
+    /// (`Preferred`).
+    #[serde(default, skip_serializing_if = "DraAlignment::is_default")]
+    pub dra_alignment: DraAlignment,
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -71,6 +76,7 @@ impl Default for SchedulerConfig {
             preemption: PreemptionSpec::default(),
             node_groups: Vec::new(),
             percentage_of_nodes_to_score: 0,
+            dra_alignment: DraAlignment::default(),
         }
     }
 }

@@ -35,8 +35,9 @@ pub use pod::{
     is_security_annotation,
 };
 pub use scheduler::{
-    CacheSpec, DEFAULT_SCHEDULER_NAME, ForeignPodsDetection, InformerMode, NodesWithoutTopology,
-    PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec, ScoringStrategy,
+    CacheSpec, DEFAULT_SCHEDULER_NAME, DraAlignment, ForeignPodsDetection, InformerMode,
+    NodesWithoutTopology, PreemptionSpec, ResourceWeight, SchedulerSpec, ScoringSpec,
+    ScoringStrategy,
 };
 pub use status::{
     Condition, CreatedObject, ForeignNrtWriter, KubeletConfigIssue, NodeGroupStatus, NrtCrdStatus,

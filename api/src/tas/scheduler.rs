@@ -57,6 +57,17 @@ pub struct SchedulerSpec {
     #[serde(default)]
     pub preemption: PreemptionSpec,
 
+    /// How the devices TAS allocates for a pod's ResourceClaims (Dynamic Resource
+    /// Allocation) must line up with the NUMA zones where the kubelet will put the pod's
+    /// exclusive CPUs and memory. `Required`: a node where the devices cannot all be
+    /// taken from those zones does not fit (devices must publish
+    /// `resource.kubernetes.io/numaNode` for their zones to be known). `Preferred`: such
+    /// a node still fits, with devices from any zone, but scores below every node where
+    /// they line up. Pods without exclusive CPUs or pinned memory, and nodes without a
+    /// NodeResourceTopology, take devices from any zone either way. Default: Required.
+    #[serde(default, skip_serializing_if = "DraAlignment::is_default")]
+    pub dra_alignment: DraAlignment,
+
     /// Compute resources of the scheduler container.
     #[serde(default = "default_resources")]
     pub resources: ResourceRequirements,
@@ -150,6 +161,7 @@ impl Default for SchedulerSpec {
             cache: CacheSpec::default(),
             nodes_without_topology: NodesWithoutTopology::default(),
             preemption: PreemptionSpec::default(),
+            dra_alignment: DraAlignment::default(),
             resources: default_resources(),
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
@@ -297,6 +309,26 @@ pub enum NodesWithoutTopology {
     Schedule,
     /// The node is unschedulable for this scheduler until it publishes its topology.
     Skip,
+}
+
+/// How DRA devices must line up with the NUMA zones of a pod's exclusive CPUs and
+/// memory (see `SchedulerSpec::dra_alignment`).
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum DraAlignment {
+    /// Only nodes where every newly allocated device sits in those zones fit.
+    #[default]
+    Required,
+    /// Nodes where the devices line up score higher; others still fit.
+    Preferred,
+}
+
+impl DraAlignment {
+    /// Whether this is the default (left out when rendered).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Preemption settings.

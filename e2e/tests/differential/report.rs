@@ -35,11 +35,36 @@ struct Row {
     zone_mismatches: u64,
 }
 
+impl Row {
+    fn count(&mut self, kind: Kind) {
+        match kind {
+            Kind::FalseAdmit => self.false_admits += 1,
+            Kind::FalseReject => self.false_rejects += 1,
+            Kind::ZoneMismatch => self.zone_mismatches += 1,
+        }
+    }
+
+    /// `attempts  false-admits  false-rejects (share)  zone-mismatches`.
+    fn line(&self, label: &str) -> String {
+        let share = if self.attempts == 0 {
+            0.0
+        } else {
+            100.0 * self.false_rejects as f64 / self.attempts as f64
+        };
+        format!(
+            "{label:<29} {:>8} {:>12} {:>7} ({share:.2} %) {:>15}",
+            self.attempts, self.false_admits, self.false_rejects, self.zone_mismatches
+        )
+    }
+}
+
 /// A disagreement, with what reproduces it.
 #[derive(Debug)]
 pub struct Failure {
     pub view: usize,
     pub kind: Kind,
+    /// Whether the node's cores have two threads.
+    pub smt: bool,
     pub policy: String,
     pub scope: String,
     /// The kubelet's reason and message, or the scheduler's reason, digits blanked.
@@ -52,24 +77,23 @@ pub struct Failure {
 #[derive(Debug, Default)]
 pub struct Report {
     rows: [BTreeMap<(String, String), Row>; 2],
+    /// Per view, machines without SMT then with it.
+    by_smt: [[Row; 2]; 2],
     classes: BTreeMap<(usize, Kind, String, String), u64>,
     smallest: BTreeMap<(usize, Kind, String), Failure>,
 }
 
 impl Report {
     /// Counts one attempt seen through `view`.
-    pub fn attempt(&mut self, view: usize, policy: &str, scope: &str) {
+    pub fn attempt(&mut self, view: usize, policy: &str, scope: &str, smt: bool) {
         self.row(view, policy, scope).attempts += 1;
+        self.by_smt[view][usize::from(smt)].attempts += 1;
     }
 
     /// Counts one disagreement and keeps it when it is the smallest of its kind and policy.
     pub fn failure(&mut self, f: Failure) {
-        let row = self.row(f.view, &f.policy, &f.scope);
-        match f.kind {
-            Kind::FalseAdmit => row.false_admits += 1,
-            Kind::FalseReject => row.false_rejects += 1,
-            Kind::ZoneMismatch => row.zone_mismatches += 1,
-        }
+        self.row(f.view, &f.policy, &f.scope).count(f.kind);
+        self.by_smt[f.view][usize::from(f.smt)].count(f.kind);
         if let Ok(dir) = std::env::var("TAS_DIFF_CASES") {
             // Every failing case, one file each, for study: `TAS_DIFF_CASES=DIR`.
             let n = self.classes.values().sum::<u64>();
@@ -139,6 +163,21 @@ impl Report {
                 total.false_rejects,
                 total.zone_mismatches
             );
+        }
+        let _ = writeln!(
+            out,
+            "\n=== by machine: cores with one thread or two (SMT) ===\n{:<29} {:>8} {:>12} {:>18} {:>15}",
+            "view, machines", "attempts", "false-admits", "false-rejects", "zone-mismatches"
+        );
+        for (view, split) in self.by_smt.iter().enumerate() {
+            for (smt, row) in split.iter().enumerate() {
+                let label = format!(
+                    "{}, {}",
+                    ["updater", "true state"][view],
+                    ["no SMT", "SMT"][smt]
+                );
+                let _ = writeln!(out, "{}", row.line(&label));
+            }
         }
         let _ = writeln!(
             out,

@@ -8,6 +8,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_nodesim::referee::{Machine, NodeState};
 use tas_updater::accounting::{self, AccountingOptions, NodeResources, ResourceAmounts};
 use tas_updater::kubelet_config::{CpuManagerPolicy, KubeletConfig};
+use tas_updater::memory_cells::MemoryCells;
 use tas_updater::nrt_object::{self, NodeRef, Observed};
 use tas_updater::podresources::v1;
 use tas_updater::sysfs::{Topology, Zone};
@@ -75,12 +76,15 @@ pub fn from_podresources(
     allocatable: &v1::AllocatableResourcesResponse,
     pods: &[v1::PodResources],
     shared_pool: Option<BTreeSet<u32>>,
+    cells: &mut MemoryCells,
 ) -> NodeResources {
     let opts = AccountingOptions {
         shared_pool,
         ..options(kubelet)
     };
-    accounting::compute(topology, allocatable, pods, &opts)
+    let mut resources = accounting::compute(topology, allocatable, pods, &opts);
+    resources.memory_groups = cells.observe(topology, pods);
+    resources
 }
 
 /// The cpuset of a shared-pool container, as the updater reads it from its own

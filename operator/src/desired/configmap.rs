@@ -39,6 +39,7 @@ pub fn scheduler_config(spec: &TopologyAwareSchedulingSpec) -> SchedulerConfig {
         preemption: s.preemption.clone(),
         node_groups: node_group_selectors(spec),
         percentage_of_nodes_to_score: s.percentage_of_nodes_to_score,
+        dra_alignment: s.dra_alignment,
         ..SchedulerConfig::default()
     }
 }
@@ -109,5 +110,19 @@ mod tests {
             parsed.node_groups,
             vec![spec.node_groups[0].node_selector.clone()]
         );
+    }
+
+    #[test]
+    fn dra_alignment_reaches_the_scheduler_and_is_left_out_at_its_default() {
+        let mut spec: TopologyAwareSchedulingSpec =
+            serde_json::from_value(serde_json::json!({})).expect("defaults");
+        let rendered = render(&scheduler_config(&spec)).expect("renders");
+        assert!(!rendered.contains("draAlignment"), "{rendered}");
+        spec =
+            serde_json::from_value(serde_json::json!({"scheduler": {"draAlignment": "Preferred"}}))
+                .expect("preferred");
+        let rendered = render(&scheduler_config(&spec)).expect("renders");
+        let parsed: SchedulerConfig = serde_norway::from_str(&rendered).expect("parses back");
+        assert_eq!(parsed.dra_alignment, tas_api::tas::DraAlignment::Preferred);
     }
 }

@@ -19,6 +19,7 @@ use tas_api::config::scheduler::LeaderElection;
 const CORE: &str = "";
 const NRT_GROUP: &str = "topology.node.k8s.io";
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const DRA_GROUP: &str = "resource.k8s.io";
 
 /// The RBAC objects of the stack.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,6 +166,25 @@ fn scheduler_rules() -> Vec<PolicyRule> {
             &["storageclasses"],
             &["get", "list", "watch"],
         ),
+        // Dynamic Resource Allocation: the devices of every node and their classes, from
+        // watch caches, to allocate pods' resource claims. Read only.
+        rule(
+            DRA_GROUP,
+            &["resourceslices", "deviceclasses"],
+            &["get", "list", "watch"],
+        ),
+        // The claims themselves, from a watch cache (`get` only to undo a reservation on
+        // the claim as it is then); `patch` adds the delete-protection finalizer to a
+        // claim TAS allocates, as kube-scheduler does.
+        rule(
+            DRA_GROUP,
+            &["resourceclaims"],
+            &["get", "list", "watch", "patch"],
+        ),
+        // Write a claim's allocation and the pod in reservedFor before binding the pod,
+        // and undo both when the bind does not happen: merge patches carrying the
+        // claim's resourceVersion, so no `update`.
+        rule(DRA_GROUP, &["resourceclaims/status"], &["patch"]),
     ]
     .into_iter()
     .chain(metrics_auth_rules())

@@ -28,9 +28,12 @@ pub(super) fn check_node(
         pre.check(node).map_err(Reject::Text)?;
     }
     let config = numa::node_strategy::config_for(node.name(), node.numa_strategy(), &s.score);
+    let mut zones = None;
     let numa_score = match view() {
         TopologyView::Known(topo) => {
-            numa_check(&topo, &pod.request, node).map_err(Reject::Numa)?;
+            zones = numa_check(&topo, &pod.request, node)
+                .map_err(Reject::Numa)?
+                .zones;
             numa::score(&topo, &pod.request, &config)
         }
         TopologyView::Invalid(_) => return Err(Reject::Text(INVALID_TOPOLOGY)),
@@ -42,10 +45,15 @@ pub(super) fn check_node(
             NodesWithoutTopology::Skip => return Err(Reject::Text(NO_TOPOLOGY)),
         },
     };
+    let dra_bonus = match &pod.dra {
+        Some(dra) => dra.fit(node, zones).map_err(Reject::Dra)?.outcome.bonus(),
+        None => 0,
+    };
     let node_score = node_resource_score(pod, node, &config);
     Ok(Scored {
-        // NUMA alignment matters most; node-level balance breaks near-ties.
-        score: u32::from(numa_score) * 2 + node_score,
+        // Devices lined up with the pod's zones first, then NUMA alignment; node-level
+        // balance breaks near-ties.
+        score: dra_bonus + u32::from(numa_score) * 2 + node_score,
         tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
     })
 }
@@ -57,6 +65,8 @@ pub(super) enum Reject {
     Filter(filter::FilterReason),
     Numa(numa::UnfitCode),
     Text(&'static str),
+    /// The pod's claims cannot be allocated on the node (rendered: it is rare).
+    Dra(String),
 }
 
 impl Reject {
@@ -66,6 +76,7 @@ impl Reject {
             Self::Filter(r) => r.to_string(),
             Self::Numa(code) => code.render(pod).to_string(),
             Self::Text(t) => (*t).to_owned(),
+            Self::Dra(t) => t.clone(),
         }
     }
 }
@@ -74,6 +85,24 @@ impl Reject {
 /// hugepages, devices): such a pod never goes to a TAS node without its topology.
 pub fn numa_sensitive(request: &PodRequest) -> bool {
     crate::cache::holds_exclusive_resources(request)
+}
+
+/// The allocation of the pod's claims on `node` as the filter found it (the NUMA
+/// fit's zones first): `None` for a pod without claims.
+pub fn dra_choice(
+    pod: &PodInput,
+    node: &NodeInfo,
+    view: TopologyView,
+) -> Option<Result<super::dra::DraChoice, String>> {
+    let dra = pod.dra.as_ref()?;
+    let zones = match view {
+        TopologyView::Known(topo) => match numa_check(&topo, &pod.request, node) {
+            Ok(placement) => placement.zones,
+            Err(code) => return Some(Err(code.render(&pod.request).to_string())),
+        },
+        _ => None,
+    };
+    Some(dra.fit(node, zones))
 }
 
 /// The NUMA fit of `request` on `topology`, the node-level resources judged from

@@ -12,24 +12,8 @@ fn node(name: &str, cpu: &str) -> NodeInfo {
     NodeInfo::new(&n).unwrap()
 }
 
-/// Two zones with `free` CPUs each available (8 allocatable), single-numa-node, pod scope.
 fn topo(name: &str, free: [u32; 2]) -> TopologyView {
-    let zone = |id: u32, f: u32| {
-        json!({"name": format!("node-{id}"), "type": "Node", "resources": [
-            {"name": "cpu", "capacity": "8", "allocatable": "8", "available": f.to_string()},
-            {"name": "memory", "capacity": "32Gi", "allocatable": "32Gi", "available": "32Gi"}
-        ]})
-    };
-    let nrt: NodeResourceTopology = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-            {"name": "topologyManagerScope", "value": "pod"}
-        ],
-        "zones": [zone(0, free[0]), zone(1, free[1])]
-    }))
-    .unwrap();
-    TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).unwrap()))
+    crate::test_support::two_zones(name, free)
 }
 
 fn guaranteed(cpu: &str) -> PodInput {
@@ -43,16 +27,12 @@ fn guaranteed(cpu: &str) -> PodInput {
         uid: "uid-1".into(),
         filter: PodFilterInput::new(&pod).unwrap(),
         request: PodRequest::from_pod(&pod).unwrap(),
+        dra: None,
     }
 }
 
 fn settings(parallelism: usize) -> CycleSettings {
-    CycleSettings {
-        score: ScoreConfig::default(),
-        nodes_without_topology: NodesWithoutTopology::Schedule,
-        parallelism,
-        sampling: Default::default(),
-    }
+    crate::test_support::cycle_settings(parallelism)
 }
 
 #[test]

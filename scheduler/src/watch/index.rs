@@ -3,8 +3,8 @@
 //! Each watch task only forwards its stream's items, tagged with their kind, into one
 //! bounded channel ([`Update`]); this task owns every kind's [`Index`] (with its relist
 //! bookkeeping) and applies the items in the order they arrive. So the cluster state,
-//! the reserve cache's NRT and pod records, the pending pods, namespaces, budgets and
-//! volumes have a single writer fed by the API server, and two watches never contend
+//! the reserve cache's NRT and pod records, the pending pods, namespaces, budgets,
+//! volumes and DRA objects have a single writer fed by the API server, and two watches never contend
 //! for a lock. The scheduling loop's own changes (assuming a decided pod, forgetting a
 //! failed bind) stay with the loop, so the next decision sees them at once. A full
 //! channel makes the watches wait (back-pressure), never drops an event.
@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
@@ -20,6 +21,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tokio::sync::mpsc;
 
 use super::budgets::BudgetWatch;
+use super::dra::{DeviceClassWatch, ResourceClaimWatch, SliceWatch};
 use super::namespaces::NamespaceWatch;
 use super::nodes::NodeWatch;
 use super::pods::{BoundPodWatch, PendingPodWatch};
@@ -55,6 +57,12 @@ pub(super) enum Update {
     Volumes(Box<Item<PersistentVolume>>),
     /// StorageClasses.
     StorageClasses(Box<Item<StorageClass>>),
+    /// ResourceSlices.
+    ResourceSlices(Box<Item<ResourceSlice>>),
+    /// DeviceClasses.
+    DeviceClasses(Box<Item<DeviceClass>>),
+    /// ResourceClaims.
+    ResourceClaims(Box<Item<ResourceClaim>>),
 }
 
 /// Every watch's index, owned by the index task.
@@ -68,6 +76,9 @@ pub(super) struct Indexes {
     claims: Relisting<ClaimWatch>,
     volumes: Relisting<VolumeWatch>,
     storage_classes: Relisting<StorageClassWatch>,
+    resource_slices: Relisting<SliceWatch>,
+    device_classes: Relisting<DeviceClassWatch>,
+    resource_claims: Relisting<ResourceClaimWatch>,
 }
 
 impl Indexes {
@@ -83,6 +94,9 @@ impl Indexes {
             claims: Relisting::new(ClaimWatch(shared.clone())),
             volumes: Relisting::new(VolumeWatch(shared.clone())),
             storage_classes: Relisting::new(StorageClassWatch(shared.clone())),
+            resource_slices: Relisting::new(SliceWatch::new(shared.clone())),
+            device_classes: Relisting::new(DeviceClassWatch::new(shared.clone())),
+            resource_claims: Relisting::new(ResourceClaimWatch::new(shared.clone())),
         }
     }
 
@@ -98,6 +112,9 @@ impl Indexes {
             Update::Claims(item) => self.claims.handle(*item),
             Update::Volumes(item) => self.volumes.handle(*item),
             Update::StorageClasses(item) => self.storage_classes.handle(*item),
+            Update::ResourceSlices(item) => self.resource_slices.handle(*item),
+            Update::DeviceClasses(item) => self.device_classes.handle(*item),
+            Update::ResourceClaims(item) => self.resource_claims.handle(*item),
         }
     }
 }

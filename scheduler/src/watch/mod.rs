@@ -2,7 +2,8 @@
 //! (`pods.rs`), NodeResourceTopology objects (`topologies.rs`), namespace labels
 //! (`namespaces.rs`), PodDisruptionBudgets (`budgets.rs`, for preemption), and
 //! PersistentVolumeClaims, PersistentVolumes and StorageClasses (`volumes.rs`, for the
-//! volume filters).
+//! volume filters), and ResourceSlices, DeviceClasses and ResourceClaims (`dra.rs`, for
+//! the allocation of pods' resource claims).
 //!
 //! Each watch task only forwards its stream to the index task (`index.rs`), which owns
 //! every kind's `relist::Index` and applies the events to [`Shared`] in the order they
@@ -12,6 +13,7 @@
 //! the reserve cache alike.
 
 mod budgets;
+mod dra;
 mod index;
 mod namespaces;
 mod nodes;
@@ -75,6 +77,21 @@ pub fn spawn_all(client: &Client, shared: &Arc<Shared>, tasks: &mut Supervisor) 
         "watch storageclasses",
         Config::default(),
         Update::StorageClasses,
+    );
+    feed.spawn(
+        "watch resourceslices",
+        Config::default(),
+        Update::ResourceSlices,
+    );
+    feed.spawn(
+        "watch deviceclasses",
+        Config::default(),
+        Update::DeviceClasses,
+    );
+    feed.spawn(
+        "watch resourceclaims",
+        Config::default(),
+        Update::ResourceClaims,
     );
 }
 

@@ -38,8 +38,10 @@ impl Index for NodeWatch {
 
     fn apply(&mut self, name: String, node: Node) {
         let d = node_digest(&node);
-        if self.digests.insert(name, d) != Some(d) {
+        if self.digests.insert(name.clone(), d) != Some(d) {
             self.shared.state.write().upsert_node(&node);
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            self.shared.dra.write().upsert_node(&name, labels);
             self.shared.cluster_event();
         }
     }
@@ -47,11 +49,13 @@ impl Index for NodeWatch {
     fn delete(&mut self, name: String, _: Node) {
         self.digests.remove(&name);
         self.shared.state.write().remove_node(&name);
+        self.shared.dra.write().remove_node(&name);
     }
 
     fn retain(&mut self, seen: HashSet<String>) {
         self.digests.retain(|n, _| seen.contains(n));
         self.shared.state.write().retain_nodes(&seen);
+        self.shared.dra.write().retain_nodes(|n| seen.contains(n));
     }
 
     fn synced(&mut self) {

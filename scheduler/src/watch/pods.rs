@@ -135,6 +135,10 @@ fn is_terminal(pod: &Pod) -> bool {
 fn forget_pod(shared: &Shared, pod: &Pod, uid: &str) {
     shared.state.write().remove_pod(uid);
     shared.cache.pod_deleted(pod, std::time::Instant::now());
+    // Devices still in flight for a pod that ended: its claims' allocations, if they
+    // landed, are counted from the claims (and released by the ResourceClaim
+    // controller); none will land any more.
+    shared.dra.write().release(uid);
     shared.cluster_event();
 }
 

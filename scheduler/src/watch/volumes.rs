@@ -193,6 +193,9 @@ mod tests {
             &synced.topologies,
             &synced.namespaces,
             &synced.budgets,
+            &synced.resource_slices,
+            &synced.device_classes,
+            &synced.resource_claims,
         ] {
             flag.store(true, Ordering::Release);
         }

@@ -1,6 +1,7 @@
 //! Every write the scheduler sends to the API server leaves from one task, the writer:
-//! binds, evictions, `status.nominatedNodeName`, the `PodScheduled=False` condition
-//! and Events. Callers queue typed requests through a [`Writer`] handle and await the
+//! binds (with the ResourceClaim writes that go before them, in the bind's turn, see
+//! [`claims`]), evictions, `status.nominatedNodeName`, the `PodScheduled=False`
+//! condition and Events. Callers queue typed requests through a [`Writer`] handle and await the
 //! reply where they need the outcome (a bind, an eviction); Events and conditions are
 //! queued without waiting.
 //!
@@ -20,6 +21,7 @@
 //! another, in the order they were queued (a series patch follows its create).
 
 mod bind_order;
+pub mod claims;
 mod requests;
 mod task;
 
@@ -59,6 +61,14 @@ pub enum WriteError {
     /// The writer task has ended (the process is stopping).
     #[error("the writer has stopped")]
     Stopped,
+    /// A ResourceClaim write before a bind failed: the bind was not sent.
+    #[error("writing ResourceClaim {claim}: {source}")]
+    Claim {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// Why.
+        source: Box<WriteError>,
+    },
 }
 
 impl WriteError {

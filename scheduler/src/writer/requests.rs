@@ -6,13 +6,15 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::WriteError;
+use super::claims::{self, ClaimRelease, ClaimReservation};
+use super::{Fence, WriteError};
 use crate::events::Message;
 
 /// A fenced write: sent only while leading (see [`super::Fence`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    /// Bind the pod to `node` through the `pods/binding` subresource.
+    /// Bind the pod to `node` through the `pods/binding` subresource, after writing
+    /// its ResourceClaims (`claims`, in order; the first that fails stops the bind).
     Bind {
         /// Pod namespace.
         namespace: String,
@@ -22,7 +24,12 @@ pub enum Request {
         uid: String,
         /// Target node.
         node: String,
+        /// The pod's claims to allocate and reserve first (see [`super::claims`]).
+        claims: Vec<ClaimReservation>,
     },
+    /// Undo a claim's reservation for a pod that was not bound (see
+    /// [`super::claims`]).
+    ReleaseClaim(ClaimRelease),
     /// Evict the pod through the Eviction API (which enforces PodDisruptionBudgets).
     Evict {
         /// Pod namespace.
@@ -64,14 +71,36 @@ pub(crate) enum LaneWrite {
 }
 
 impl Request {
-    /// Sends the request.
-    pub(super) async fn send(&self, client: &Client) -> Result<(), kube::Error> {
+    /// Sends the request, each of its writes fenced by `fence`: a bind's claim writes
+    /// one by one, then the bind itself.
+    pub(super) async fn send_fenced(
+        &self,
+        fence: &Fence,
+        client: &Client,
+    ) -> Result<(), WriteError> {
+        if let Self::Bind { claims, .. } = self {
+            for claim in claims {
+                fence
+                    .send(true, claims::reserve(client, claim))
+                    .await
+                    .map_err(|e| WriteError::Claim {
+                        claim: claim.claim(),
+                        source: Box::new(e),
+                    })?;
+            }
+        }
+        fence.send(true, self.send(client)).await
+    }
+
+    /// Sends the request (a bind without its claims).
+    async fn send(&self, client: &Client) -> Result<(), kube::Error> {
         match self {
             Self::Bind {
                 namespace,
                 name,
                 uid,
                 node,
+                claims: _,
             } => {
                 let binding = Binding {
                     metadata: kube::api::ObjectMeta {
@@ -93,6 +122,7 @@ impl Request {
                     .await?;
                 Ok(())
             }
+            Self::ReleaseClaim(release) => claims::release(client, release).await,
             Self::Evict {
                 namespace,
                 name,

@@ -80,7 +80,7 @@ async fn dispatch(client: &Client, fence: &Fence, mut writes: mpsc::Receiver<Env
                         if let Some(turn) = turn.as_mut() {
                             turn.wait().await;
                         }
-                        let outcome = fence.send(true, request.send(client)).await;
+                        let outcome = request.send_fenced(fence, client).await;
                         // The next bind to the node may go now.
                         drop(turn);
                         // The caller may have stopped waiting: nothing to tell then.

@@ -20,6 +20,7 @@ fn bind_to(i: usize, node: &str) -> Request {
         name: format!("p{i}"),
         uid: format!("uid-{i}"),
         node: node.into(),
+        claims: Vec::new(),
     }
 }
 

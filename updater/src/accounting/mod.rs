@@ -52,7 +52,7 @@ mod cpu;
 mod devices;
 mod memory;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod warnings;
 
 use std::collections::{BTreeMap, BTreeSet};

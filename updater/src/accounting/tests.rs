@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::sysfs::Zone;
 
-pub(super) const GIB: u64 = 1 << 30;
+pub(crate) const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
 /// Zone 0: CPUs 0-3, 32 GiB, 4 GiB of 1Gi pages, 512 MiB of 2Mi pages.
@@ -32,7 +32,7 @@ pub(super) fn two_zones() -> Topology {
     }
 }
 
-fn zone(
+pub(crate) fn zone(
     id: u32,
     cpus: std::ops::RangeInclusive<u32>,
     memory_bytes: u64,
@@ -50,7 +50,7 @@ fn zone(
     }
 }
 
-pub(super) fn pod(name: &str, containers: Vec<v1::ContainerResources>) -> v1::PodResources {
+pub(crate) fn pod(name: &str, containers: Vec<v1::ContainerResources>) -> v1::PodResources {
     v1::PodResources {
         name: name.into(),
         namespace: "default".into(),
@@ -58,7 +58,7 @@ pub(super) fn pod(name: &str, containers: Vec<v1::ContainerResources>) -> v1::Po
     }
 }
 
-pub(super) fn container(name: &str) -> v1::ContainerResources {
+pub(crate) fn container(name: &str) -> v1::ContainerResources {
     v1::ContainerResources {
         name: name.into(),
         ..Default::default()
@@ -72,7 +72,7 @@ fn topology_info(numa_ids: &[i64]) -> v1::TopologyInfo {
 }
 
 /// A memory block pinned to `numa_ids` (none: no topology at all).
-pub(super) fn block(memory_type: &str, size: u64, numa_ids: &[i64]) -> v1::ContainerMemory {
+pub(crate) fn block(memory_type: &str, size: u64, numa_ids: &[i64]) -> v1::ContainerMemory {
     v1::ContainerMemory {
         memory_type: memory_type.into(),
         size,

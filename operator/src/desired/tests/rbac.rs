@@ -74,6 +74,21 @@ fn rbac_grants_only_what_each_operand_uses() {
         Some(v(&["get", "list", "watch"])),
         "read only: the scheduler binds no volume"
     );
+    for res in ["resourceslices", "deviceclasses"] {
+        assert_eq!(
+            verbs("resource.k8s.io", res),
+            Some(v(&["get", "list", "watch"])),
+            "{res}: read only"
+        );
+    }
+    assert_eq!(
+        verbs("resource.k8s.io", "resourceclaims"),
+        Some(v(&["get", "list", "watch", "patch"]))
+    );
+    assert_eq!(
+        verbs("resource.k8s.io", "resourceclaims/status"),
+        Some(v(&["patch"]))
+    );
     assert_eq!(
         verbs("authentication.k8s.io", "tokenreviews"),
         Some(v(&["create"]))

@@ -12,22 +12,16 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
-use tas_api::tas::NodesWithoutTopology;
 
 use super::*;
 use crate::affinity::NamespaceLabels;
 use crate::cycle::{ClusterView, CycleSettings, TopologyView};
 use crate::filter::NodeInfo;
-use crate::numa::{NodeTopology, Resources, ScoreConfig};
+use crate::numa::{NodeTopology, Resources};
 use crate::test_support::{guaranteed_container, input, node, node_with, place, pod};
 
 fn settings() -> CycleSettings {
-    CycleSettings {
-        score: ScoreConfig::default(),
-        nodes_without_topology: NodesWithoutTopology::Schedule,
-        parallelism: 1,
-        sampling: Default::default(),
-    }
+    crate::test_support::cycle_settings(1)
 }
 
 /// A Guaranteed pod of `cpu` CPUs and `priority`.
