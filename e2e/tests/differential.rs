@@ -58,7 +58,7 @@ use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::quantity::{parse_milli, parse_value};
 use tas_nodesim::referee::{AddNode, Admission, Machine, Referee};
 use tas_scheduler::numa::init_holdings::{self, InitHolding, init_holdings};
-use tas_scheduler::numa::{self, NodeTopology, Placement, PodRequest, Resources};
+use tas_scheduler::numa::{self, MemoryDoubt, NodeTopology, Placement, PodRequest, Resources};
 use tas_updater::kubelet_config::KubeletConfig;
 use tas_updater::memory_cells::MemoryCells;
 use tas_updater::podresources::{ClientConfig, PodResourcesClient};
@@ -398,6 +398,9 @@ async fn run_node(
     let mut on_node: Vec<(String, Resources, Pod, Vec<InitHolding>)> = Vec::new();
     let mut attempts = Vec::with_capacity(ATTEMPTS_PER_NODE);
     let mut cells = MemoryCells::default();
+    // What the scheduler infers from the pods the kubelet refused (their phase turns
+    // Failed with the kubelet's rejection message; see `numa::memory_doubt`).
+    let mut doubt = MemoryDoubt::default();
     for step in 0..ATTEMPTS_PER_NODE {
         if !on_node.is_empty() && rng.random_bool(0.2) {
             let (uid, _, _, _) = on_node.remove(rng.random_range(0..on_node.len()));
@@ -438,8 +441,16 @@ async fn run_node(
             .flat_map(|(_, _, _, h)| h.iter().cloned())
             .collect();
         let [agent, truth] = nrts;
-        let agent = judge(&agent, &held, &request, &allocatable, &used);
-        let truth = judge(&truth, &[], &request, &allocatable, &used);
+        let agent_nrt = agent;
+        let agent = judge(
+            &agent_nrt,
+            &held,
+            Some(&mut doubt),
+            &request,
+            &allocatable,
+            &used,
+        );
+        let truth = judge(&truth, &[], None, &request, &allocatable, &used);
         let holdings = match &agent {
             Ok((node, placement)) => init_holdings(node, &request, placement),
             Err(_) => Vec::new(),
@@ -464,6 +475,11 @@ async fn run_node(
                 Err(e) => json!({"unfit": e}),
             }).collect::<Vec<_>>(),
         });
+        if !verdict.admit
+            && let Ok(view) = NodeTopology::from_nrt(&agent_nrt)
+        {
+            doubt.note_refusal(&view, Some(&request));
+        }
         if verdict.admit {
             on_node.push((uid, request.effective().clone(), pod, holdings));
             // The updater lists the pods whenever they change: it sees every pod that
@@ -493,6 +509,7 @@ async fn run_node(
 fn judge(
     nrt: &NodeResourceTopology,
     held: &[InitHolding],
+    doubt: Option<&mut MemoryDoubt>,
     request: &PodRequest,
     allocatable: &BTreeMap<String, i64>,
     used: &[&Resources],
@@ -504,6 +521,10 @@ fn judge(
         }
     }
     let mut topology = NodeTopology::from_nrt(nrt).map_err(|e| format!("bad NRT: {e}"))?;
+    if let Some(doubt) = doubt {
+        doubt.prune(&topology);
+        doubt.apply(&mut topology);
+    }
     init_holdings::hold(&mut topology, held);
     let node_level =
         |r: &str| allocatable.get(r).is_some_and(|&a| a > 0) || matches!(r, "cpu" | "memory");

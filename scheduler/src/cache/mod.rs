@@ -344,6 +344,7 @@ impl TopologyCache {
         };
         let phase = PodPhase::of(pod);
         let releasing = pod::releasing(pod);
+        let refused = pod::kubelet_refused(pod);
         let mut state = self.write();
         match state.pod_nodes.get(&id.uid) {
             Some(known) if known == node => {
@@ -353,6 +354,11 @@ impl TopologyCache {
                     .is_some_and(|e| e.pods.contains_key(&id.uid));
                 if observed {
                     state.edit(node, &self.metrics, |e| {
+                        let was_failed =
+                            e.pods.get(&id.uid).map(|p| p.phase) == Some(PodPhase::Failed);
+                        if refused && !was_failed {
+                            e.note_refusal(PodRequest::from_pod(pod).ok().as_ref());
+                        }
                         e.observe_pod(&id.uid, phase, releasing)
                     });
                     return PodBound::Updated;
@@ -376,6 +382,9 @@ impl TopologyCache {
             .unwrap_or(DEFAULT_SCHEDULER_NAME);
         let ours = scheduler == self.config.scheduler_name;
         let outcome = state.edit(node, &self.metrics, |entry| {
+            if refused {
+                entry.note_refusal(request.as_ref().ok());
+            }
             if entry.reservation(&id.uid).is_none() {
                 // Reserved pods were checked when they were reserved.
                 self.check_identity(node, entry, &id.namespace, &id.name, now);

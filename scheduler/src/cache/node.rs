@@ -17,7 +17,8 @@ use super::exclude::PodExclusions;
 use super::pod::{ObservedPod, PodPhase};
 use crate::numa::init_holdings::{self, InitHolding};
 use crate::numa::{
-    NodeTopology, NumaSet, PodRequest, Resources, TopologyError, landing_zones, landing_zones_below,
+    MemoryDoubt, NodeTopology, NumaSet, PodRequest, Resources, TopologyError, landing_zones,
+    landing_zones_below,
 };
 
 /// What filters and scores read for a node: its zones with every reservation already
@@ -100,6 +101,9 @@ pub(crate) struct NodeEntry {
     /// When the latest object forced clean (and already reported) was received, so a
     /// node kept dirty by pods its agent has not reported warns once per object.
     pub(crate) forced_reported: Option<Instant>,
+    /// Memory manager groups a kubelet refusal put in doubt, applied to every view
+    /// built from an NRT that still shows them.
+    memory_doubt: MemoryDoubt,
 }
 
 /// A pod deleted from a node whose absence no accepted NRT has confirmed yet.
@@ -420,6 +424,30 @@ impl NodeEntry {
         true
     }
 
+    /// Records that the node's kubelet refused a pod at admission: the multi-zone
+    /// memory groups the view shows are doubted from now on ([`MemoryDoubt`]).
+    /// Which zones could have split is judged on what the node may have free at most
+    /// ([`Self::upper_bound`]); when that is unknown, every zone of a multi-zone group
+    /// is doubted.
+    pub(crate) fn note_refusal(&mut self, refused: Option<&PodRequest>) {
+        let upper = self.upper_bound();
+        let Some(Ok(view)) = &mut self.view else {
+            return;
+        };
+        let added = match &upper {
+            Some(upper) => self.memory_doubt.note_refusal(upper, refused),
+            None => self.memory_doubt.note_refusal(view, None),
+        };
+        if added {
+            tracing::info!(
+                node = view.name(),
+                zones = ?self.memory_doubt.zones(),
+                "the kubelet refused a pod part-way: zones of memory manager groups it may have split take no pinned memory until their group leaves"
+            );
+            self.memory_doubt.apply(Arc::make_mut(view));
+        }
+    }
+
     /// Records a pod bound here (replacing an earlier record) and holds back what its
     /// init containers keep when that applies ([`Self::holding`]).
     pub(crate) fn insert_pod(&mut self, uid: &str, pod: ObservedPod) {
@@ -528,6 +556,11 @@ impl NodeEntry {
             }
             view
         });
+        if let Some(Ok(view)) = &mut self.view {
+            let view = Arc::make_mut(view);
+            self.memory_doubt.prune(view);
+            self.memory_doubt.apply(view);
+        }
         dropped
     }
 

@@ -170,3 +170,19 @@ pub(crate) fn releasing(pod: &Pod) -> bool {
         .is_none_or(|p| p == "Always");
     pod.metadata.deletion_timestamp.is_some() || !restarts
 }
+
+/// The status message prefix of a pod its node's kubelet refused at admission
+/// (`rejectPod` in the kubelet, the same in every supported minor).
+const KUBELET_REJECTED: &str = "Pod was rejected: ";
+
+/// Whether `pod`'s kubelet refused it at admission: phase `Failed` with the kubelet's
+/// rejection message. Its resource managers may have allocated some containers before
+/// the refusal (see [`crate::numa::memory_doubt`]).
+pub(crate) fn kubelet_refused(pod: &Pod) -> bool {
+    pod.status.as_ref().is_some_and(|s| {
+        s.phase.as_deref() == Some("Failed")
+            && s.message
+                .as_deref()
+                .is_some_and(|m| m.starts_with(KUBELET_REJECTED))
+    })
+}

@@ -161,6 +161,9 @@ pub struct NodeTopology {
     init_cpus_counted: bool,
     /// The minor of the node's kubelet, when the object names it (`kubeletVersion`).
     kubelet_minor: Option<u32>,
+    /// Zone-index mask of the zones whose memory manager group is doubted
+    /// ([`super::memory_doubt`]).
+    doubted_memory: u64,
 }
 
 /// Where the tables of [`NodeTopology::fixed`] start, in the order a fit reads them:
@@ -371,6 +374,7 @@ impl NodeTopology {
             placement: Payload::from_nrt(nrt).map(Arc::new),
             init_cpus_counted: tas_api::nrt::init_cpus::counted(nrt),
             kubelet_minor: nrt.kubelet_minor(),
+            doubted_memory: 0,
         })
     }
 
@@ -668,11 +672,33 @@ impl NodeTopology {
     /// it has one; otherwise from `free` (zone-major, like [`Self::free`]): a zone with
     /// memory or hugepages taken is taken to hold single-zone allocations (objects of
     /// writers that do not publish groups, or memory a scheduler reserved on the zone).
+    /// A zone [doubted](super::memory_doubt) after a kubelet refusal holds pinned
+    /// memory with cells equal to no zone set (0): memory goes to it neither alone nor
+    /// with others.
     pub(crate) fn memory_state(&self, free: &[i64], zone: usize) -> (u64, bool) {
+        if self.doubted_memory >> zone & 1 == 1 {
+            return (0, true);
+        }
         match self.fixed[self.layout().memory_groups + zone] as u64 {
             0 => (1 << zone, !self.memory_untouched(free, zone)),
             group => (group, true),
         }
+    }
+
+    /// The zone-index mask of the memory manager group zone `zone` shows (0 when its
+    /// object names none), doubt left aside.
+    pub(crate) fn memory_group_mask(&self, zone: usize) -> u64 {
+        self.fixed[self.layout().memory_groups + zone] as u64
+    }
+
+    /// Marks zone `zone`'s group as doubted (see [`super::memory_doubt`]).
+    pub(crate) fn doubt_memory_zone(&mut self, zone: usize) {
+        self.doubted_memory |= 1 << zone;
+    }
+
+    /// Whether zone `zone`'s memory manager group is doubted.
+    pub fn memory_zone_doubted(&self, zone: usize) -> bool {
+        self.doubted_memory >> zone & 1 == 1
     }
 
     /// NUMA ids of a zone-index mask.

@@ -180,3 +180,86 @@ fn a_new_pod_reusing_a_deleted_name_is_counted() {
     cache.pod_bound(&ours.on(NODE).build(), now + secs(603));
     assert_eq!(cache.metrics().identity_reuses(), 2);
 }
+
+/// A node with the memory manager `Static` whose zones 0 and 1 show the group {0,1}.
+fn grouped_nrt() -> NodeResourceTopology {
+    let zone: &[(&str, &str)] = &[("cpu", "8"), ("memory", "8Gi")];
+    let mut nrt = nrt_of(
+        NODE,
+        &[(0, zone), (1, zone), (2, zone)],
+        &[("memoryManagerPolicy", "Static")],
+    );
+    for zone in &mut nrt.zones[..2] {
+        zone.attributes
+            .push(AttributeInfo::new("memoryManagerGroup", "node-0,node-1"));
+    }
+    nrt
+}
+
+/// `builder`'s pod with a regular init container asking for the same: the kubelet
+/// admits it first, so a refusal of the app container can leave its memory behind.
+fn with_init(mut pod: Pod) -> Pod {
+    let spec = pod.spec.as_mut().expect("spec");
+    let mut init = spec.containers[0].clone();
+    init.name = "init".to_owned();
+    spec.init_containers = Some(vec![init]);
+    pod
+}
+
+fn refused(builder: &PodSpecBuilder) -> Pod {
+    let mut pod = with_init(builder.phase("Failed").build());
+    let status = pod.status.as_mut().expect("status");
+    status.reason = Some("UnexpectedAdmissionError".to_owned());
+    status.message = Some(
+        "Pod was rejected: Allocate failed due to requested number of devices unavailable"
+            .to_owned(),
+    );
+    pod
+}
+
+fn doubted_zones(cache: &TopologyCache) -> Vec<bool> {
+    let view = cache.snapshot(NODE).expect("known").expect("valid");
+    (0..view.zone_count())
+        .map(|z| view.memory_zone_doubted(z))
+        .collect()
+}
+
+/// The kubelet refused a pod part-way (its phase turned Failed with the kubelet's
+/// rejection message): the groups the node's object shows are doubted, and stay so
+/// in views rebuilt from objects that still show them; a pod that failed while
+/// running doubts nothing.
+#[test]
+fn a_kubelet_refusal_doubts_the_memory_groups() {
+    let now = Instant::now();
+    let cache = cache();
+    cache.update_nrt(grouped_nrt());
+    let failed = pod("crashed", &[("cpu", "1"), ("memory", "1Gi")])
+        .by(OTHER)
+        .on(NODE)
+        .phase("Failed");
+    cache.pod_bound(&failed.build(), now);
+    assert_eq!(doubted_zones(&cache), [false, false, false]);
+
+    let gpu = pod("gpu", &[("cpu", "2"), ("memory", "1Gi")])
+        .by(OTHER)
+        .on(NODE);
+    cache.pod_bound(&with_init(gpu.build()), now);
+    cache.pod_bound(&refused(&gpu), now);
+    assert_eq!(doubted_zones(&cache), [true, true, false]);
+
+    // Deleting the refused pod does not reset the kubelet's cells. A new object still
+    // showing the group keeps the doubt; one without ends it.
+    cache.pod_deleted(&refused(&gpu), now);
+    assert!(cache.dirty_nodes().is_empty(), "{:?}", cache.status(NODE));
+    cache.update_nrt(grouped_nrt());
+    assert_eq!(doubted_zones(&cache), [true, true, false]);
+    let zone: &[(&str, &str)] = &[("cpu", "8"), ("memory", "8Gi")];
+    cache.update_nrt(nrt_of(
+        NODE,
+        &[(0, zone), (1, zone), (2, zone)],
+        &[("memoryManagerPolicy", "Static")],
+    ));
+    assert_eq!(doubted_zones(&cache), [false, false, false]);
+    cache.update_nrt(grouped_nrt());
+    assert_eq!(doubted_zones(&cache), [false, false, false]);
+}

@@ -11,7 +11,7 @@ const CPU_NONE: (&str, &str) = ("cpuManagerPolicy", "none");
 
 /// A node with the CPU manager `none` (only memory is aligned) whose zones carry these
 /// `memoryManagerGroup` values.
-fn grouped(
+pub(super) fn grouped(
     policy: &str,
     scope: &str,
     zones: &[(u32, Vec<ZoneResource<'_>>)],
@@ -32,7 +32,7 @@ fn grouped(
     NodeTopology::from_nrt(&nrt).expect("valid NRT")
 }
 
-fn memory_pod(amounts: &[&str]) -> Pod {
+pub(super) fn memory_pod(amounts: &[&str]) -> Pod {
     pod(amounts
         .iter()
         .enumerate()
@@ -41,7 +41,7 @@ fn memory_pod(amounts: &[&str]) -> Pod {
 }
 
 /// Zones 0 and 1 form a group whose 3Gi all came from zone 0: zone 1 looks untouched.
-fn group_on_0_1() -> Vec<(u32, Vec<ZoneResource<'static>>)> {
+pub(super) fn group_on_0_1() -> Vec<(u32, Vec<ZoneResource<'static>>)> {
     vec![
         (
             0,
@@ -52,7 +52,7 @@ fn group_on_0_1() -> Vec<(u32, Vec<ZoneResource<'static>>)> {
     ]
 }
 
-const GROUP_0_1: [(u32, &str); 2] = [(0, "node-0,node-1"), (1, "node-0,node-1")];
+pub(super) const GROUP_0_1: [(u32, &str); 2] = [(0, "node-0,node-1"), (1, "node-0,node-1")];
 
 /// 6Gi needs two zones. {0,1} lacks free memory; {1,2} has it, but zone 1 belongs to
 /// the group {0,1}: the kubelet has no hint and refuses. Without the attribute zone 1

@@ -5,6 +5,7 @@ mod fit_cases;
 mod init_holding_cases;
 mod kubelet_cases;
 mod manager_cases;
+mod memory_doubt_cases;
 mod memory_group_cases;
 mod merge_cases;
 mod props;

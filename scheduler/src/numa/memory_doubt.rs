@@ -1,0 +1,123 @@
+//! Memory manager groups the kubelet may have split without any NRT showing it.
+//!
+//! The kubelet's `Static` memory manager keeps, per NUMA zone, the group (`Cells`) of
+//! the newest allocation that touched the zone, and resets it only when the zone's
+//! assignment count falls to 0. It checks group consistency only for multi-zone
+//! allocations, so under `best-effort` and `none` (where the Topology Manager may hand
+//! it a single zone no memory hint named) a container's memory can go to one zone of a
+//! multi-zone group, and the zone's cells become that zone alone. When the kubelet then
+//! refuses the pod part-way (a later container's devices, CPUs or memory are missing),
+//! the containers it already allocated are removed again, but the zone keeps its new
+//! cells while the group's blocks remain. The node agent never sees the refused pod
+//! (podresources lists admitted pods only), so the NRT keeps showing the old group.
+//!
+//! The scheduler does see the refusal: the pod's phase turns `Failed` with the
+//! kubelet's rejection message. From then on, a zone of a multi-zone group that a
+//! container admitted before the refused one could have taken alone is *doubted* while
+//! it still shows that group: its cells may be the group or the zone alone, so memory
+//! goes to it neither alone nor with others. The doubt ends when the zone no longer
+//! shows the group (its group's blocks left, which resets the kubelet's cells).
+
+use tas_api::nrt::TopologyManagerPolicy;
+
+use super::NumaSet;
+use super::request::PodRequest;
+use super::topology::NodeTopology;
+
+/// The zones of one node whose memory manager group a kubelet refusal put in doubt.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MemoryDoubt {
+    /// (NUMA id of the zone, the group it showed).
+    zones: Vec<(u32, NumaSet)>,
+}
+
+impl MemoryDoubt {
+    /// Whether no zone is doubted.
+    pub fn is_empty(&self) -> bool {
+        self.zones.is_empty()
+    }
+
+    /// The doubted zones (NUMA ids) with the group each showed.
+    pub fn zones(&self) -> &[(u32, NumaSet)] {
+        &self.zones
+    }
+
+    /// Records that the node's kubelet refused the pod asking for `refused` (`None`
+    /// when its request is unreadable), with `view` the node as the scheduler sees it
+    /// then. A refusal can split a group only with the memory manager `Static` under
+    /// the `best-effort` or `none` policy, for a Guaranteed pod (the only class whose
+    /// memory is pinned) with a container admitted before the refused one: the
+    /// kubelet allocates container by container, the memory manager last of its
+    /// managers, so the refused container leaves no memory allocation of its own. A
+    /// zone of a multi-zone group is doubted when such an earlier container's memory
+    /// fits in what the zone has free. Returns whether a zone was added.
+    pub fn note_refusal(&mut self, view: &NodeTopology, refused: Option<&PodRequest>) -> bool {
+        if !splits_groups(view) {
+            return false;
+        }
+        let earlier = match refused {
+            Some(r) if !r.is_guaranteed() => return false,
+            Some(r) => match r.containers().split_last() {
+                Some((_, earlier)) if !earlier.is_empty() => Some(earlier),
+                _ => return false,
+            },
+            None => None,
+        };
+        let mut added = false;
+        for zone in 0..view.zone_count() {
+            let group = view.memory_group_mask(zone);
+            if group.count_ones() < 2 {
+                continue;
+            }
+            let id = view.numa_ids()[zone];
+            let fits_alone = earlier.is_none_or(|containers| {
+                containers.iter().any(|c| {
+                    c.resources
+                        .entries()
+                        .iter()
+                        .filter(|r| r.kind.is_memory())
+                        .all(|r| view.available(id, &r.name).unwrap_or(0) >= r.amount)
+                })
+            });
+            let entry = (id, view.numa_set(group));
+            if fits_alone && !self.zones.contains(&entry) {
+                self.zones.push(entry);
+                added = true;
+            }
+        }
+        added
+    }
+
+    /// Forgets the zones of `view` (built from the node's latest NRT) that no longer
+    /// show the group they were doubted with.
+    pub fn prune(&mut self, view: &NodeTopology) {
+        self.zones.retain(|&(id, group)| shows(view, id, group));
+    }
+
+    /// Marks the doubted zones of `view` that still show their group.
+    pub fn apply(&self, view: &mut NodeTopology) {
+        for &(id, group) in &self.zones {
+            if shows(view, id, group)
+                && let Ok(zone) = view.numa_ids().binary_search(&id)
+            {
+                view.doubt_memory_zone(zone);
+            }
+        }
+    }
+}
+
+/// Whether zone `id` of `view` shows the memory manager group `group`.
+fn shows(view: &NodeTopology, id: u32, group: NumaSet) -> bool {
+    view.numa_ids()
+        .binary_search(&id)
+        .is_ok_and(|zone| view.numa_set(view.memory_group_mask(zone)) == group)
+}
+
+/// Whether the node's kubelet can leave a zone of a multi-zone group with other cells.
+fn splits_groups(view: &NodeTopology) -> bool {
+    view.static_memory()
+        && matches!(
+            view.policy(),
+            TopologyManagerPolicy::BestEffort | TopologyManagerPolicy::None
+        )
+}

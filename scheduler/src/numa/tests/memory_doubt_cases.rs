@@ -1,0 +1,132 @@
+//! Groups doubted after a kubelet refusal ([`crate::numa::memory_doubt`]): the zones
+//! of a multi-zone group the NRT still shows take memory neither as the group nor
+//! alone, on nodes whose kubelet can split a group (`Static` memory manager under
+//! `best-effort` or `none`); elsewhere a refusal changes nothing.
+
+use super::memory_group_cases::{GROUP_0_1, group_on_0_1, grouped, memory_pod};
+use super::*;
+use crate::numa::{MemoryDoubt, NumaSet};
+
+fn two_containers() -> PodRequest {
+    PodRequest::from_pod(&memory_pod(&["1Gi", "1Gi"])).expect("valid")
+}
+
+fn doubted(mut node: NodeTopology) -> (NodeTopology, MemoryDoubt) {
+    let mut doubt = MemoryDoubt::default();
+    doubt.note_refusal(&node, Some(&two_containers()));
+    doubt.apply(&mut node);
+    (node, doubt)
+}
+
+/// The group {0,1} takes 1Gi more (zones 0 and 1 hold it, as the group's hint) until a
+/// refusal; then the kubelet's cells of zone 0 or 1 may be the zone alone ("failed to
+/// find NUMA nodes to extend"), so the scheduler refuses too.
+#[test]
+fn a_doubted_group_takes_no_more_memory() {
+    let pod = memory_pod(&["5Gi"]);
+    for scope in ["container", "pod"] {
+        for policy in ["best-effort", "none"] {
+            let node = grouped(policy, scope, &group_on_0_1(), &GROUP_0_1);
+            assert!(try_fit(&node, &pod).is_ok(), "{policy}/{scope}: before");
+            let (node, doubt) = doubted(node);
+            assert_eq!(
+                doubt.zones(),
+                &[
+                    (0, NumaSet::from_ids([0, 1])),
+                    (1, NumaSet::from_ids([0, 1]))
+                ]
+            );
+            assert!(node.memory_zone_doubted(0) && node.memory_zone_doubted(1));
+            assert!(!node.memory_zone_doubted(2));
+            if policy == "best-effort" {
+                assert!(try_fit(&node, &pod).is_err(), "{policy}/{scope}: after");
+            }
+        }
+    }
+}
+
+/// A doubted zone is not taken alone either (its cells may still be the group's):
+/// 1Gi goes to zone 2, and with zone 2 full nowhere.
+#[test]
+fn a_doubted_zone_takes_no_single_zone_memory() {
+    let pod = memory_pod(&["1Gi"]);
+    for scope in ["container", "pod"] {
+        let (node, _) = doubted(grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1));
+        assert_eq!(try_fit(&node, &pod), Ok(Some(vec![2])), "{scope}");
+        let mut zones = group_on_0_1();
+        zones[2] = (
+            2,
+            vec![("cpu", "4", "4", "4"), ("memory", "0", "4Gi", "4Gi")],
+        );
+        let (full, _) = doubted(grouped("best-effort", scope, &zones, &GROUP_0_1));
+        assert!(try_fit(&full, &pod).is_err(), "{scope}");
+    }
+}
+
+/// Where the kubelet keeps groups whole (`restricted`, `single-numa-node`) or pins no
+/// memory, a refusal doubts nothing.
+#[test]
+fn only_nodes_that_can_split_a_group_doubt() {
+    for policy in ["restricted", "single-numa-node"] {
+        let node = grouped(policy, "container", &group_on_0_1(), &GROUP_0_1);
+        let mut doubt = MemoryDoubt::default();
+        assert!(!doubt.note_refusal(&node, None), "{policy}");
+        assert!(doubt.is_empty());
+    }
+    // No multi-zone group shown: nothing to doubt.
+    let plain = grouped("best-effort", "container", &group_on_0_1(), &[]);
+    let mut doubt = MemoryDoubt::default();
+    assert!(!doubt.note_refusal(&plain, None));
+    // A pod of one container, or not Guaranteed, has no container admitted before
+    // the refused one: no memory allocation of its is left behind.
+    let node = grouped("best-effort", "container", &group_on_0_1(), &GROUP_0_1);
+    let one = PodRequest::from_pod(&memory_pod(&["1Gi"])).expect("valid");
+    assert!(!doubt.note_refusal(&node, Some(&one)));
+    let burstable = PodRequest::from_pod(&pod(vec![
+        container("a", &[("cpu", "1")], &[]),
+        container("b", &[("cpu", "1")], &[]),
+    ]))
+    .expect("valid");
+    assert!(!doubt.note_refusal(&node, Some(&burstable)));
+    assert!(doubt.note_refusal(&node, Some(&two_containers())));
+}
+
+/// A doubt lasts while some zone shows the group: the kubelet resets a zone's cells
+/// only when its last allocation leaves.
+#[test]
+fn a_doubt_ends_when_no_zone_shows_the_group() {
+    let node = grouped("best-effort", "pod", &group_on_0_1(), &GROUP_0_1);
+    let (_, mut doubt) = doubted(node.clone());
+    doubt.prune(&node);
+    assert_eq!(doubt.zones().len(), 2);
+    let emptied = grouped(
+        "best-effort",
+        "pod",
+        &[
+            free_zone(0, &[("cpu", "4"), ("memory", "4Gi")]),
+            free_zone(1, &[("cpu", "4"), ("memory", "4Gi")]),
+            free_zone(2, &[("cpu", "4"), ("memory", "4Gi")]),
+        ],
+        &[],
+    );
+    doubt.prune(&emptied);
+    assert!(doubt.is_empty());
+    let mut fresh = emptied.clone();
+    doubt.apply(&mut fresh);
+    assert!(!fresh.memory_zone_doubted(0));
+}
+
+/// Only a zone an earlier container's memory fits in alone can have been split: with
+/// 2Gi asked before the refused container, zone 0 (1Gi free) keeps its group, zone 1
+/// (4Gi free) is doubted.
+#[test]
+fn only_zones_an_earlier_container_fits_in_are_doubted() {
+    let node = grouped("best-effort", "container", &group_on_0_1(), &GROUP_0_1);
+    let mut doubt = MemoryDoubt::default();
+    let refused = PodRequest::from_pod(&memory_pod(&["2Gi", "1Gi"])).expect("valid");
+    assert!(doubt.note_refusal(&node, Some(&refused)));
+    assert_eq!(doubt.zones(), &[(1, NumaSet::from_ids([0, 1]))]);
+    let mut view = node.clone();
+    doubt.apply(&mut view);
+    assert!(!view.memory_zone_doubted(0) && view.memory_zone_doubted(1));
+}
