@@ -8,6 +8,7 @@
 //! [`real_node`] installs TAS on real nodes.
 
 pub mod chart;
+pub mod dra;
 pub mod in_process;
 pub mod otelcol;
 pub mod real_node;

@@ -18,10 +18,14 @@ use k8s_openapi::api::resource::v1::{
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+use tas_e2e::dra::{
+    self, create, device_class, generated_claim, gpu_claim, gpu_claim_template, gpu_slice, node_of,
+    wait_running,
+};
 use tas_e2e::in_process::InProcessStack;
 use tas_nodesim::Scenario;
 use tas_nodesim::request::PodKey;
-use tas_testcluster::{NODE_SIM_LABEL, TestCluster, apply_crds_from_dir, crd_dir, wait_for};
+use tas_testcluster::{TestCluster, apply_crds_from_dir, crd_dir, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const LABEL: &str = "e2e.tas.dev/dra";
@@ -45,58 +49,14 @@ fn scenario(group: &str) -> Scenario {
     .expect("scenario")
 }
 
-/// Creates `object`, or leaves it if it exists (the class is shared by the rounds of
-/// one control plane).
-async fn create<K>(api: &Api<K>, object: Value)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(object).expect("object");
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating {}: {e}", object.name_any()),
-    }
-}
-
-/// A Guaranteed pod of 4 CPUs whose container uses `claim` (a pod claim entry).
+/// A Guaranteed pod of 4 CPUs on the group's node whose container uses `claim`.
 fn gpu_pod(name: &str, scheduler: &str, group: &str, claim: Value) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {NODE_SIM_LABEL: "true"}},
-        "spec": {
-            "schedulerName": scheduler,
-            "nodeSelector": {LABEL: group},
-            "resourceClaims": [claim],
-            "containers": [{"name": "app", "image": "app", "resources": {
-                "requests": {"cpu": "4", "memory": "1Gi"},
-                "limits": {"cpu": "4", "memory": "1Gi"},
-                "claims": [{"name": "gpu"}]}}]
-        }
-    }))
-    .expect("pod")
-}
-
-/// A claim for one GPU of `class`, with extra request fields.
-fn gpu_claim(name: &str, class: &str, extra: Value) -> Value {
-    let mut exactly = json!({"deviceClassName": class, "count": 1});
-    if let (Some(e), Some(x)) = (exactly.as_object_mut(), extra.as_object()) {
-        e.extend(x.clone());
-    }
-    json!({
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
-    })
-}
-
-fn node_of(pod: &Pod) -> Option<String> {
-    pod.spec.as_ref().and_then(|s| s.node_name.clone())
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
+    dra::gpu_pod(
+        name,
+        scheduler,
+        json!({"nodeSelector": {LABEL: group}}),
+        claim,
+    )
 }
 
 /// The message of the pod's `PodScheduled=False` condition, if it has one.
@@ -125,67 +85,8 @@ async fn wait_unschedulable(pods: &Api<Pod>, name: &str, want: &str) -> String {
     .unwrap_or_else(|e| panic!("{e}; last message: {}", seen.lock().expect("lock")))
 }
 
-/// The name of the claim generated for the pod's first pod claim.
-async fn generated_claim(pods: &Api<Pod>, name: &str) -> String {
-    wait_for(format!("the claim of {name}"), TIMEOUT, || async {
-        let pod = pods.get(name).await?;
-        Ok::<_, kube::Error>(
-            pod.status
-                .and_then(|s| s.resource_claim_statuses)
-                .and_then(|s| s.into_iter().next())
-                .and_then(|s| s.resource_claim_name),
-        )
-    })
-    .await
-    .expect("generated")
-}
-
-/// Waits until `name` runs on a node and returns it.
-async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
-    wait_for(format!("{name} running"), TIMEOUT, || async {
-        let pod = pods.get(name).await?;
-        assert_ne!(
-            phase(&pod),
-            "Failed",
-            "the kubelet rejected {name}: {:?}",
-            pod.status
-        );
-        Ok::<_, kube::Error>((phase(&pod) == "Running").then_some(pod))
-    })
-    .await
-    .expect("running")
-}
-
-/// The device of the claim's allocation, once it is reserved for `pod`.
 async fn allocated_device(claims: &Api<ResourceClaim>, claim: &str, pod: &Pod) -> String {
-    let uid = pod.uid().unwrap_or_default();
-    wait_for(
-        format!("{claim} allocated for {}", pod.name_any()),
-        TIMEOUT,
-        || async {
-            let claim = claims.get(claim).await?;
-            let Some(status) = claim.status else {
-                return Ok::<_, kube::Error>(None);
-            };
-            let reserved = status
-                .reserved_for
-                .iter()
-                .flatten()
-                .any(|r| r.resource == "pods" && r.uid == uid);
-            let device = status
-                .allocation
-                .and_then(|a| a.devices)
-                .and_then(|d| d.results)
-                .and_then(|r| r.into_iter().next())
-                .map(|r| {
-                    assert_eq!(r.driver, GPU);
-                    r.device
-                });
-            Ok(device.filter(|_| reserved))
-        },
-    )
-    .await
-    .expect("allocated")
+    dra::allocated_device(claims, claim, pod, GPU).await
 }
 
 fn zone_of(device: &str) -> u32 {
@@ -207,37 +108,17 @@ async fn claims_are_allocated_on_the_numa_zone_of_the_pods_cpus() {
         .list(&Default::default())
         .await
         .expect("the control plane serves resource.k8s.io/v1");
-    create(
-        &classes,
-        json!({"metadata": {"name": GPU}, "spec": {"selectors": [
-        {"cel": {"expression": format!("device.driver == '{GPU}'")}}]}}),
-    )
-    .await;
+    create(&classes, device_class(GPU)).await;
 
     let stack = InProcessStack::start(&client, "dra", scenario, json!({}))
         .await
         .expect("stack");
     let node = stack.sim.nodes().keys().next().expect("a node").clone();
-    let devices: Vec<Value> = GPUS
-        .iter()
-        .map(|(name, zone)| {
-            json!({"name": name, "attributes": {
-                "resource.kubernetes.io/numaNode": {"int": zone}}})
-        })
-        .collect();
     let slices: Api<ResourceSlice> = Api::all(client.clone());
-    create(
-        &slices,
-        json!({
-            "metadata": {"name": format!("{node}-gpus")},
-            "spec": {"driver": GPU, "nodeName": node, "devices": devices,
-                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
-        }),
-    )
-    .await;
+    create(&slices, gpu_slice(GPU, &node, &GPUS)).await;
     run(&client, &stack, &node).await;
     slices
-        .delete(&format!("{node}-gpus"), &DeleteParams::default())
+        .delete(&format!("{node}-{GPU}"), &DeleteParams::default())
         .await
         .expect("slice deleted");
     stack.stop().await;
@@ -248,12 +129,7 @@ async fn run(client: &Client, stack: &InProcessStack, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
     let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), ns);
-    let template = gpu_claim("one-gpu", GPU, json!({}));
-    create(
-        &templates,
-        json!({"metadata": template["metadata"], "spec": {"spec": template["spec"]}}),
-    )
-    .await;
+    create(&templates, gpu_claim_template("one-gpu", GPU)).await;
     let from_template = json!({"name": "gpu", "resourceClaimTemplateName": "one-gpu"});
 
     // The first pod: its CPUs on zone 0 (the kubelet's lowest that fits), so its GPU

@@ -7,21 +7,28 @@
 //! on the same cluster and workload, produces TopologyAffinityErrors. Faults along the
 //! way: the scheduler processes killed in the middle of the workload, an updater killed,
 //! a deleted NRT, a corrupt NRT while its updater is frozen, a kube-apiserver restart;
-//! then an edit of the CR rolls the updaters onto new processes with the new flags.
+//! then a pod with a GPU claim (DRA) and 4 exclusive CPUs on a `single-numa-node` node
+//! runs with its GPU on its CPUs' zone; then an edit of the CR rolls the updaters onto
+//! new processes with the new flags.
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
+use tas_e2e::dra;
 use tas_e2e::stack::{
     self, AGENTS_NAMESPACE, Report, apply_cr, cmdline, process_identity, run_workload, start_nodes,
     wait_available, wait_ready_pods, wait_scheduler_pods, wait_settled, wait_updater_pods,
 };
 use tas_nodesim::Scenario;
+use tas_nodesim::request::PodKey;
 use tas_nodesim::runner::Signal;
 use tas_testcluster::{
     ClusterOptions, Component, TestCluster, Tools, unique_namespace, wait_event, wait_for,
@@ -404,6 +411,8 @@ async fn full_stack(options: ClusterOptions) {
         "{}",
         Report::new(&scenario, available_after, &tas, Some(&default))
     );
+    delete_namespace(&client, &ns3).await;
+    gpu_on_the_cpus_zone(&client, &sim).await;
     // Editing the CR rolls the updaters: new pods, new processes, the new period.
     let tas: Api<tas_api::tas::TopologyAwareScheduling> = Api::all(client.clone());
     tas.patch(
@@ -447,4 +456,65 @@ async fn full_stack(options: ClusterOptions) {
     }
     drop(pod_logs);
     runner.shutdown().await;
+}
+
+/// The DRA driver of [`gpu_on_the_cpus_zone`] and its devices with their NUMA zones,
+/// in slice order: the GPU of zone 1 first, so an allocator blind to zones takes it.
+const GPU_DRIVER: &str = "gpu.fullstack.example.com";
+const GPUS: [(&str, u32); 2] = [("gpu-0", 1), ("gpu-1", 0)];
+/// `single-numa-node`, pod scope, static CPU manager, two zones of 12 CPUs.
+const GPU_NODE: &str = "snn-big";
+
+/// A pod with a GPU claim (from a template, through the control plane's ResourceClaim
+/// controller) and 4 exclusive CPUs on a `single-numa-node` node: the scheduler the
+/// operator rendered allocates the GPU on the zone where the kubelet puts the CPUs,
+/// and the pod runs.
+async fn gpu_on_the_cpus_zone(client: &Client, sim: &tas_nodesim::Simulator) {
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    dra::create(&classes, dra::device_class(GPU_DRIVER)).await;
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    dra::create(&slices, dra::gpu_slice(GPU_DRIVER, GPU_NODE, &GPUS)).await;
+    let ns = unique_namespace(client, "dra").await.unwrap();
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
+    dra::create(&templates, dra::gpu_claim_template("one-gpu", GPU_DRIVER)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let on_node = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [GPU_NODE]}]}]}}}});
+    let claim = json!({"name": "gpu", "resourceClaimTemplateName": "one-gpu"});
+    pods.create(
+        &PostParams::default(),
+        &dra::gpu_pod("gpu-and-4-cpus", SCHEDULER, on_node, claim),
+    )
+    .await
+    .expect("pod created");
+    let claim = dra::generated_claim(&pods, "gpu-and-4-cpus").await;
+    let pod = dra::wait_running(&pods, "gpu-and-4-cpus").await;
+    assert_eq!(dra::node_of(&pod).as_deref(), Some(GPU_NODE));
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+    let device = dra::allocated_device(&claims, &claim, &pod, GPU_DRIVER).await;
+    let gpu_zone = GPUS
+        .iter()
+        .find(|(d, _)| *d == device)
+        .map(|(_, z)| *z)
+        .unwrap_or_else(|| panic!("unknown device {device}"));
+    let cpu_zones: Vec<u32> = sim
+        .node(GPU_NODE)
+        .expect("the node")
+        .pod_zones(&PodKey::of(&pod))
+        .into_iter()
+        .collect();
+    assert_eq!(
+        cpu_zones,
+        [gpu_zone],
+        "the kubelet put the CPUs on {cpu_zones:?}, TAS allocated {device}"
+    );
+    println!("DRA: {GPU_NODE} runs the pod with {device} on zone {gpu_zone}, its CPUs' zone");
+    delete_namespace(client, &ns).await;
+    slices
+        .delete(
+            &format!("{GPU_NODE}-{GPU_DRIVER}"),
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("slice deleted");
 }

@@ -185,6 +185,10 @@ fn scheduler_rules() -> Vec<PolicyRule> {
         // and undo both when the bind does not happen: merge patches carrying the
         // claim's resourceVersion, so no `update`.
         rule(DRA_GROUP, &["resourceclaims/status"], &["patch"]),
+        // Kubernetes 1.36+ (DRAResourceClaimGranularStatusAuthorization) also checks
+        // `patch` on this virtual subresource, at cluster scope, before a status patch
+        // may change `allocation` or `reservedFor`; nothing is served under it.
+        rule(DRA_GROUP, &["resourceclaims/binding"], &["patch"]),
     ]
     .into_iter()
     .chain(metrics_auth_rules())

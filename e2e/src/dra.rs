@@ -1,0 +1,174 @@
+//! Dynamic Resource Allocation objects and waits the DRA tests share: a device class,
+//! a node-local ResourceSlice of GPUs with the standard `numaNode` attribute, claims
+//! and templates for one GPU, a Guaranteed pod using one, and the waits for the claim
+//! the control plane generates, the pod running and the claim's allocation.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use tas_testcluster::{NODE_SIM_LABEL, wait_for};
+
+/// How long each wait of these helpers gives the stack.
+pub const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Creates `object`, or leaves it if it exists (classes are shared by the tests of one
+/// control plane).
+pub async fn create<K>(api: &Api<K>, object: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).expect("object");
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating {}: {e}", object.name_any()),
+    }
+}
+
+/// A DeviceClass named `driver` that selects every device of that driver.
+pub fn device_class(driver: &str) -> Value {
+    json!({"metadata": {"name": driver}, "spec": {"selectors": [
+        {"cel": {"expression": format!("device.driver == '{driver}'")}}]}})
+}
+
+/// A node-local ResourceSlice of `driver` on `node` (one pool, one slice) with these
+/// devices and their NUMA zones (`resource.kubernetes.io/numaNode`), in slice order.
+pub fn gpu_slice(driver: &str, node: &str, gpus: &[(&str, u32)]) -> Value {
+    let devices: Vec<Value> = gpus
+        .iter()
+        .map(|(name, zone)| {
+            json!({"name": name, "attributes": {
+                "resource.kubernetes.io/numaNode": {"int": zone}}})
+        })
+        .collect();
+    json!({
+        "metadata": {"name": format!("{node}-{driver}")},
+        "spec": {"driver": driver, "nodeName": node, "devices": devices,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
+    })
+}
+
+/// A Guaranteed pod of 4 CPUs whose container uses `claim` (a pod claim entry named
+/// `gpu`); `placement` is merged into its spec (a `nodeSelector` or `affinity`).
+pub fn gpu_pod(name: &str, scheduler: &str, placement: Value, claim: Value) -> Pod {
+    let mut pod = json!({
+        "metadata": {"name": name, "labels": {NODE_SIM_LABEL: "true"}},
+        "spec": {
+            "schedulerName": scheduler,
+            "resourceClaims": [claim],
+            "containers": [{"name": "app", "image": "app", "resources": {
+                "requests": {"cpu": "4", "memory": "1Gi"},
+                "limits": {"cpu": "4", "memory": "1Gi"},
+                "claims": [{"name": "gpu"}]}}]
+        }
+    });
+    if let (Some(spec), Some(extra)) = (pod["spec"].as_object_mut(), placement.as_object()) {
+        spec.extend(extra.clone());
+    }
+    serde_json::from_value(pod).expect("pod")
+}
+
+/// A claim for one device of `class`, with extra request fields.
+pub fn gpu_claim(name: &str, class: &str, extra: Value) -> Value {
+    let mut exactly = json!({"deviceClassName": class, "count": 1});
+    if let (Some(e), Some(x)) = (exactly.as_object_mut(), extra.as_object()) {
+        e.extend(x.clone());
+    }
+    json!({
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+    })
+}
+
+/// The claim template of [`gpu_claim`].
+pub fn gpu_claim_template(name: &str, class: &str) -> Value {
+    let claim = gpu_claim(name, class, json!({}));
+    json!({"metadata": claim["metadata"], "spec": {"spec": claim["spec"]}})
+}
+
+/// The node the pod is bound to.
+pub fn node_of(pod: &Pod) -> Option<String> {
+    pod.spec.as_ref().and_then(|s| s.node_name.clone())
+}
+
+/// The pod's phase (`Pending` when it has none).
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+/// The name of the claim generated for the pod's first pod claim.
+pub async fn generated_claim(pods: &Api<Pod>, name: &str) -> String {
+    wait_for(format!("the claim of {name}"), TIMEOUT, || async {
+        let pod = pods.get(name).await?;
+        Ok::<_, kube::Error>(
+            pod.status
+                .and_then(|s| s.resource_claim_statuses)
+                .and_then(|s| s.into_iter().next())
+                .and_then(|s| s.resource_claim_name),
+        )
+    })
+    .await
+    .expect("generated")
+}
+
+/// Waits until `name` runs on a node and returns it; panics when the kubelet rejects it.
+pub async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
+    let last = std::sync::Mutex::new(None);
+    wait_for(format!("{name} running"), TIMEOUT, || async {
+        let pod = pods.get(name).await?;
+        assert_ne!(
+            phase(&pod),
+            "Failed",
+            "the kubelet rejected {name}: {:?}",
+            pod.status
+        );
+        *last.lock().expect("lock") = pod.status.clone();
+        Ok::<_, kube::Error>((phase(&pod) == "Running").then_some(pod))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; its last status: {:?}", last.lock().expect("lock")))
+}
+
+/// The device of the claim's allocation (of `driver`), once it is reserved for `pod`.
+pub async fn allocated_device(
+    claims: &Api<ResourceClaim>,
+    claim: &str,
+    pod: &Pod,
+    driver: &str,
+) -> String {
+    let uid = pod.uid().unwrap_or_default();
+    wait_for(
+        format!("{claim} allocated for {}", pod.name_any()),
+        TIMEOUT,
+        || async {
+            let claim = claims.get(claim).await?;
+            let Some(status) = claim.status else {
+                return Ok::<_, kube::Error>(None);
+            };
+            let reserved = status
+                .reserved_for
+                .iter()
+                .flatten()
+                .any(|r| r.resource == "pods" && r.uid == uid);
+            let device = status
+                .allocation
+                .and_then(|a| a.devices)
+                .and_then(|d| d.results)
+                .and_then(|r| r.into_iter().next())
+                .map(|r| {
+                    assert_eq!(r.driver, driver);
+                    r.device
+                });
+            Ok(device.filter(|_| reserved))
+        },
+    )
+    .await
+    .expect("allocated")
+}
