@@ -32,9 +32,10 @@ COPY . .
 # cached target directory in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked -p tas-operator -p tas-scheduler -p tas-updater \
+    cargo build --release --locked -p tas-operator -p tas-scheduler \
+    && cargo build --profile node-agent --locked -p tas-updater \
     && mkdir -p /out \
-    && cp target/release/tas-operator target/release/tas-scheduler target/release/tas-updater /out/
+    && cp target/release/tas-operator target/release/tas-scheduler target/node-agent/tas-updater /out/
 
 # `make image-archives` (images/build.sh) assembles the same runtime from Debian
 # packages without a container engine; e2e/tests/images.rs checks that both set the same

@@ -119,11 +119,12 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 	dra_referee="$(DRA_REFEREE_BIN)"; test -n "$$dra_referee" || { echo "make bench: building the DRA referee failed" >&2; exit 1; }; \
 	export TAS_REFEREE_BIN="$$referee" TAS_REFEREE_BINS="$$referees" TAS_DRA_REFEREE_BIN="$$dra_referee"; \
 	target="$${CARGO_TARGET_DIR:-target}"; \
-	$(CARGO) build --release -p tas-scheduler -p tas-updater -p tas-bench && \
+	$(CARGO) build --release -p tas-scheduler -p tas-bench && \
+	$(CARGO) build --profile node-agent -p tas-updater && \
 	{ $(CARGO) test --release -p tas-e2e --test differential -- --ignored --nocapture || \
 		echo "make bench: the large differential run found false-admits (table above)"; } && \
 	$(CARGO) bench -p tas-api -p tas-scheduler -p tas-updater --bench '*' -- $(CRITERION_ARGS) && \
-	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" $(BENCH_ARGS) \
+	TAS_TOOLS_BIN="$$bin" "$$target/release/tas-bench" --tas-updater "$$target/node-agent/tas-updater" $(BENCH_ARGS) \
 		--criterion "$$target/criterion" --out BENCHMARKS.md
 
 # A real kubelet and containerd on this machine (testcluster's real_node module): needs
@@ -192,9 +193,13 @@ images: ## Build the tas-operator, tas-scheduler and tas-updater images with a c
 			-t $(IMAGE_REPO)/tas-$$c:$(VERSION) . || exit 1; \
 	done
 
+# With IMAGE_PROFILE=release the node agent is built with the size-optimised
+# `node-agent` profile (Cargo.toml), as the Dockerfile builds it.
 image-archives: ## Build the three images as image archives, no container engine needed (IMAGE_ARCHIVE_DIR, IMAGE_PROFILE, IMAGE_REPO, VERSION, IMAGE_OCI_LAYOUT)
 	$(CARGO) build --profile $(if $(filter debug,$(IMAGE_PROFILE)),dev,$(IMAGE_PROFILE)) \
 		-p tas-operator -p tas-scheduler -p tas-updater
+	$(if $(filter release,$(IMAGE_PROFILE)),$(CARGO) build --profile node-agent -p tas-updater)
 	@images/build.sh --bin-dir "$(or $(CARGO_TARGET_DIR),target)/$(IMAGE_PROFILE)" \
+		$(if $(filter release,$(IMAGE_PROFILE)),--updater-bin "$(or $(CARGO_TARGET_DIR),target)/node-agent/tas-updater") \
 		--out "$(IMAGE_ARCHIVE_DIR)" --repo "$(IMAGE_REPO)" --version "$(VERSION)" \
 		$(if $(IMAGE_OCI_LAYOUT),--oci-layout "$(IMAGE_OCI_LAYOUT)") >/dev/null

@@ -4,6 +4,7 @@
 # Dockerfile builds on distroless `cc`, assembled here from Debian packages.
 #
 #   build.sh --bin-dir DIR --out DIR [--repo REPO] [--version TAG] [--oci-layout DIR]
+#            [--updater-bin PATH]
 #       writes DIR/tas-<name>.tar (docker-archive: `docker load`, `podman load`,
 #       `ctr images import`, `kind load image-archive`, `crane push`,
 #       `skopeo copy docker-archive:`) and DIR/digests, and prints the out directory
@@ -84,7 +85,7 @@ if [ "${1:-}" = "--tool" ] && [ $# -eq 1 ]; then
   exit 0
 fi
 
-bin_dir='' out='' repo='' version='' oci=''
+bin_dir='' out='' repo='' version='' oci='' updater_bin=''
 while [ $# -gt 0 ]; do
   case $1 in
     --bin-dir) bin_dir=${2:?}; shift 2 ;;
@@ -92,12 +93,18 @@ while [ $# -gt 0 ]; do
     --repo) repo=${2:?}; shift 2 ;;
     --version) version=${2:?}; shift 2 ;;
     --oci-layout) oci=${2:?}; shift 2 ;;
-    *) die "usage: $0 --bin-dir DIR --out DIR [--repo REPO] [--version TAG] [--oci-layout DIR] | --tool" ;;
+    --updater-bin) updater_bin=${2:?}; shift 2 ;;
+    *) die "usage: $0 --bin-dir DIR --out DIR [--repo REPO] [--version TAG] [--oci-layout DIR] [--updater-bin PATH] | --tool" ;;
   esac
 done
 [ -n "$bin_dir" ] && [ -n "$out" ] || die "--bin-dir and --out are required"
+# The binary of image $1: from --bin-dir, but the node agent's from --updater-bin when
+# given (`make image-archives` builds it with the size-optimised node-agent profile).
+bin_of() {
+  if [ "$1" = updater ] && [ -n "$updater_bin" ]; then echo "$updater_bin"; else echo "$bin_dir/tas-$1"; fi
+}
 for c in $IMAGES; do
-  [ -x "$bin_dir/tas-$c" ] || die "$bin_dir/tas-$c is missing: cargo build -p tas-$c (with the profile of $bin_dir)"
+  [ -x "$(bin_of "$c")" ] || die "$(bin_of "$c") is missing: cargo build -p tas-$c (with the profile of $bin_dir, or --profile node-agent for --updater-bin)"
 done
 for cmd in apt-get dpkg dpkg-deb ldd; do
   command -v "$cmd" >/dev/null 2>&1 ||
@@ -138,7 +145,7 @@ start=$(date +%s%N)
 
 # The files the binaries load: every library `ldd` resolves, and the loader (none for a
 # static binary).
-ldd=$(for c in $IMAGES; do ldd "$bin_dir/tas-$c" 2>&1 || true; done)
+ldd=$(for c in $IMAGES; do ldd "$(bin_of "$c")" 2>&1 || true; done)
 if grep 'not found' <<<"$ldd" >&2; then
   die "a library the binaries link is not on this machine (ldd)"
 fi
@@ -293,7 +300,7 @@ for c in $IMAGES; do
     --label "org.opencontainers.image.version=$version" \
     --label "org.opencontainers.image.revision=$revision" \
     --label "org.opencontainers.image.title=tas-$c" \
-    --layer "$rootfs" --layer "$bin_dir/tas-$c=/usr/local/bin/tas-$c" \
+    --layer "$rootfs" --layer "$(bin_of "$c")=/usr/local/bin/tas-$c" \
     --chmod /tmp=1777 --chmod /root=0700 --chmod /home/nonroot=0700 \
     --chown "/home/nonroot=$USER_ID:$USER_ID" \
     ${oci:+--oci-layout "$oci"} --out "$out/tas-$c.tar" >"$work/digest-$c" &

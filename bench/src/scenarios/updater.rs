@@ -171,7 +171,7 @@ pub async fn run_timed(
         return Err(BenchError::MissingBinary {
             what: "tas-updater",
             path: options.binary.clone(),
-            hint: "build it with `cargo build --release -p tas-updater` (`make bench` does)",
+            hint: "build it with `cargo build --profile node-agent -p tas-updater` and pass `--tas-updater target/node-agent/tas-updater` (`make bench` does)",
         });
     }
     let cluster = TestCluster::start(ClusterOptions {
