@@ -217,3 +217,46 @@ fn str_at<'a>(doc: &'a Value, pointer: &str) -> &'a str {
 pub fn to_yaml(value: &Value) -> Result<String, ChartError> {
     serde_norway::to_string(value).map_err(|e| ChartError::Input(format!("to YAML: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_namespaces_in_strings_become_markers() {
+        let mut policy = json!({"spec": {"variables": [
+            {"expression": "size(x) == 0 ? 'tas-node' : y"},
+            {"expression": "'tas-nodes' is another name"},
+        ]}});
+        literal_namespaces(&mut policy);
+        assert_eq!(
+            policy["spec"]["variables"][0]["expression"],
+            format!("size(x) == 0 ? '{AGENTS_NS}' : y")
+        );
+        assert_eq!(
+            policy["spec"]["variables"][1]["expression"],
+            "'tas-nodes' is another name"
+        );
+        let mut monitor = json!({"metadata": {"name": "tas-scheduler", "namespace": "tas-system"},
+            "spec": {"endpoints": [{"tlsConfig": {"serverName": "tas-scheduler-metrics.tas-system.svc"}}]}});
+        set_namespaces(&mut monitor, "tas-scheduler");
+        assert_eq!(monitor["metadata"]["namespace"], OPERAND_NS);
+        assert_eq!(
+            monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"],
+            format!("tas-scheduler-metrics.{OPERAND_NS}.svc")
+        );
+    }
+
+    #[test]
+    fn the_crds_namespace_default_is_the_operand_namespace() {
+        let mut crd = json!({"spec": {"versions": [{"schema": {"openAPIV3Schema": {"properties": {
+            "spec": {"properties": {"namespace": {"type": "string", "default": "tas-system"}}}}}}}]}});
+        default_operand_namespace(&mut crd);
+        assert_eq!(
+            crd.pointer(
+                "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/namespace/default"
+            ),
+            Some(&json!(OPERAND_NS))
+        );
+    }
+}
