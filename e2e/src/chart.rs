@@ -1,24 +1,32 @@
 //! The Helm chart `charts/tas/`, generated from the kustomize tree so the two cannot
 //! drift: `make chart` renders `config/default` and `config/prometheus` with `kubectl
-//! kustomize` and turns the objects into chart files, templatising the few values an
-//! installer sets (namespace, images, the operator's replicas, resources and placement)
-//! and putting the optional parts behind switches (network policies, the monitoring
-//! bundle, a TopologyAwareScheduling object).
+//! kustomize` and turns the objects into chart files, templatising the values an
+//! installer sets (namespaces, images, the operator pod's settings, extra labels of the
+//! monitoring objects), adding Helm's standard labels to every object and putting the
+//! optional parts behind switches (network policies, the monitoring bundle, the CRD, a
+//! TopologyAwareScheduling object); the chart's own objects (the uninstall hook, the
+//! metrics reader's binding) and `values.schema.json` come from the generator too.
 //!
 //! ```text
-//! kubectl kustomize config/default ─┐
+//! kubectl kustomize config/default ─┐                 templatize (objects, markers)
 //! kubectl kustomize config/prometheus ─┼─► Inputs ──generate()──► Files ──write()──► charts/tas/
-//! config/samples (the object's spec) ─┘        (pure)
+//! config/samples (the object's spec) ─┘        (pure)  operator, values, schema, extras
 //! ```
 //!
-//! With default values `helm template --include-crds` gives back what `kubectl
-//! kustomize config/default` gives, except the Namespace (Helm's release namespace,
-//! which the user creates with the Pod Security label config/default gives it: the
-//! operator never labels a namespace it did not create). `tests/chart.rs` checks both that and that the committed chart
-//! equals what [`generate`] produces now.
+//! With default values `helm template` gives back what `kubectl kustomize
+//! config/default` gives, but for Helm's labels, the CRD's keep annotation, the chart's
+//! uninstall hook and the Namespace (Helm's release namespace, which the user creates
+//! with the Pod Security label config/default gives it: the operator never labels a
+//! namespace it did not create). `tests/chart.rs` checks both that and that the
+//! committed chart equals what [`generate`] produces now.
 
+mod extras;
 mod files;
+mod markers;
+mod operator;
+mod schema;
 mod templatize;
+mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

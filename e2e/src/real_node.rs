@@ -54,15 +54,7 @@ pub fn build_images(out: &Path) -> (Vec<PathBuf>, String) {
 /// cache and data in `home` rather than the user's; run in the repository's root.
 /// Panics with its output on failure.
 pub fn helm(home: &Path, args: &[&str]) -> String {
-    let helm = Tools::locate().expect("the cluster tools").binary("helm");
-    let output = Command::new(&helm)
-        .args(args)
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .current_dir(repo())
-        .output()
-        .expect("helm runs");
+    let output = helm_output(home, args);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
@@ -71,6 +63,19 @@ pub fn helm(home: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// `helm <args>` as [`helm`] runs it, whatever its outcome.
+pub fn helm_output(home: &Path, args: &[&str]) -> std::process::Output {
+    let helm = Tools::locate().expect("the cluster tools").binary("helm");
+    Command::new(&helm)
+        .args(args)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .current_dir(repo())
+        .output()
+        .expect("helm runs")
 }
 
 /// Labels `node` so that the sample object's node group selects it.

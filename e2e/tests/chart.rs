@@ -1,36 +1,26 @@
 //! The Helm chart `charts/tas/`: it is what `make chart` generates from the kustomize
-//! tree now; `helm lint` passes; `helm template` with default values renders the objects
-//! `kubectl kustomize config/default` renders (and with the monitoring switches on,
-//! those of `config/prometheus`); and `helm install` on a real control plane runs the
-//! operator — its pods started as processes by the pod runner on simulated (kwok)
-//! nodes — to an Available Deployment and, with the chart's TopologyAwareScheduling
-//! object, an Available stack, whose three components' `/metrics` pass `promtool check
-//! metrics`; after the object is deleted, `helm uninstall` removes everything the
-//! chart installed but the CRD (docs/user-guide.md#uninstall).
+//! tree now; `helm lint --strict` passes with the default values and with a file setting
+//! every value; `values.schema.json` refuses bad values naming the field; `helm
+//! template` with default values renders the objects `kubectl kustomize config/default`
+//! renders (and with the monitoring switches on, those of `config/prometheus`), but for
+//! the chart's labels and hook; in another namespace every object follows it; and on a
+//! real control plane, in a namespace other than `tas-system`, `helm install` runs the
+//! operator — its pods started as processes by the pod runner on simulated (kwok) nodes
+//! — and the chart's TopologyAwareScheduling object to Available, `helm upgrade` applies
+//! a changed CRD, and `helm uninstall` alone removes everything but the CRD
+//! (`chart/lifecycle.rs`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
 use tas_e2e::chart::{self, CHART_DIR, Inputs, documents};
 use tas_e2e::real_node::helm;
-use tas_e2e::stack::{self, start_nodes, wait_available, wait_ready_pods};
-use tas_nodesim::Scenario;
-use tas_testcluster::{ClusterOptions, TestCluster, Tools, wait_for, wait_no_pods};
+use tas_testcluster::Tools;
 
 const NAMESPACE: &str = "tas-system";
-/// The node agents' namespace (`updaterNamespace`, created by the chart).
-const AGENTS_NAMESPACE: &str = "tas-node";
 const RELEASE: &str = "tas";
 const TAS_CRD: &str = "topologyawareschedulings.tas.dev";
 const NRT_CRD: &str = "noderesourcetopologies.topology.node.k8s.io";
@@ -65,6 +55,56 @@ fn by_identity(objects: Vec<Value>) -> BTreeMap<String, Value> {
             (key, o)
         })
         .collect()
+}
+
+/// The labels Helm's conventions add to every object (`tas.labels`).
+const HELM_LABELS: [&str; 4] = [
+    "helm.sh/chart",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+];
+
+/// A rendered object without what the chart adds to config/'s: Helm's labels and the
+/// CRD's keep annotation; `None` for the chart's hook objects (the uninstall hook).
+fn without_chart_additions(mut object: Value) -> Option<Value> {
+    let metadata = object["metadata"].as_object_mut()?;
+    if let Some(labels) = metadata.get_mut("labels").and_then(Value::as_object_mut) {
+        for label in HELM_LABELS {
+            assert!(
+                labels.remove(label).is_some(),
+                "{} lacks the label {label}",
+                object_name(&object)
+            );
+        }
+    } else {
+        panic!("{} has no labels", object_name(&object));
+    }
+    let metadata = object["metadata"].as_object_mut()?;
+    if let Some(annotations) = metadata
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+    {
+        if annotations.contains_key("helm.sh/hook") {
+            return None;
+        }
+        annotations.remove("helm.sh/resource-policy");
+    }
+    if metadata
+        .get("annotations")
+        .is_some_and(|a| a.is_null() || a.as_object().is_some_and(|m| m.is_empty()))
+    {
+        metadata.remove("annotations");
+    }
+    Some(object)
+}
+
+fn object_name(object: &Value) -> String {
+    format!(
+        "{} {}",
+        object["kind"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    )
 }
 
 /// Differences between two object sets, one line per object.
@@ -108,39 +148,41 @@ fn the_committed_chart_is_what_make_chart_generates() {
     );
 }
 
+/// A values file setting every value of values.yaml (`tests/chart/full-values.yaml`).
+const FULL_VALUES: &str = "e2e/tests/chart/full-values.yaml";
+
 #[test]
-fn helm_lint_passes_with_defaults_and_every_switch_on() {
+fn helm_lint_strict_passes_with_defaults_and_with_every_value_set() {
     let home = tempfile::tempdir().unwrap();
-    for set in [
-        "networkPolicies.enabled=true",
-        &format!(
-            "{MONITORING_ON},topologyAwareScheduling.create=true,networkPolicies.enabled=false,operator.tolerations[0].operator=Exists"
-        ),
-    ] {
-        let out = helm(home.path(), &["lint", "--strict", CHART_DIR, "--set", set]);
-        assert!(out.contains("0 chart(s) failed"), "{out}");
-    }
+    let out = helm(home.path(), &["lint", "--strict", CHART_DIR]);
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+    let out = helm(
+        home.path(),
+        &["lint", "--strict", CHART_DIR, "--values", FULL_VALUES],
+    );
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+    eprintln!("helm lint --strict: defaults and {FULL_VALUES}: clean");
 }
 
 /// With default values the chart renders exactly config/default's objects, but the
-/// Namespace (created and labelled by the user before `helm install`); with the monitoring switches on, also
-/// exactly config/prometheus's.
+/// Namespace (created and labelled by the user before `helm install`), Helm's labels,
+/// the CRD's keep annotation and the uninstall hook; with the monitoring switches on,
+/// also exactly config/prometheus's.
 #[test]
 fn helm_template_renders_what_kustomize_renders() {
     let home = tempfile::tempdir().unwrap();
     let template = |set: Option<&str>| {
-        let mut args = vec![
-            "template",
-            RELEASE,
-            CHART_DIR,
-            "--namespace",
-            NAMESPACE,
-            "--include-crds",
-        ];
+        let mut args = vec!["template", RELEASE, CHART_DIR, "--namespace", NAMESPACE];
         if let Some(set) = set {
             args.extend(["--set", set]);
         }
-        by_identity(documents(&helm(home.path(), &args)).expect("helm renders YAML"))
+        let objects = documents(&helm(home.path(), &args)).expect("helm renders YAML");
+        by_identity(
+            objects
+                .into_iter()
+                .filter_map(without_chart_additions)
+                .collect(),
+        )
     };
     let default = kustomize("config/default");
     let kustomize_count = default.len();
@@ -279,252 +321,11 @@ fn the_allowed_images_and_toleration_keys_reach_the_operator() {
     );
 }
 
-/// A small cluster of simulated NUMA nodes, labelled as the sample object selects.
-const SCENARIO: &str = "
-nodes:
-- name: chart-numa
-  count: 2
-  topologyManagerPolicy: single-numa-node
-  topologyManagerScope: container
-  zones:
-  - { count: 2, cpus: 4, memory: 8Gi }
-";
+#[path = "chart/values.rs"]
+mod values;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
-    let cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
-    let client = cluster.client().await.expect("client");
-    let scenario = Scenario::from_yaml(SCENARIO)
-        .expect("scenario")
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
-    let work = tempfile::tempdir().expect("work dir");
-    let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
-        .await
-        .expect("simulated nodes and the pod runner");
-    let _pod_logs = runner.log_guard();
-    let home = tempfile::tempdir().unwrap();
-    let kubeconfig = cluster.kubeconfig_path();
-    let kubeconfig = kubeconfig.to_str().unwrap();
-
-    // As the user guide says: the release namespace created and labelled `restricted`
-    // first (the operator and the scheduler need no more; the chart creates the node
-    // agents' own `privileged` namespace), then the chart with its own
-    // TopologyAwareScheduling object switched on.
-    let labelled = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(NAMESPACE.to_owned()),
-            labels: Some(
-                [(
-                    "pod-security.kubernetes.io/enforce".to_owned(),
-                    "restricted".to_owned(),
-                )]
-                .into(),
-            ),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&kube::api::PostParams::default(), &labelled)
-        .await
-        .expect("create the release namespace");
-    helm(
-        home.path(),
-        &[
-            "install",
-            RELEASE,
-            CHART_DIR,
-            "--kubeconfig",
-            kubeconfig,
-            "--namespace",
-            NAMESPACE,
-            "--set",
-            "topologyAwareScheduling.create=true",
-        ],
-    );
-    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
-        .await
-        .expect("the chart's operator pods run");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_for(
-        "the operator Deployment to be Available",
-        TIMEOUT,
-        || async {
-            let d = deployments.get("tas-operator").await?;
-            let available = d
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Available" && c.status == "True");
-            Ok::<_, kube::Error>(available.then_some(()))
-        },
-    )
-    .await
-    .expect("operator Deployment Available");
-    let took = wait_available(&client, scenario.nodes().len(), TIMEOUT)
-        .await
-        .expect("the chart's TopologyAwareScheduling object becomes Available");
-    eprintln!("stack Available {took:?} after the operator ran");
-    // The namespace keeps exactly the labels the user gave it.
-    let ns = Api::<Namespace>::all(client.clone())
-        .get(NAMESPACE)
-        .await
-        .unwrap();
-    assert_eq!(
-        ns.metadata.labels.unwrap_or_default()["pod-security.kubernetes.io/enforce"],
-        "restricted"
-    );
-    let agents_ns = Api::<Namespace>::all(client.clone())
-        .get(AGENTS_NAMESPACE)
-        .await
-        .expect("the chart creates the node agents' namespace");
-    assert_eq!(
-        agents_ns.metadata.labels.unwrap_or_default()["pod-security.kubernetes.io/enforce"],
-        "privileged"
-    );
-
-    // Every component's real /metrics (HTTPS, an authorised token) passes promtool's lint.
-    let token = cluster.admin_token().expect("admin token");
-    let scheduler = wait_ready_pods(&client, &runner, NAMESPACE, "tas-scheduler", 1, TIMEOUT)
-        .await
-        .expect("scheduler runs");
-    let updaters = wait_ready_pods(
-        &client,
-        &runner,
-        AGENTS_NAMESPACE,
-        "tas-updater",
-        2,
-        TIMEOUT,
-    )
-    .await
-    .expect("node agents run");
-    for pod in [&operators[0], &scheduler[0], &updaters[0]] {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let text = runner
-            .metrics(&namespace, &name, &token)
-            .await
-            .expect("/metrics");
-        promtool_check_metrics(&name, &text);
-    }
-
-    // Uninstall as documented: the object first (the operator removes the operands and
-    // its finalizer), then the release.
-    Command::new(tools().binary("kubectl"))
-        .args([
-            "--kubeconfig",
-            kubeconfig,
-            "delete",
-            "tas",
-            "default",
-            "--timeout=120s",
-        ])
-        .status()
-        .expect("kubectl delete")
-        .success()
-        .then_some(())
-        .expect("the object is deleted");
-    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), AGENTS_NAMESPACE);
-    assert!(
-        daemonsets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
-    helm(
-        home.path(),
-        &[
-            "uninstall",
-            RELEASE,
-            "--kubeconfig",
-            kubeconfig,
-            "--namespace",
-            NAMESPACE,
-            "--wait",
-        ],
-    );
-
-    wait_no_pods(&client, NAMESPACE, TIMEOUT)
-        .await
-        .expect("no pods left");
-    // The agents' namespace was the release's: Helm deletes it (nothing else lived there).
-    wait_for("the agents' namespace to be deleted", TIMEOUT, || async {
-        let ns = Api::<Namespace>::all(client.clone())
-            .get_opt(AGENTS_NAMESPACE)
-            .await?;
-        Ok::<_, kube::Error>(ns.is_none().then_some(()))
-    })
-    .await
-    .expect("the chart's agents namespace goes with the release");
-    let gone = [
-        deployments.get_opt("tas-operator").await.unwrap().is_some(),
-        Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)
-            .get_opt("tas-operator")
-            .await
-            .unwrap()
-            .is_some(),
-        Api::<Service>::namespaced(client.clone(), NAMESPACE)
-            .get_opt("tas-operator-metrics")
-            .await
-            .unwrap()
-            .is_some(),
-        Api::<ClusterRole>::all(client.clone())
-            .get_opt("tas-operator")
-            .await
-            .unwrap()
-            .is_some(),
-        Api::<ClusterRoleBinding>::all(client.clone())
-            .get_opt("tas-operator")
-            .await
-            .unwrap()
-            .is_some(),
-        Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .get_opt("tas-updater-own-node")
-            .await
-            .unwrap()
-            .is_some(),
-        !Api::<NetworkPolicy>::namespaced(client.clone(), NAMESPACE)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty(),
-    ];
-    assert_eq!(gone, [false; 7], "objects the release installed are left");
-    // Kept: the CRDs (Helm never deletes crds/; the operator keeps the NRT CRD without
-    // deleteOnUninstall) and the namespace Helm created.
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    assert!(
-        crds.get_opt(TAS_CRD).await.unwrap().is_some(),
-        "the TAS CRD stays"
-    );
-    assert!(
-        crds.get_opt(NRT_CRD).await.unwrap().is_some(),
-        "the NRT CRD stays"
-    );
-    assert!(
-        Api::<Namespace>::all(client.clone())
-            .get_opt(NAMESPACE)
-            .await
-            .unwrap()
-            .is_some()
-    );
-    let releases = helm(
-        home.path(),
-        &[
-            "list",
-            "--kubeconfig",
-            kubeconfig,
-            "--namespace",
-            NAMESPACE,
-            "--short",
-        ],
-    );
-    assert!(releases.trim().is_empty(), "release left: {releases}");
-}
+#[path = "chart/lifecycle.rs"]
+mod lifecycle;
 
 /// The classic Prometheus text format of an OpenMetrics exposition, which is what
 /// `promtool check metrics` parses: a counter family's HELP and TYPE name its samples'

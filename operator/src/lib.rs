@@ -20,6 +20,8 @@
 //!   binary and the tests start the operator the same way.
 //! - [`metrics`] holds the Prometheus metrics and the readiness the binary serves;
 //!   [`telemetry`] the logs and the OpenTelemetry export over OTLP.
+//! - [`uninstall`] deletes the objects and waits for their cleanup (the Helm chart's
+//!   pre-delete hook).
 
 pub mod backoff;
 pub mod context;
@@ -32,6 +34,7 @@ mod operate;
 pub mod reconcile;
 pub mod render;
 pub mod telemetry;
+pub mod uninstall;
 pub mod validate;
 pub mod watches;
 

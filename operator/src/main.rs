@@ -1,5 +1,6 @@
 //! `tas-operator`: reconciles the TopologyAwareScheduling object (`run`), prints the
-//! CRDs it owns (`crd`), or renders what it would apply for a manifest (`render`).
+//! CRDs it owns (`crd`), renders what it would apply for a manifest (`render`), or deletes
+//! the objects and waits for their cleanup before an uninstall (`uninstall`).
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
@@ -55,6 +56,24 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         install: InstallArgs,
+    },
+    /// Delete every TopologyAwareScheduling object and wait until the running operator
+    /// has removed their operands (the Helm chart's pre-delete hook); with
+    /// `--leases-in`, instead wait until the operator's and the scheduler's pods are
+    /// gone from that namespace and delete their leader-election Leases (its
+    /// post-delete hook). So `helm uninstall` leaves nothing behind.
+    Uninstall {
+        /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
+        /// service account).
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+        /// How long to wait, in seconds, for the objects (or the pods) to be gone.
+        #[arg(long, default_value_t = 300)]
+        timeout_seconds: u64,
+        /// Delete the Leases tas-operator and tas-scheduler of this namespace once no
+        /// operator or scheduler pod is left there (and leave the objects alone).
+        #[arg(long, value_parser = parse_namespace)]
+        leases_in: Option<String>,
     },
 }
 
@@ -149,6 +168,19 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Crd { out } => print_crds(out),
         Command::Render { file, install } => render(&file, install),
+        Command::Uninstall {
+            kubeconfig,
+            timeout_seconds,
+            leases_in,
+        } => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?
+            .block_on(uninstall(
+                kubeconfig,
+                std::time::Duration::from_secs(timeout_seconds),
+                leases_in,
+            )),
         // Bounded: tasks still running once `run` returns get a second, not forever.
         Command::Run(args) => tas_runtime::shutdown::block_on_bounded(
             tokio::runtime::Builder::new_multi_thread()
@@ -194,6 +226,30 @@ async fn operate(args: RunArgs, instance: String, otlp: Otlp) -> anyhow::Result<
         ..Options::new(config, otlp)
     };
     tas_operator::operate(client, options, tas_runtime::signals::shutdown()).await?;
+    Ok(())
+}
+
+async fn uninstall(
+    kubeconfig: Option<PathBuf>,
+    timeout: std::time::Duration,
+    leases_in: Option<String>,
+) -> anyhow::Result<()> {
+    tas_runtime::telemetry::init_logging("info", tas_runtime::telemetry::LogFormat::Json)?;
+    let client = tas_runtime::client::from_kubeconfig(kubeconfig.as_deref()).await?;
+    if let Some(namespace) = leases_in {
+        let deleted = tas_operator::uninstall::delete_leases(client, &namespace, timeout).await?;
+        println!("namespace {namespace}: deleted the Leases {deleted:?}");
+        return Ok(());
+    }
+    let deleted = tas_operator::uninstall::uninstall(client, timeout).await?;
+    if deleted.is_empty() {
+        println!("no TopologyAwareScheduling object to delete");
+    } else {
+        println!(
+            "deleted TopologyAwareScheduling {}; the operator removed the operands",
+            deleted.join(", ")
+        );
+    }
     Ok(())
 }
 
