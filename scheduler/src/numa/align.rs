@@ -161,7 +161,10 @@ fn memory_allows(
     }
     match memory {
         Some(mm) => mm.allows(mask),
-        None => groups_allow(mask, |z| node.memory_state(free, z)),
+        // Without the replay (too many zones), a doubted zone takes no memory at all.
+        None => {
+            mask & node.doubted_memory() == 0 && groups_allow(mask, |z| node.memory_state(free, z))
+        }
     }
 }
 

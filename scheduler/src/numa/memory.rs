@@ -188,6 +188,11 @@ impl<'n> MemoryManager<'n> {
         if self.violates(mask) {
             return Err(MemoryRefusal::MixesGroups);
         }
+        // Whether the kubelet's cells of a doubted zone are its group's or its own, an
+        // allocation there may be refused; the hints above are the NRT's either way.
+        if mask & self.node.doubted_memory() != 0 {
+            return Err(MemoryRefusal::Doubted);
+        }
         let nres = self.node.resource_count();
         for r in reqs {
             let mut need = (r.need - self.reuse(mask, r.res)).max(0);

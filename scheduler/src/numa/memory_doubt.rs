@@ -14,8 +14,12 @@
 //! The scheduler does see the refusal: the pod's phase turns `Failed` with the
 //! kubelet's rejection message. From then on, a zone of a multi-zone group that a
 //! container admitted before the refused one could have taken alone is *doubted* while
-//! it still shows that group: its cells may be the group or the zone alone, so memory
-//! goes to it neither alone nor with others. The doubt ends when the zone no longer
+//! it still shows that group: its cells may be the group or the zone alone, so no
+//! memory allocation of the memory manager's replay may land on it, alone or with
+//! others. Its hints stay those of the NRT's groups: taking every hint on the zone
+//! away instead would make the memory manager look indifferent to the Topology
+//! Manager's merge, which then picks zones the kubelet's own hints would not (the
+//! differential test found such false-admits). The doubt ends when the zone no longer
 //! shows the group (its group's blocks left, which resets the kubelet's cells).
 
 use tas_api::nrt::TopologyManagerPolicy;

@@ -672,13 +672,7 @@ impl NodeTopology {
     /// it has one; otherwise from `free` (zone-major, like [`Self::free`]): a zone with
     /// memory or hugepages taken is taken to hold single-zone allocations (objects of
     /// writers that do not publish groups, or memory a scheduler reserved on the zone).
-    /// A zone [doubted](super::memory_doubt) after a kubelet refusal holds pinned
-    /// memory with cells equal to no zone set (0): memory goes to it neither alone nor
-    /// with others.
     pub(crate) fn memory_state(&self, free: &[i64], zone: usize) -> (u64, bool) {
-        if self.doubted_memory >> zone & 1 == 1 {
-            return (0, true);
-        }
         match self.fixed[self.layout().memory_groups + zone] as u64 {
             0 => (1 << zone, !self.memory_untouched(free, zone)),
             group => (group, true),
@@ -694,6 +688,12 @@ impl NodeTopology {
     /// Marks zone `zone`'s group as doubted (see [`super::memory_doubt`]).
     pub(crate) fn doubt_memory_zone(&mut self, zone: usize) {
         self.doubted_memory |= 1 << zone;
+    }
+
+    /// Zone-index mask of the zones whose memory manager group is doubted: the memory
+    /// manager's hints are those of the NRT's groups, but no allocation goes there.
+    pub(crate) fn doubted_memory(&self) -> u64 {
+        self.doubted_memory
     }
 
     /// Whether zone `zone`'s memory manager group is doubted.

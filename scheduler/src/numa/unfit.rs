@@ -110,6 +110,9 @@ pub enum MemoryRefusal {
     /// a zone of a group would serve a single-zone allocation ("preferred hint violates
     /// NUMA node allocation", or no hint of the memory manager on these zones).
     MixesGroups,
+    /// A zone may hold memory of a group the kubelet split when it refused a pod
+    /// part-way ([`super::memory_doubt`]): its cells are not known.
+    Doubted,
 }
 
 impl fmt::Display for MemoryRefusal {
@@ -121,6 +124,9 @@ impl fmt::Display for MemoryRefusal {
             Self::ExtensionNotPreferred => "the extended topology hint would not be preferred",
             Self::MixesGroups => {
                 "the zones would mix single-zone and multi-zone memory allocations"
+            }
+            Self::Doubted => {
+                "a zone may hold a memory group the kubelet split when it refused a pod part-way"
             }
         })
     }
