@@ -296,7 +296,7 @@ async fn helm_install_runs_the_operator_and_uninstall_keeps_the_crd() {
     let client = cluster.client().await.expect("client");
     let scenario = Scenario::from_yaml(SCENARIO)
         .expect("scenario")
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     let work = tempfile::tempdir().expect("work dir");
     let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await

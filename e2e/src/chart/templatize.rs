@@ -507,7 +507,7 @@ const NOTES: &str = r#"TAS operator {{ .Chart.AppVersion }} installed in {{ .Rel
 {{- else }}
 
 Next: label the NUMA nodes and apply a TopologyAwareScheduling object, e.g.
-  kubectl label node <node> node-role.kubernetes.io/numa=
+  kubectl label node <node> tas.dev/numa=true
   kubectl apply --server-side -f config/samples/tas_v1alpha1_topologyawarescheduling.yaml
 {{- end }}
 

@@ -21,7 +21,7 @@ const GROUP: &str = "numa-workers";
 
 pub async fn scenario(client: &Client, _operator: &InProcess) {
     let ns = unique_name("tas-install");
-    let workers = nodes(client, "numa", 3, &[("node-role.kubernetes.io/numa", "")]).await;
+    let workers = nodes(client, "numa", 3, &[("tas.dev/numa", "true")]).await;
     create(client, &sample(&ns)).await;
 
     // The NRT CRD is installed and served.
@@ -158,7 +158,7 @@ fn check_daemon_set(ds: &DaemonSet) {
         .flatten()
         .map(|r| r.key.as_str())
         .collect();
-    assert_eq!(keys, ["node-role.kubernetes.io/numa"]);
+    assert_eq!(keys, ["tas.dev/numa"]);
 }
 
 /// The scheduler: its config mounted read-only, non-root, no capabilities.
