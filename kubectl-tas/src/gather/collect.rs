@@ -55,6 +55,15 @@ fn redacted<T: Serialize>(objects: &[T]) -> Vec<Value> {
         .collect()
 }
 
+/// The API server's words for a failed request (kube's own text of a refusal repeats
+/// the whole Status).
+fn refusal(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => format!("{} (HTTP {})", status.message, status.code),
+        other => other.to_string(),
+    }
+}
+
 /// The newest `max` Events, oldest first.
 fn newest_events(mut events: Vec<Event>, max: usize) -> Vec<Event> {
     let when = |e: &Event| {
@@ -141,7 +150,7 @@ impl Gatherer {
                 found.items
             }
             Err(e) => {
-                self.record(what, Some(path), Err(e.to_string()));
+                self.record(what, Some(path), Err(refusal(&e)));
                 Vec::new()
             }
         }
@@ -175,7 +184,7 @@ impl Gatherer {
                 let events = newest_events(found.items, self.limits.events);
                 self.put_list(what, path, redacted(&events));
             }
-            Err(e) => self.record(what, Some(path), Err(e.to_string())),
+            Err(e) => self.record(what, Some(path), Err(refusal(&e))),
         }
     }
 
@@ -203,7 +212,7 @@ impl Gatherer {
                     .collect();
                 self.put_list(what, path, items);
             }
-            Err(e) => self.record(what, Some(path), Err(e.to_string())),
+            Err(e) => self.record(what, Some(path), Err(refusal(&e))),
         }
     }
 
@@ -216,7 +225,7 @@ impl Gatherer {
         let nrts = match api.list(&ListParams::default()).await {
             Ok(found) => found.items,
             Err(e) => {
-                self.record(what, Some(path), Err(e.to_string()));
+                self.record(what, Some(path), Err(refusal(&e)));
                 self.record(
                     "kubelet settings as the node agents read them",
                     Some(KUBELET_CONFIGS),
@@ -252,6 +261,13 @@ impl Gatherer {
                 self.bundle.put(RESERVATIONS, text);
                 self.record(what, Some(RESERVATIONS), Ok((n, bytes)));
             }
+            Err(crate::Error::Api {
+                what: asked,
+                source,
+            }) => {
+                let why = format!("{asked}: {}", refusal(&source));
+                self.record(what, Some(RESERVATIONS), Err(why));
+            }
             Err(e) => self.record(what, Some(RESERVATIONS), Err(e.to_string())),
         }
     }
@@ -271,7 +287,7 @@ impl Gatherer {
                 let events = newest_events(found.items, self.limits.events);
                 self.put_list(what, path, redacted(&events));
             }
-            Err(e) => self.record(what, Some(path), Err(e.to_string())),
+            Err(e) => self.record(what, Some(path), Err(refusal(&e))),
         }
         self.skip(
             "the scheduler's decision traces",
@@ -322,7 +338,7 @@ impl Gatherer {
                 let events = newest_events(found.items, self.limits.events);
                 self.put_list(&what, &path, redacted(&events));
             }
-            Err(e) => self.record(what, Some(&path), Err(e.to_string())),
+            Err(e) => self.record(what, Some(&path), Err(refusal(&e))),
         }
         for pod in &pods {
             self.logs(ns, pod).await;
@@ -383,7 +399,7 @@ impl Gatherer {
                             ));
                         }
                     }
-                    Err(e) => self.record(what, Some(&path), Err(e.to_string())),
+                    Err(e) => self.record(what, Some(&path), Err(refusal(&e))),
                 }
             }
         }
