@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build lint fmt crds chart cluster-tools test real-node-test unit-test clean-cluster-tools help images image-archives demo bench fuzz
+.PHONY: all build lint fmt crds chart cluster-tools test real-node-test unit-test clean-cluster-tools help images image-archives demo bench fuzz plugin-dist
 
 all: build
 
@@ -166,6 +166,16 @@ fuzz: ## Run every cargo-fuzz target for a bounded time on nightly (FUZZ_TIME se
 			-max_total_time=$(FUZZ_TIME) -timeout=$(FUZZ_TIMEOUT) -print_final_stats=1 || \
 			{ echo "make fuzz: $$t failed (input in fuzz/artifacts/$$t/)" >&2; exit 1; }; \
 	done
+
+# kubectl-tas for krew: the release build of this machine's platform packed as
+# kubectl-tas_<version>_<os>_<arch>.tar.gz (binary, LICENSE, README), its .sha256 and
+# the krew Plugin manifest tas.yaml rendered from kubectl-tas/krew/tas.yaml with the
+# release URI under Cargo.toml's repository. Other platforms: run it there, or
+# kubectl-tas/krew/dist.sh --binary <cross-built> --os <os> --arch <arch>.
+PLUGIN_DIST_DIR ?= $(or $(CARGO_TARGET_DIR),target)/plugin-dist
+
+plugin-dist: ## kubectl-tas release archive for this platform, its sha256 and the krew manifest (PLUGIN_DIST_DIR)
+	CARGO="$(CARGO)" kubectl-tas/krew/dist.sh --out "$(PLUGIN_DIST_DIR)"
 
 # Container images, two ways. `make images`: the Dockerfile, with a docker-compatible CLI
 # (BuildKit). `make image-archives`: no container engine; images/build.sh assembles the

@@ -15,7 +15,7 @@ use tas_nodesim::runner::Images;
 use tas_nodesim::runner::images::TAS_IMAGES;
 use tas_testcluster::Tools;
 
-use crate::stack::SAMPLE_NODE_LABEL;
+use crate::stack::{SAMPLE_NODE_LABEL, SAMPLE_NODE_LABEL_VALUE};
 
 mod verdicts;
 
@@ -84,7 +84,9 @@ pub async fn select_for_sample(client: &Client, node: &str) -> Result<(), kube::
         .patch(
             node,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {SAMPLE_NODE_LABEL: ""}}})),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {SAMPLE_NODE_LABEL: SAMPLE_NODE_LABEL_VALUE}}}),
+            ),
         )
         .await
         .map(|_| ())

@@ -49,7 +49,9 @@ impl StackError {
 /// The node agents' namespace of config/default (TAS_UPDATER_NAMESPACE of the operator).
 pub const AGENTS_NAMESPACE: &str = "tas-node";
 
-pub const SAMPLE_NODE_LABEL: &str = "node-role.kubernetes.io/numa";
+pub const SAMPLE_NODE_LABEL: &str = "tas.dev/numa";
+/// Its value.
+pub const SAMPLE_NODE_LABEL_VALUE: &str = "true";
 
 /// `config/samples/tas_v1alpha1_topologyawarescheduling.yaml`, the object an admin
 /// applies first (its node group selects nodes labelled [`SAMPLE_NODE_LABEL`]).

@@ -58,7 +58,7 @@ async fn every_fault_ends_with_pods_admitted_or_explained() {
     stack::install_default(&cluster).expect("installed from config/default");
     let scenario = Scenario::from_yaml(NODES_YAML)
         .expect("scenario")
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     let work = tempfile::tempdir().expect("work dir");
     let sim = start_simulator(&client, &scenario, work.path())
         .await

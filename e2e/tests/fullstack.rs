@@ -112,7 +112,7 @@ async fn full_stack(options: ClusterOptions) {
     // The scenario's nodes carry the label the sample CR's node group selects.
     let scenario = Scenario::load(&repo().join("nodesim/scenarios/default.yaml"))
         .expect("scenario")
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     let work = tempfile::tempdir().expect("work dir");
     let (sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await

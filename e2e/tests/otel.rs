@@ -80,7 +80,7 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
          topologyManagerScope: pod\n  zones:\n  - { cpus: 4, memory: 8Gi }\n  - { cpus: 4, memory: 8Gi }\n",
     )
     .expect("scenario")
-    .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+    .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     let work = tempfile::tempdir().expect("work dir");
     let service = HostService {
         name: COLLECTOR_HOST.to_owned(),

@@ -15,7 +15,9 @@ use tas_api::nrt::zone::zone_numa_id;
 use tas_scheduler::debug::{NodeReservations, ReservationsReport};
 use tas_scheduler::numa::{NodeTopology, ResourceKind, TopologyError};
 
+use crate::bundle::Bundle;
 use crate::error::Error;
+use crate::gather::manifest::{MANIFEST, Manifest};
 use crate::proxy::SchedulerService;
 
 /// The cluster as the commands see it.
@@ -54,6 +56,36 @@ impl ClusterRead {
         Ok(Self {
             nodes,
             nrts,
+            scheduler,
+        })
+    }
+
+    /// The same from a support bundle: its Nodes, NRT objects and the scheduler's
+    /// reservations (or why the bundle has none).
+    pub fn from_bundle(bundle: &Bundle) -> Result<Self, Error> {
+        use crate::gather::collect::{NODES, NRTS, RESERVATIONS};
+        #[derive(serde::Deserialize)]
+        struct List<T> {
+            items: Vec<T>,
+        }
+        let nodes: List<Node> = bundle.yaml(NODES)?.unwrap_or(List { items: Vec::new() });
+        let nrts: List<NodeResourceTopology> =
+            bundle.yaml(NRTS)?.unwrap_or(List { items: Vec::new() });
+        let manifest: Option<Manifest> = bundle.yaml(MANIFEST)?;
+        let scheduler = match bundle.yaml::<ReservationsReport>(RESERVATIONS)? {
+            Some(report) => Ok(report),
+            None => Err(manifest
+                .as_ref()
+                .and_then(|m| m.entry(RESERVATIONS))
+                .and_then(|e| e.reason.clone())
+                .map_or_else(
+                    || "the bundle has no scheduler reservations".to_owned(),
+                    |why| format!("not in the bundle: {why}"),
+                )),
+        };
+        Ok(Self {
+            nodes: nodes.items.into_iter().map(|n| (n.name_any(), n)).collect(),
+            nrts: nrts.items.into_iter().map(|n| (n.name_any(), n)).collect(),
             scheduler,
         })
     }

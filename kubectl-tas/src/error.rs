@@ -33,6 +33,22 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
+    /// A command-line flag cannot be used as given.
+    #[error("{flag}: {message}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A support bundle could not be written or read.
+    #[error("bundle {path}: {message}")]
+    Bundle {
+        /// The bundle's path (or the file in it).
+        path: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
     /// The pod cannot be parsed the way the scheduler parses it.
     #[error("pod {pod}: {message}")]
     Pod {

@@ -4,6 +4,9 @@
 //! - [`status`]: the `TopologyAwareScheduling` object's conditions and node groups;
 //! - [`nodes`]: each node's zones, free against allocatable, and whether the
 //!   scheduler's view matches the node's NodeResourceTopology fingerprint;
+//! - [`gather`]: a support bundle (the stack object, NRTs, the scheduler's
+//!   reservations and decisions, the operands' objects, Events and logs; never
+//!   Secrets), which `status` and `nodes` read back with `--from-bundle` ([`bundle`]);
 //! - [`explain`]: per node, the scheduler's verdict for a pod, computed by the
 //!   scheduler's own filters and NUMA fit (the `tas-scheduler` library) on the NRT
 //!   objects plus the reservations the scheduler holds.
@@ -13,11 +16,13 @@
 //! the scheduler's view; [`connect`] finds the kubeconfig the way kubectl does;
 //! [`render`] draws tables and bars; [`cli`] ties the commands together.
 
+pub mod bundle;
 pub mod cli;
 pub mod cluster;
 pub mod connect;
 pub mod error;
 pub mod explain;
+pub mod gather;
 pub mod nodes;
 pub mod proxy;
 pub mod render;

@@ -26,6 +26,7 @@
 pub mod backoff;
 pub mod context;
 pub mod controller;
+pub mod defaults;
 pub mod desired;
 pub mod error;
 pub mod metrics;

@@ -11,10 +11,9 @@ use tas_operator::{Config, OperatorIdentity, Options};
 use tas_runtime::cli::CommonArgs;
 use tas_runtime::lease::LeaseConfig;
 
-/// Node agent image used when the CR names none.
-const DEFAULT_UPDATER_IMAGE: &str = "ghcr.io/tas-dev/tas-updater:v0.1.0";
-/// Scheduler image used when the CR names none.
-const DEFAULT_SCHEDULER_IMAGE: &str = "ghcr.io/tas-dev/tas-scheduler:v0.1.0";
+use tas_operator::defaults::{
+    SCHEDULER_IMAGE as DEFAULT_SCHEDULER_IMAGE, UPDATER_IMAGE as DEFAULT_UPDATER_IMAGE,
+};
 /// The node agents' namespace of the install (config/manager/namespace.yaml).
 const DEFAULT_UPDATER_NAMESPACE: &str = "tas-node";
 /// Name of the leader-election Lease.

@@ -136,8 +136,8 @@ mod tests {
     #[test]
     fn a_hostile_host_path_is_refused_offline() {
         let manifest = sample().replace(
-            "node-role.kubernetes.io/numa: \"\"",
-            "node-role.kubernetes.io/numa: \"\"\n    updater:\n      kubelet:\n        podResourcesDir: /",
+            "tas.dev/numa: \"true\"",
+            "tas.dev/numa: \"true\"\n    updater:\n      kubelet:\n        podResourcesDir: /",
         );
         assert_ne!(manifest, sample(), "the sample has a numa-workers group");
         let err = render(&manifest, &images()).unwrap_err();

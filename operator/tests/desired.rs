@@ -194,7 +194,7 @@ fn node_affinity_is_the_group_selector() {
     assert_eq!(
         reqs("numa-workers"),
         [
-            ("node-role.kubernetes.io/numa".into(), "In".into(), s(&[""])),
+            ("tas.dev/numa".into(), "In".into(), s(&["true"])),
             (
                 "topology.example/rack".into(),
                 "In".into(),

@@ -12,6 +12,11 @@ pub mod condition_type {
     pub const PROGRESSING: &str = "Progressing";
     /// Something needs attention; the reason and message say what.
     pub const DEGRADED: &str = "Degraded";
+    /// The one condition GitOps tools read (kstatus, i.e. Flux, and Argo CD's health
+    /// check in docs/argocd): True when Available is True, nothing rolls out and
+    /// nothing is Degraded, at the generation in `observedGeneration`; False with the
+    /// reason of the first of those that does not hold.
+    pub const READY: &str = "Ready";
     /// Who writes the NodeResourceTopology CRD and objects: True when TAS alone does
     /// (or was told to take over); False names the other field managers.
     pub const NRT_OWNERSHIP: &str = "NRTOwnership";

@@ -69,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let scenario = Scenario::load(&args.scenario)
         .context("loading the scenario")?
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     eprintln!(
         "starting a local control plane (etcd, kube-apiserver, controller-manager, kube-scheduler, kwok)..."
     );

@@ -198,7 +198,7 @@ async fn helm_install_upgrade_and_uninstall_in_another_namespace() {
     let client = cluster.client().await.expect("client");
     let scenario = Scenario::from_yaml(SCENARIO)
         .expect("scenario")
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "");
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     let work = tempfile::tempdir().expect("work dir");
     let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), Vec::new())
         .await

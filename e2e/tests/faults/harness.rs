@@ -350,7 +350,7 @@ pub fn workload_pod(name: &str, node: Option<&str>, cpus: u32) -> Pod {
         "metadata": {"name": name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
         "spec": {
             "schedulerName": SCHEDULER,
-            "nodeSelector": {stack::SAMPLE_NODE_LABEL: ""},
+            "nodeSelector": {stack::SAMPLE_NODE_LABEL: stack::SAMPLE_NODE_LABEL_VALUE},
             "affinity": affinity,
             "containers": [{"name": "c", "image": "c", "resources": {
                 "requests": {"cpu": cpu, "memory": "1Gi"},

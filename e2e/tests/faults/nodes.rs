@@ -31,7 +31,7 @@ fn node_spec(name: &str, zones: &str) -> NodeSpec {
     );
     Scenario::from_yaml(&yaml)
         .expect("a node scenario")
-        .with_node_label(stack::SAMPLE_NODE_LABEL, "")
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE)
         .nodes()[0]
         .clone()
 }

@@ -197,11 +197,42 @@ impl Env {
         self.kubectl_tas_plain(&[&["--scheduler-token-file", &file], args].concat())
     }
 
+    /// `kubectl tas ARGS` with the admin kubeconfig, expected to fail: its stderr.
+    pub fn kubectl_tas_fails(&self, args: &[&str]) -> String {
+        let out = self
+            .kubectl_tas_command(args)
+            .output()
+            .expect("kubectl-tas runs");
+        assert!(
+            !out.status.success(),
+            "kubectl-tas {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
     /// `kubectl tas ARGS` with the admin kubeconfig (which holds a bearer token) and no
     /// `--scheduler-token-file`.
     pub fn kubectl_tas_plain(&self, args: &[&str]) -> String {
+        let out = self
+            .kubectl_tas_command(args)
+            .output()
+            .expect("kubectl-tas runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl-tas {args:?} failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    /// The `kubectl-tas` command with the admin kubeconfig, this env's namespace and
+    /// scheduler Service.
+    pub fn kubectl_tas_command(&self, args: &[&str]) -> Command {
         let kubeconfig = self.cluster.kubeconfig_path();
-        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-tas"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-tas"));
+        command
             .args(args)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -214,15 +245,7 @@ impl Env {
                 "--scheduler-scheme",
                 "https",
             ])
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("kubectl-tas runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "kubectl-tas {args:?} failed: {}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+            .env_remove("KUBECONFIG");
+        command
     }
 }

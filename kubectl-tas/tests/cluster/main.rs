@@ -3,28 +3,22 @@
 //! server's service proxy.
 
 mod env;
+mod flags;
+mod gather;
+mod stack_object;
 
 use env::{Env, PORT_NAME, SERVICE, TIMEOUT, env};
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use kubectl_tas::connect::BearerToken;
 use kubectl_tas::proxy::SchedulerService;
 use serde_json::{Value, json};
-use tas_api::tas::TopologyAwareScheduling;
 use tas_scheduler::debug::ReservationsReport;
 use tas_testcluster::{wait_event_note, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_conditions_node_groups_and_stale_nodes() {
     let env = env("status").await;
-    let api: Api<TopologyAwareScheduling> = Api::all(env.client.clone());
-    let stack: TopologyAwareScheduling = serde_json::from_value(json!({
-        "apiVersion": "tas.dev/v1alpha1", "kind": "TopologyAwareScheduling",
-        "metadata": {"name": "default"}, "spec": {}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &stack).await.unwrap();
-    let status = json!({"status": {
+    let _stack = stack_object::STACK.lock().await;
+    let status = json!({
         "observedGeneration": 1,
         "conditions": [
             {"type": "Available", "status": "False", "reason": "NodesStale", "message": "1 of 3 nodes has no fresh NodeResourceTopology", "lastTransitionTime": "2026-01-02T03:04:05Z"},
@@ -33,10 +27,8 @@ async fn status_shows_conditions_node_groups_and_stale_nodes() {
         "nodeGroups": [{"name": "gpu", "desiredNodes": 3, "readyNodes": 3, "nodesWithFreshNRT": 2, "staleNodes": ["worker-2"]}],
         "desiredNodes": 3, "nodesWithFreshNRT": 2,
         "scheduler": {"schedulerName": "topology-aware-scheduler", "replicas": 1, "readyReplicas": 1}
-    }});
-    api.patch_status("default", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    });
+    stack_object::fresh_stack(&env.client, json!({}), status).await;
 
     let text = env.kubectl_tas(&["status"]);
     for want in [

@@ -1,4 +1,4 @@
-//! The three status conditions, decided from observed facts by pure functions, and the
+//! The status conditions, decided from observed facts by pure functions, and the
 //! Kubernetes rule for `lastTransitionTime`.
 //!
 //! ```text
@@ -6,7 +6,9 @@
 //!   ├─ available()   Available   True when every agent pod and ≥ 1 scheduler replica is ready
 //!   │                            and the node groups select ≥ 1 node
 //!   ├─ progressing() Progressing True while a rollout is under way; False/Paused when paused
-//!   └─ degraded()    Degraded    True when something needs a human (the problem's reason)
+//!   ├─ degraded()    Degraded    True when something needs a human (the problem's reason)
+//!   └─ ready()       Ready       the three above in one, for GitOps tools: True when
+//!                                Available, not rolling out and not Degraded
 //!        └─ merge(existing conditions, now) ─► conditions with lastTransitionTime kept
 //!                                              unless the status flipped
 //! ```
@@ -21,7 +23,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tas_api::tas::Condition;
-use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING};
+use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING, READY};
 
 /// Reason of a condition in its expected state.
 pub const AS_EXPECTED: &str = "AsExpected";
@@ -141,9 +143,43 @@ fn agent_problems_text(problems: &[(String, String)], first: bool) -> String {
     }
 }
 
-/// All three conditions, in a stable order.
+/// All the conditions, in a stable order.
 pub fn decide(facts: &Facts) -> Vec<Decided> {
-    vec![available(facts), progressing(facts), degraded(facts)]
+    let (a, p, d) = (available(facts), progressing(facts), degraded(facts));
+    let r = ready(&a, &p, &d);
+    vec![a, p, d, r]
+}
+
+/// `Ready`, the one condition kstatus (Flux) and Argo CD read: True when the stack is
+/// `Available`, no rollout is under way (`Progressing` not True; paused counts as
+/// settled) and nothing is `Degraded`; else False with the reason and message of the
+/// first of those that fails, so a GitOps tool shows what to fix. Written with the
+/// generation reconciled, like every condition, so a tool comparing `observedGeneration`
+/// with `metadata.generation` never reads a stale True.
+pub fn ready(available: &Decided, progressing: &Decided, degraded: &Decided) -> Decided {
+    let blocking = if !available.status {
+        Some(available)
+    } else if progressing.status {
+        Some(progressing)
+    } else if degraded.status {
+        Some(degraded)
+    } else {
+        None
+    };
+    match blocking {
+        Some(c) => Decided::new(
+            READY,
+            false,
+            &c.reason,
+            format!(
+                "{}={}: {}",
+                c.type_,
+                if c.status { "True" } else { "False" },
+                c.message
+            ),
+        ),
+        None => Decided::new(READY, true, AS_EXPECTED, available.message.clone()),
+    }
 }
 
 /// `Available`: every node agent DaemonSet has all its pods ready, the scheduler has
@@ -345,10 +381,12 @@ pub struct Change<'a> {
     pub after: &'a Condition,
 }
 
-/// The conditions in `after` whose status or reason differ from `before`.
+/// The conditions in `after` whose status or reason differ from `before`; `Ready` only
+/// sums the others up, whose own changes already say what happened.
 pub fn changes<'a>(before: &'a [Condition], after: &'a [Condition]) -> Vec<Change<'a>> {
     after
         .iter()
+        .filter(|a| a.type_ != READY)
         .filter_map(|a| {
             let b = before.iter().find(|b| b.type_ == a.type_);
             let changed = b.is_none_or(|b| b.status != a.status || b.reason != a.reason);

@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
-use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING};
+use tas_api::tas::status::condition_type::{AVAILABLE, DEGRADED, PROGRESSING, READY};
 use tas_operator::desired::{
     MANAGED_BY, MANAGED_BY_LABEL, SCHEDULER_CONFIG_DIR, SCHEDULER_DEPLOYMENT, SCHEDULER_UID,
     updater_daemonset_name,
@@ -21,7 +21,7 @@ const GROUP: &str = "numa-workers";
 
 pub async fn scenario(client: &Client, _operator: &InProcess) {
     let ns = unique_name("tas-install");
-    let workers = nodes(client, "numa", 3, &[("node-role.kubernetes.io/numa", "")]).await;
+    let workers = nodes(client, "numa", 3, &[("tas.dev/numa", "true")]).await;
     create(client, &sample(&ns)).await;
 
     // The NRT CRD is installed and served.
@@ -50,12 +50,14 @@ pub async fn scenario(client: &Client, _operator: &InProcess) {
 
     // kwok runs the agent and scheduler pods: Available, rolled out, nothing wrong.
     wait_condition(client, AVAILABLE, "True", Some("AsExpected")).await;
-    let cr = wait_status(client, "ready nodes and rollout complete", |cr| {
+    wait_status(client, "ready nodes and rollout complete", |cr| {
         let s = cr.status.as_ref().unwrap();
         s.node_groups.first().is_some_and(|g| g.ready_nodes == 3)
             && condition(cr, PROGRESSING).is_some_and(|c| c.status == "False")
     })
     .await;
+    // Ready for kstatus (Flux) and Argo CD, at the current generation.
+    let cr = wait_condition(client, READY, "True", Some("AsExpected")).await;
     let status = cr.status.clone().unwrap();
     assert_eq!(status.observed_generation, cr.metadata.generation);
     for c in &status.conditions {
@@ -156,7 +158,7 @@ fn check_daemon_set(ds: &DaemonSet) {
         .flatten()
         .map(|r| r.key.as_str())
         .collect();
-    assert_eq!(keys, ["node-role.kubernetes.io/numa"]);
+    assert_eq!(keys, ["tas.dev/numa"]);
 }
 
 /// The scheduler: its config mounted read-only, non-root, no capabilities.

@@ -3,7 +3,7 @@
 
 use crate::harness::*;
 use kube::Client;
-use tas_api::tas::status::condition_type::AVAILABLE;
+use tas_api::tas::status::condition_type::{AVAILABLE, READY};
 use tas_testcluster::unique_name;
 
 const POOL: &str = "e2e.tas.dev/pool";
@@ -15,6 +15,17 @@ pub async fn scenario(client: &Client) {
     let cr = wait_condition(client, AVAILABLE, "False", Some("NoNodesSelected")).await;
     let message = &condition(&cr, AVAILABLE).unwrap().message;
     assert!(message.contains("select no node"), "{message}");
+    // Ready (what GitOps tools read) says the same, in the same status write.
+    let ready = condition(&cr, READY).expect("a Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NoNodesSelected")
+    );
+    assert!(
+        ready.message.starts_with("Available=False: "),
+        "{}",
+        ready.message
+    );
 
     nodes(client, "nonodes", 1, &[(POOL, &pool)]).await;
     wait_condition(client, AVAILABLE, "True", Some("AsExpected")).await;

@@ -47,8 +47,47 @@ fn a_healthy_stack_is_available_not_progressing_not_degraded() {
             (AVAILABLE, true, AS_EXPECTED),
             (PROGRESSING, false, AS_EXPECTED),
             (DEGRADED, false, AS_EXPECTED),
+            (READY, true, AS_EXPECTED),
         ]
     );
+}
+
+#[test]
+fn ready_is_false_with_the_reason_of_the_first_condition_that_fails() {
+    let mut f = healthy();
+    f.daemon_sets[0].ready = 1;
+    let r = find_decided(decide(&f), READY);
+    assert_eq!((r.status, r.reason.as_str()), (false, UPDATER_NOT_READY));
+    assert!(
+        r.message
+            .starts_with("Available=False: node agents not ready"),
+        "{}",
+        r.message
+    );
+
+    let mut f = healthy();
+    f.scheduler.updated = 0;
+    let r = find_decided(decide(&f), READY);
+    assert_eq!((r.status, r.reason.as_str()), (false, ROLLING));
+    assert!(
+        r.message.starts_with("Progressing=True: rolling out"),
+        "{}",
+        r.message
+    );
+
+    let mut f = healthy();
+    f.stale_topology = vec![("n1".into(), std::time::Duration::from_secs(600))];
+    let r = find_decided(decide(&f), READY);
+    assert_eq!((r.status, r.reason.as_str()), (false, STALE_TOPOLOGY));
+
+    // Paused is settled, not unready.
+    let mut f = healthy();
+    f.paused = true;
+    assert!(find_decided(decide(&f), READY).status);
+}
+
+fn find_decided(decided: Vec<Decided>, type_: &str) -> Decided {
+    decided.into_iter().find(|d| d.type_ == type_).unwrap()
 }
 
 #[test]
@@ -226,7 +265,11 @@ fn changes_report_status_or_reason_changes_only() {
         .map(|c| c.after.type_.as_str())
         .collect();
     assert_eq!(changed, [AVAILABLE]);
-    assert_eq!(changes(&[], &after).len(), 3, "every new condition counts");
+    assert_eq!(
+        changes(&[], &after).len(),
+        3,
+        "every new condition counts, but Ready, which sums them up"
+    );
     assert!(changes(&after, &after).is_empty());
 }
 
