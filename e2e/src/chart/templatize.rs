@@ -94,8 +94,10 @@ pub fn generate(inputs: &Inputs) -> Result<Files, ChartError> {
     for mut doc in documents(&inputs.monitoring)? {
         let kind = str_at(&doc, "/kind").to_owned();
         let name = str_at(&doc, "/metadata/name").to_owned();
+        // The scrape identity (scraper.yaml) goes with the monitors that use it.
         let switch = match kind.as_str() {
-            "ServiceMonitor" | "PodMonitor" => "monitoring.serviceMonitors.enabled",
+            "ServiceMonitor" | "PodMonitor" | "ServiceAccount" | "Secret"
+            | "ClusterRoleBinding" => "monitoring.serviceMonitors.enabled",
             "PrometheusRule" => "monitoring.prometheusRule.enabled",
             "ConfigMap" => "monitoring.grafanaDashboard.enabled",
             other => {
@@ -105,12 +107,21 @@ pub fn generate(inputs: &Inputs) -> Result<Files, ChartError> {
             }
         };
         escape_braces(&mut doc);
+        let in_agents = str_at(&doc, "/metadata/namespace") == AGENTS;
         set_namespaces(&mut doc, &name);
-        let body = switched(switch, &substitute(&to_yaml(&doc)?));
-        files.insert(
-            format!("templates/monitoring/{}-{name}.yaml", kind.to_lowercase()),
-            format!("{{{{- /* {GENERATED} */}}}}\n{body}"),
-        );
+        let mut body = switched(switch, &substitute(&to_yaml(&doc)?));
+        // The scrape identity of the agents' namespace is the release namespace's own
+        // when the agents run there.
+        let file = if in_agents && kind != "ServiceMonitor" {
+            body = switched_on(AGENTS_APART, &body);
+            format!(
+                "templates/monitoring/{}-{name}-agents.yaml",
+                kind.to_lowercase()
+            )
+        } else {
+            format!("templates/monitoring/{}-{name}.yaml", kind.to_lowercase())
+        };
+        files.insert(file, format!("{{{{- /* {GENERATED} */}}}}\n{body}"));
     }
     let sample: Value = serde_norway::from_str(&inputs.sample)
         .map_err(|e| ChartError::Input(format!("the sample object: {e}")))?;
@@ -233,13 +244,29 @@ fn set_namespaces(doc: &mut Value, name: &str) {
     } else {
         NS
     };
+    let original = str_at(doc, "/metadata/namespace").to_owned();
     if doc["metadata"].get("namespace").is_some() {
         doc["metadata"]["namespace"] = json!(target);
     }
     let subjects = doc.get_mut("subjects").and_then(Value::as_array_mut);
     for subject in subjects.into_iter().flatten() {
         if subject.get("namespace").is_some() {
-            subject["namespace"] = json!(NS);
+            let ns = if subject["namespace"] == AGENTS {
+                AGENTS_NS
+            } else {
+                NS
+            };
+            subject["namespace"] = json!(ns);
+        }
+    }
+    // A monitor verifies the Service's DNS name, which holds its namespace.
+    let endpoints = doc
+        .pointer_mut("/spec/endpoints")
+        .and_then(Value::as_array_mut);
+    for endpoint in endpoints.into_iter().flatten() {
+        if let Some(server) = endpoint.pointer_mut("/tlsConfig/serverName") {
+            let name = server.as_str().unwrap_or_default();
+            *server = json!(name.replace(&format!(".{original}.svc"), &format!(".{target}.svc")));
         }
     }
     // A policy binding's parameter (the operator's Deployment) lives in the release
