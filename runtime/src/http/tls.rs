@@ -2,9 +2,9 @@
 //! Certificate or a Secret mounted into the pod), or generated self-signed at start.
 //!
 //! A self-signed certificate is what kube-rbac-proxy and controller-runtime fall back
-//! to as well: the kubelet's HTTPS probes do not verify certificates, and a scraper
-//! either trusts it explicitly (`insecureSkipVerify` in a ServiceMonitor) or is given
-//! files signed by a CA it trusts. The key never leaves the process. Certificate files
+//! to as well: the kubelet's HTTPS probes do not verify certificates, but a scraper
+//! that verifies (the ServiceMonitors of config/prometheus do) needs files signed by a
+//! CA it trusts. The key never leaves the process. Certificate files
 //! are read again when they change ([`super::cert_reload`]).
 
 use std::path::{Path, PathBuf};
