@@ -27,7 +27,7 @@ chart: ## Regenerate charts/tas/ from config/default and config/prometheus (kube
 	test -n "$$bin" || { echo "make chart: building kubectl failed" >&2; exit 1; }; \
 	$(CARGO) run --quiet -p tas-e2e --bin tas-chart -- --kubectl "$$bin/kubectl"
 
-cluster-tools: ## Build etcd, kube-apiserver, controller-manager, kube-scheduler, kubectl, kwok, helm, promtool (cached)
+cluster-tools: ## Build etcd, kube-apiserver, controller-manager, kube-scheduler, kubectl, kwok, helm, promtool, prometheus (cached)
 	@testcluster/tools/build.sh >/dev/null
 
 clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_TOOLS_CACHE); the next run rebuilds them
@@ -38,7 +38,7 @@ TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
 # make test's: the same plus the kubelet, kube-proxy and device plugin of the real-node
 # tests (one directory of symlinks holds both sets) and the oldest supported control
 # plane, which the full-stack test also runs against (TEST_TOOLS_OLDEST_BIN).
-TEST_TOOLS = k8s k8s-oldest etcd kwok helm promtool kubelet
+TEST_TOOLS = k8s k8s-oldest etcd kwok helm promtool prometheus kubelet
 TEST_TOOLS_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh | tail -n 1)
 TEST_TOOLS_OLDEST_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh --oldest | tail -n 1)
 # The referee: the kubelet's admission code and podresources server (nodesim/referee), cached

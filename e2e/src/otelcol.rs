@@ -1,8 +1,8 @@
 //! A real OpenTelemetry Collector for the tests: the binary `testcluster/tools/build-otelcol.sh`
 //! builds from Go modules (the core OTLP receiver and the contrib file exporter), found
-//! through `TAS_OTELCOL_BIN` (`make test` sets it). It listens for OTLP/gRPC on a
-//! loopback port and writes every batch it receives as one line of OTLP JSON to a file,
-//! which [`Collector::received`] reads back.
+//! through `TAS_OTELCOL_BIN` (`make test` sets it). It listens for OTLP/gRPC and
+//! OTLP/HTTP on two loopback ports and writes every batch it receives as one line of
+//! OTLP JSON to a file, which [`Collector::received`] reads back.
 
 use serde_json::Value;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -20,6 +20,7 @@ pub const BIN_ENV: &str = "TAS_OTELCOL_BIN";
 pub struct Collector {
     child: Child,
     address: SocketAddr,
+    http_address: SocketAddr,
     output: PathBuf,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -109,10 +110,11 @@ impl Collector {
         })?;
         let dir = tempfile::tempdir().map_err(StackError::ctx("a directory for the collector"))?;
         let address = free_port()?;
+        let http_address = free_port()?;
         let output = dir.path().join("received.jsonl");
         let log = dir.path().join("otelcol.log");
         let config = dir.path().join("config.yaml");
-        std::fs::write(&config, config_yaml(address, &output))
+        std::fs::write(&config, config_yaml(address, http_address, &output))
             .map_err(StackError::ctx("writing the collector's config"))?;
         let log_file =
             std::fs::File::create(&log).map_err(StackError::ctx("creating the collector's log"))?;
@@ -135,20 +137,18 @@ impl Collector {
         let collector = Self {
             child,
             address,
+            http_address,
             output,
             log,
             _dir: dir,
         };
         let started = tas_testcluster::wait_for(
-            "the collector to accept OTLP connections",
+            "the collector to accept OTLP connections (gRPC and HTTP)",
             Duration::from_secs(30),
             || async {
-                Ok::<_, std::io::Error>(
-                    tokio::net::TcpStream::connect(address)
-                        .await
-                        .ok()
-                        .map(|_| ()),
-                )
+                let grpc = tokio::net::TcpStream::connect(address).await.is_ok();
+                let http = tokio::net::TcpStream::connect(http_address).await.is_ok();
+                Ok::<_, std::io::Error>((grpc && http).then_some(()))
             },
         )
         .await;
@@ -161,6 +161,11 @@ impl Collector {
     /// Where it listens for OTLP/gRPC.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// Where it listens for OTLP/HTTP (`/v1/traces`, `/v1/metrics`).
+    pub fn http_address(&self) -> SocketAddr {
+        self.http_address
     }
 
     /// The collector's own log.
@@ -186,9 +191,10 @@ impl Collector {
     }
 }
 
-/// The receiver on `address` (gRPC only), the file exporter to `output`, nothing else:
-/// no telemetry port of its own, so collectors of parallel tests do not collide.
-fn config_yaml(address: SocketAddr, output: &Path) -> String {
+/// The receiver on `address` (gRPC) and `http_address` (HTTP), the file exporter to
+/// `output`, nothing else: no telemetry port of its own, so collectors of parallel
+/// tests do not collide.
+fn config_yaml(address: SocketAddr, http_address: SocketAddr, output: &Path) -> String {
     let path = serde_json::to_string(&output.display().to_string()).unwrap_or_default();
     format!(
         r#"receivers:
@@ -196,6 +202,8 @@ fn config_yaml(address: SocketAddr, output: &Path) -> String {
     protocols:
       grpc:
         endpoint: {address}
+      http:
+        endpoint: {http_address}
 exporters:
   file:
     path: {path}
@@ -301,12 +309,20 @@ mod tests {
     }
 
     #[test]
-    fn the_config_names_the_port_and_the_file() {
-        let yaml = config_yaml("127.0.0.1:4317".parse().unwrap(), Path::new("/x/out.jsonl"));
+    fn the_config_names_the_ports_and_the_file() {
+        let yaml = config_yaml(
+            "127.0.0.1:4317".parse().unwrap(),
+            "127.0.0.1:4318".parse().unwrap(),
+            Path::new("/x/out.jsonl"),
+        );
         let parsed: serde_norway::Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(
             parsed["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].as_str(),
             Some("127.0.0.1:4317")
+        );
+        assert_eq!(
+            parsed["receivers"]["otlp"]["protocols"]["http"]["endpoint"].as_str(),
+            Some("127.0.0.1:4318")
         );
         assert_eq!(
             parsed["exporters"]["file"]["path"].as_str(),

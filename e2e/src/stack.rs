@@ -21,7 +21,9 @@ pub use processes::{
 };
 pub use report::{Placement, Report, WorkloadOutcome};
 pub use startup::{start_nodes, wait_scheduler_pods, wait_updater_pods};
-pub use workload::{run_workload, wait_settled};
+pub use workload::{
+    create_fits_and_no_zone, guaranteed_pod, run_workload, two_zone_nodes, wait_settled,
+};
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};

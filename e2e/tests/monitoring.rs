@@ -191,3 +191,83 @@ fn rules_and_dashboard_query_metrics_the_components_export() {
         );
     }
 }
+
+/// The workspace's `repository` (`[workspace.package]` of the root Cargo.toml), which
+/// runbook URLs start with: the one line of that table that sets it.
+fn repository() -> String {
+    let manifest = read("Cargo.toml");
+    let table = manifest
+        .split("\n[")
+        .find(|t| t.starts_with("workspace.package]"))
+        .expect("Cargo.toml has [workspace.package]");
+    table
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = "))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .expect("[workspace.package] sets repository")
+}
+
+/// The anchors GitHub gives a Markdown file's headings: lower case, spaces to `-`,
+/// everything but letters, digits, `-` and `_` dropped.
+fn heading_anchors(markdown: &str) -> BTreeSet<String> {
+    markdown
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every alert links its runbook: `runbook_url` is the repository's
+/// `docs/runbooks.md` with an anchor that is a heading of that file, one per alert.
+#[test]
+fn every_alert_links_to_its_runbook() {
+    let base = format!("{}/blob/main/docs/runbooks.md#", repository());
+    let anchors = heading_anchors(&read("docs/runbooks.md"));
+    let mut problems = Vec::new();
+    let mut linked = BTreeSet::new();
+    for rule in rule_file()["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+    {
+        let Some(alert) = rule["alert"].as_str() else {
+            continue;
+        };
+        let Some(url) = rule["annotations"]["runbook_url"].as_str() else {
+            problems.push(format!("{alert}: no annotations.runbook_url"));
+            continue;
+        };
+        let Some(anchor) = url.strip_prefix(&base) else {
+            problems.push(format!(
+                "{alert}: runbook_url {url} does not start with {base}"
+            ));
+            continue;
+        };
+        if !anchors.contains(anchor) {
+            problems.push(format!(
+                "{alert}: runbook_url {url}: docs/runbooks.md has no heading with anchor #{anchor}"
+            ));
+        }
+        if anchor != alert.to_lowercase() {
+            problems.push(format!(
+                "{alert}: runbook_url {url} should link the alert's own section #{}",
+                alert.to_lowercase()
+            ));
+        }
+        linked.insert(alert.to_owned());
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(linked, alerts(), "every alert is linked");
+}

@@ -6,48 +6,37 @@
 //! runner forwards the connection to the collector, as a cluster Service would. Spans
 //! of the operator (reconcile), the updaters (publish) and the scheduler (a scheduling
 //! attempt with its phases, a bind) arrive; then every process is stopped with SIGTERM
-//! and the metrics they flush on the way out arrive from all three. Also: the
-//! NetworkPolicies the operator renders for its operands, and its own from
+//! and the metrics they flush on the way out arrive from all three. Twice: over
+//! OTLP/gRPC (the default) and over OTLP/HTTP with protobuf bodies
+//! (`spec.observability.otlpProtocol: http/protobuf`, the collector's HTTP receiver).
+//! Also: the NetworkPolicies the operator renders for its operands, and its own from
 //! config/network-policies, let them reach the endpoint's port.
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::api::PostParams;
-use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
+use tas_api::tas::OtlpProtocol;
 use tas_e2e::otelcol::{Collector, Received, ReceivedSpan};
 use tas_e2e::stack::{
     self, apply_cr, start_nodes, wait_available, wait_ready_pods, wait_scheduler_pods,
     wait_updater_pods,
 };
-use tas_nodesim::Scenario;
 use tas_nodesim::runner::{HostService, Signal};
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace, wait_for};
 
 const NAMESPACE: &str = "tas-system";
 const SCHEDULER: &str = "topology-aware-scheduler";
 const TIMEOUT: Duration = Duration::from_secs(120);
-/// The collector's name and port as the object gives them (the port the operands'
+/// The collector's name and ports as the object gives them (the port the operands'
 /// NetworkPolicies, rendered by the operator, open).
 const COLLECTOR_HOST: &str = "otel-collector.monitoring";
 const OTLP_PORT: u16 = 4317;
+const OTLP_HTTP_PORT: u16 = 4318;
 const SERVICES: [&str; 3] = ["tas-operator", "tas-updater", "tas-scheduler"];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn pod(name: &str, cpus: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
-        "spec": {"schedulerName": SCHEDULER,
-                 "containers": [{"name": "c", "image": "c", "resources": {
-                     "requests": {"cpu": cpus, "memory": "1Gi"},
-                     "limits": {"cpu": cpus, "memory": "1Gi"}}}]}
-    }))
-    .unwrap()
 }
 
 /// The `schedule` span of pod `name`, once there is one with `result`.
@@ -67,6 +56,20 @@ fn children<'a>(r: &'a Received, parent: &ReceivedSpan) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_component_exports_spans_and_metrics_to_the_collector() {
+    export_to_collector(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_component_exports_over_otlp_http() {
+    export_to_collector(Some(OtlpProtocol::HttpProtobuf)).await;
+}
+
+/// The two stacks one after the other: each takes the machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The whole check with the object's `otlpProtocol` (gRPC when `None`).
+async fn export_to_collector(protocol: Option<OtlpProtocol>) {
+    let _serial = SERIAL.lock().await;
     let cluster = TestCluster::start(ClusterOptions::full()).expect("control plane");
     let client = cluster.client().await.expect("client");
     let collector = Collector::start(Some(&cluster.watchdog_pids_file()))
@@ -74,18 +77,19 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
         .expect("the collector (TAS_OTELCOL_BIN)");
     stack::install_default(&cluster).expect("installed from config/default");
 
-    // Two nodes of two 4-CPU zones under single-numa-node.
-    let scenario = Scenario::from_yaml(
-        "nodes:\n- name: otel\n  count: 2\n  topologyManagerPolicy: single-numa-node\n  \
-         topologyManagerScope: pod\n  zones:\n  - { cpus: 4, memory: 8Gi }\n  - { cpus: 4, memory: 8Gi }\n",
-    )
-    .expect("scenario")
-    .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
+    let scenario = stack::two_zone_nodes("otel")
+        .expect("scenario")
+        .with_node_label(stack::SAMPLE_NODE_LABEL, stack::SAMPLE_NODE_LABEL_VALUE);
     let work = tempfile::tempdir().expect("work dir");
+    // The collector's receiver for the protocol, behind the port the object names.
+    let (port, target) = match protocol {
+        None | Some(OtlpProtocol::Grpc) => (OTLP_PORT, collector.address()),
+        Some(OtlpProtocol::HttpProtobuf) => (OTLP_HTTP_PORT, collector.http_address()),
+    };
     let service = HostService {
         name: COLLECTOR_HOST.to_owned(),
-        port: OTLP_PORT,
-        target: collector.address(),
+        port,
+        target,
     };
     let (_sim, runner) = start_nodes(&cluster, &client, &scenario, work.path(), vec![service])
         .await
@@ -96,7 +100,8 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
         .expect("the operator's pods run");
 
     let mut cr = stack::sample_cr().expect("sample CR");
-    cr.spec.observability.otlp_endpoint = Some(format!("http://{COLLECTOR_HOST}:{OTLP_PORT}"));
+    cr.spec.observability.otlp_endpoint = Some(format!("http://{COLLECTOR_HOST}:{port}"));
+    cr.spec.observability.otlp_protocol = protocol;
     apply_cr(&client, &cr).await.expect("CR applied");
     let nodes = scenario.nodes().len();
     let updaters = wait_updater_pods(&client, &runner, nodes, TIMEOUT)
@@ -112,7 +117,7 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
         .await
         .expect("NetworkPolicies listed");
     let mut seen = Vec::new();
-    policies_allowing_otlp(rendered.items, &mut seen);
+    policies_allowing_otlp(rendered.items, port, &mut seen);
     seen.sort();
     assert_eq!(seen, ["tas-scheduler", "tas-updater"]);
     let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
@@ -121,12 +126,9 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
 
     // One pod that fits a zone, one that fits a node's total but no zone.
     let ns = unique_namespace(&client, "otel").await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    for (name, cpus) in [("fits", "2"), ("no-zone", "6")] {
-        pods.create(&PostParams::default(), &pod(name, cpus))
-            .await
-            .expect("pod created");
-    }
+    stack::create_fits_and_no_zone(&client, &ns, SCHEDULER)
+        .await
+        .expect("pods created");
 
     let spans = wait_for(
         "spans of all three components at the collector",
@@ -253,23 +255,25 @@ async fn every_component_exports_spans_and_metrics_to_the_collector() {
 }
 
 /// The operator's NetworkPolicy of config/network-policies lets it reach the OTLP
-/// endpoint's port, the one the test above exports to (the operands' policies are the
-/// operator's to render: checked live above).
+/// ports, those the tests above export to (the operands' policies are the operator's
+/// to render: checked live above).
 #[test]
 fn the_operators_network_policy_allows_the_otlp_port() {
     let text = std::fs::read_to_string(repo().join("config/network-policies/operator.yaml"))
         .expect("the policy file");
-    let policies = serde_norway::Deserializer::from_str(&text)
+    let policies: Vec<NetworkPolicy> = serde_norway::Deserializer::from_str(&text)
         .map(|doc| serde::Deserialize::deserialize(doc).expect("a NetworkPolicy"))
         .collect();
-    let mut seen = Vec::new();
-    policies_allowing_otlp(policies, &mut seen);
-    assert_eq!(seen, ["tas-operator"]);
+    for port in [OTLP_PORT, OTLP_HTTP_PORT] {
+        let mut seen = Vec::new();
+        policies_allowing_otlp(policies.clone(), port, &mut seen);
+        assert_eq!(seen, ["tas-operator"]);
+    }
 }
 
-/// Checks every policy allows egress to TCP [`OTLP_PORT`] anywhere; adds their names
-/// to `seen`.
-fn policies_allowing_otlp(policies: Vec<NetworkPolicy>, seen: &mut Vec<String>) {
+/// Checks every policy allows egress to TCP `port` anywhere; adds their names to
+/// `seen`.
+fn policies_allowing_otlp(policies: Vec<NetworkPolicy>, port: u16, seen: &mut Vec<String>) {
     for policy in policies {
         let name = policy.metadata.name.clone().unwrap_or_default();
         let spec = policy.spec.expect("spec");
@@ -280,12 +284,12 @@ fn policies_allowing_otlp(policies: Vec<NetworkPolicy>, seen: &mut Vec<String>) 
                         && p.port
                             == Some(
                                 k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(
-                                    i32::from(OTLP_PORT),
+                                    i32::from(port),
                                 ),
                             )
                 })
         });
-        assert!(allowed, "{name} allows egress to TCP {OTLP_PORT}");
+        assert!(allowed, "{name} allows egress to TCP {port}");
         seen.push(name);
     }
 }

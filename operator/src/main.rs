@@ -196,7 +196,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let otlp = Otlp::new(OtlpSettings::from_env(
         tas_operator::telemetry::SERVICE_NAME,
         Some(instance.clone()),
-    ));
+    )?);
     tas_operator::telemetry::init(&args.common.log_level, args.common.log_format, &otlp)?;
     // The environment's endpoint until the object names one.
     otlp.use_endpoint(None);

@@ -62,7 +62,7 @@ impl CommonArgs {
     /// and meter) when `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector; `None` without
     /// one. Runs on a Tokio runtime (the gRPC channel's worker is spawned there).
     pub fn init_telemetry(&self, service: &'static str) -> Result<Option<Otlp>, TelemetryError> {
-        let otlp = Otlp::new(OtlpSettings::from_env(service, Some(self.identity())));
+        let otlp = Otlp::new(OtlpSettings::from_env(service, Some(self.identity()))?);
         otlp.use_endpoint(None);
         let otlp = otlp.endpoint().is_some().then_some(otlp);
         telemetry::init(&self.log_level, self.log_format, otlp.as_ref())?;

@@ -8,10 +8,13 @@
 //! `--log-level`, the OpenTelemetry layer by its own filter, so quieter logs do not thin
 //! out the traces.
 
+mod http_client;
 pub mod otlp;
+pub mod protocol;
 mod switch;
 
 pub use otlp::{OTLP_ENDPOINT_ENV, Otlp, OtlpSettings};
+pub use protocol::{Protocol, ProtocolError, Protocols};
 
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
@@ -37,6 +40,9 @@ pub enum TelemetryError {
     /// Another global subscriber was installed first; permanent for this process.
     #[error("a global tracing subscriber is already installed: {0}")]
     AlreadyInstalled(#[from] TryInitError),
+    /// An OTLP protocol variable names a protocol TAS cannot export with; permanent.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
 }
 
 /// Installs the global subscriber. `level` is an `EnvFilter` directive; a bad one

@@ -140,6 +140,12 @@ impl Metrics {
             "Allocations of pods' resource claims by outcome (aligned, unaligned, unconstrained, failed)",
             dra_allocations.clone(),
         );
+        // Every result at 0 from the start: a rate over a series that appears only at
+        // its first increment misses that increment, and a panel shows "no data"
+        // rather than zero.
+        for result in ATTEMPT_RESULTS {
+            let _ = attempts.get_or_create(&ResultLabel::new(result));
+        }
         Self {
             registry,
             attempts,

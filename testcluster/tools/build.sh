@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components the integration tests run against, from the Go
 # modules pinned in testcluster/tools/{k8s,etcd,kwok,schedplugins}/go.mod (and the
-# ecosystem tools the chart and monitoring tests run: helm/, promtool/), into a cache
+# ecosystem tools the chart and monitoring tests run: helm/, promtool/ — promtool and
+# the Prometheus server, one module), into a cache
 # outside the work tree keyed by version (and by the go.sum that pins their
 # dependencies). A component already in the cache is not rebuilt. Prints the directory
 # holding the binaries last.
@@ -24,7 +25,8 @@
 # Environment:
 #   TAS_TOOLS_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tas/tools)
 #   TAS_TOOLS_ONLY   space-separated subset of: k8s k8s-oldest etcd kwok schedplugins
-#                    helm promtool kubelet (default: k8s etcd kwok helm promtool;
+#                    helm promtool prometheus kubelet (default: k8s etcd kwok helm
+#                    promtool prometheus;
 #                    k8s-oldest — the oldest control plane; schedplugins —
 #                    kube-scheduler with the scheduler-plugins NUMA plugin, for `make
 #                    bench` — and kubelet — the kubelet, kube-proxy and device plugin of the real-node
@@ -67,7 +69,7 @@ elif [ $# -gt 0 ]; then
   exit 2
 fi
 
-only="${TAS_TOOLS_ONLY:-k8s etcd kwok helm promtool}"
+only="${TAS_TOOLS_ONLY:-k8s etcd kwok helm promtool prometheus}"
 
 # The Go the selected modules need: the highest `go` directive of their go.mod files.
 required=
@@ -76,12 +78,13 @@ module_of() {
   case $1 in
     k8s) echo k8s-newest ;;
     k8s-oldest) echo k8s ;;
+    prometheus) echo promtool ;;
     *) echo "$1" ;;
   esac
 }
 for m in $only; do
   if [ ! -f "$here/$(module_of "$m")/go.mod" ]; then
-    echo "unknown tool set: $m (known: k8s k8s-oldest etcd kwok schedplugins helm promtool kubelet)" >&2
+    echo "unknown tool set: $m (known: k8s k8s-oldest etcd kwok schedplugins helm promtool prometheus kubelet)" >&2
     exit 2
   fi
   v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$(module_of "$m")/go.mod")
@@ -182,6 +185,13 @@ for m in $only; do
     promtool) BUILD_TAGS=remove_all_sd build promtool "$PROMTOOL_VERSION" \
       "-X github.com/prometheus/common/version.Version=3.${PROMTOOL_VERSION#v0.3}" \
       promtool=github.com/prometheus/prometheus/cmd/promtool ;;
+    # The server the dashboard's queries are evaluated by (e2e/tests/dashboard.rs), from
+    # the same module and version. Without the `builtinassets` tag the web UI is not
+    # compiled in (it would be read from ./web/ui at run time); the HTTP API the test
+    # queries needs none of it.
+    prometheus) BUILD_TAGS=remove_all_sd build promtool "$PROMTOOL_VERSION" \
+      "-X github.com/prometheus/common/version.Version=3.${PROMTOOL_VERSION#v0.3}" \
+      prometheus=github.com/prometheus/prometheus/cmd/prometheus ;;
     k8s) build k8s-newest "$K8S_VERSION" "$(k8s_ldflags "$K8S_VERSION")" \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
       kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -204,7 +214,7 @@ done
 
 # One directory of symlinks per control plane the harness can put on its search path:
 # bin-<newest> and, when the oldest was built, bin-<oldest>. Both hold the same etcd,
-# kwok, helm, promtool and real-node binaries.
+# kwok, helm, promtool, prometheus and real-node binaries.
 link_bin() { # bin-dir module version
   local bin=$1
   mkdir -p "$bin"
@@ -219,6 +229,7 @@ link_bin() { # bin-dir module version
     ln -sf "$sp" "$bin/kube-scheduler-plugins"
   fi
   for t in "helm $HELM_VERSION helm" "promtool $PROMTOOL_VERSION promtool" \
+    "promtool $PROMTOOL_VERSION prometheus" \
     "kubelet $K8S_OLDEST_VERSION kubelet" "kubelet $K8S_OLDEST_VERSION kube-proxy"; do
     set -- $t
     if [ -x "$(key "$1" "$2")/$3" ]; then

@@ -20,6 +20,20 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tas_runtime::metrics::{self as runtime_metrics, ResultLabel};
 
+/// Every `kind` of `errors_total` (docs/user-guide.md#metrics-and-telemetry).
+pub const ERROR_KINDS: [&str; 10] = [
+    "socket_missing",
+    "unavailable",
+    "rate_limited",
+    "timeout",
+    "other",
+    "sysfs",
+    "kubelet_config",
+    "apply",
+    "pod_exclude",
+    "pod_poll",
+];
+
 /// Label of an error's kind.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -91,6 +105,12 @@ impl Metrics {
         );
         let errors = Family::<KindLabel, Counter>::default();
         registry.register("errors", "Errors by kind", errors.clone());
+        // Every kind at 0 from the start: a rate over a series that appears only at its
+        // first increment misses that increment, and a panel shows "no data" rather
+        // than zero.
+        for kind in ERROR_KINDS {
+            let _ = errors.get_or_create(&KindLabel { kind });
+        }
         let podresources_latency = Family::<CallLabel, Histogram>::new_with_constructor(|| {
             Histogram::new(PODRESOURCES_BUCKETS)
         });

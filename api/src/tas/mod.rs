@@ -215,9 +215,10 @@ pub struct ObservabilitySpec {
     /// Log level of the operator's operands (updater and scheduler).
     #[serde(default)]
     pub log_level: LogLevel,
-    /// OpenTelemetry collector endpoint (OTLP over gRPC), e.g.
-    /// `http://otel-collector.monitoring:4317`; without a port the gRPC client dials the
-    /// scheme's (80 or 443), so name the collector's. The operands' NetworkPolicies
+    /// OpenTelemetry collector endpoint, e.g. `http://otel-collector.monitoring:4317`
+    /// for OTLP/gRPC or `http://otel-collector.monitoring:4318` with `otlpProtocol:
+    /// http/protobuf` (signals are posted to `<endpoint>/v1/traces` and `/v1/metrics`);
+    /// without a port the client dials the scheme's (80 or 443), so name the collector's. The operands' NetworkPolicies
     /// (`spec.networkPolicy`) allow egress to this port. When unset the operator falls back to its
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` environment variable; when neither is set, no traces
     /// or OTLP metrics are exported (Prometheus `/metrics` is always served).
@@ -228,6 +229,59 @@ pub struct ObservabilitySpec {
         validation = Rule::new(OTLP_ENDPOINT_PORT_RULE).message("spec.observability.otlpEndpoint must name a host and, if any, a port from 1 to 65535 (IPv6 addresses in brackets), e.g. http://otel-collector.monitoring:4317")
     )]
     pub otlp_endpoint: Option<String>,
+    /// The OTLP transport of every component: `grpc` or `http/protobuf`. When unset the
+    /// operator uses its `OTEL_EXPORTER_OTLP_PROTOCOL` (gRPC when that is unset too) and
+    /// the operands use gRPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_protocol: Option<OtlpProtocol>,
+    /// Where the operands' HTTPS serving certificate (of `/metrics`, `/healthz`,
+    /// `/readyz`) comes from. `SelfSigned` (default): generated at start, so scrapers
+    /// cannot verify it. `Secret`: each operand mounts the `kubernetes.io/tls` Secret
+    /// named after its metrics Service plus `-tls` — `tas-scheduler-metrics-tls` in
+    /// `spec.namespace`, `tas-updater-metrics-tls` in the node agents' namespace — as
+    /// cert-manager or OpenShift's service CA write them (the operator annotates the
+    /// Services for the latter), and serves a renewed certificate without a restart. The
+    /// pods wait until their Secret exists.
+    #[serde(default)]
+    pub serving_certificate: ServingCertificate,
+}
+
+/// The OTLP transport of every component: `grpc` (collectors listen on 4317) or
+/// `http/protobuf` (on 4318). When unset the operator uses its
+/// `OTEL_EXPORTER_OTLP_PROTOCOL` (gRPC when that is unset too) and the operands use gRPC.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum OtlpProtocol {
+    /// OTLP/gRPC (collectors listen on 4317).
+    #[default]
+    #[serde(rename = "grpc")]
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (collectors listen on 4318).
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+}
+
+impl OtlpProtocol {
+    /// The value as `OTEL_EXPORTER_OTLP_PROTOCOL` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Grpc => "grpc",
+            Self::HttpProtobuf => "http/protobuf",
+        }
+    }
+}
+
+/// Where the operands' serving certificate comes from.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum ServingCertificate {
+    /// Generated self-signed at start.
+    #[default]
+    SelfSigned,
+    /// From the Secret `<metrics Service>-tls` in the operand's namespace.
+    Secret,
 }
 
 /// CEL: the endpoint is a URL whose port, if any, the operands' NetworkPolicy can open

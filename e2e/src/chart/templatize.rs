@@ -75,8 +75,10 @@ pub fn generate(inputs: &Inputs) -> Result<Files, ChartError> {
     for mut doc in documents(&inputs.monitoring)? {
         let kind = str_at(&doc, "/kind").to_owned();
         let name = str_at(&doc, "/metadata/name").to_owned();
+        // The scrape identity (scraper.yaml) goes with the monitors that use it.
         let switch = match kind.as_str() {
-            "ServiceMonitor" | "PodMonitor" => "monitoring.serviceMonitors.enabled",
+            "ServiceMonitor" | "PodMonitor" | "ServiceAccount" | "Secret"
+            | "ClusterRoleBinding" => "monitoring.serviceMonitors.enabled",
             "PrometheusRule" => "monitoring.prometheusRule.enabled",
             "ConfigMap" => "monitoring.grafanaDashboard.enabled",
             other => {
@@ -86,13 +88,22 @@ pub fn generate(inputs: &Inputs) -> Result<Files, ChartError> {
             }
         };
         escape_braces(&mut doc);
+        let in_agents = str_at(&doc, "/metadata/namespace") == AGENTS;
         set_namespaces(&mut doc, &name);
         mark_labels(&mut doc, "monitoring");
-        let body = switched(switch, &substitute(&to_yaml(&doc)?));
-        files.insert(
-            format!("templates/monitoring/{}-{name}.yaml", kind.to_lowercase()),
-            format!("{{{{- /* {GENERATED} */}}}}\n{body}"),
-        );
+        let mut body = switched(switch, &substitute(&to_yaml(&doc)?));
+        // The scrape identity of the agents' namespace is the release namespace's own
+        // when the agents run there.
+        let file = if in_agents && kind != "ServiceMonitor" {
+            body = switched_on(AGENTS_APART, &body);
+            format!(
+                "templates/monitoring/{}-{name}-agents.yaml",
+                kind.to_lowercase()
+            )
+        } else {
+            format!("templates/monitoring/{}-{name}.yaml", kind.to_lowercase())
+        };
+        files.insert(file, format!("{{{{- /* {GENERATED} */}}}}\n{body}"));
     }
     let sample: Value = serde_norway::from_str(&inputs.sample)
         .map_err(|e| ChartError::Input(format!("the sample object: {e}")))?;
@@ -184,7 +195,12 @@ fn set_namespaces(doc: &mut Value, name: &str) {
     let subjects = doc.get_mut("subjects").and_then(Value::as_array_mut);
     for subject in subjects.into_iter().flatten() {
         if subject.get("namespace").is_some() {
-            subject["namespace"] = json!(NS);
+            let ns = if subject["namespace"] == AGENTS {
+                AGENTS_NS
+            } else {
+                NS
+            };
+            subject["namespace"] = json!(ns);
         }
     }
     // A policy binding's parameter (the operator's Deployment) lives in the release

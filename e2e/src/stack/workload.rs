@@ -13,6 +13,48 @@ use std::time::{Duration, Instant};
 use tas_nodesim::request::PodKey;
 use tas_nodesim::{Scenario, Simulator};
 
+/// Two nodes of two 4-CPU, 8 GiB zones under `single-numa-node` and pod scope, named
+/// `name-0` and `name-1`: room for a 2-CPU pod in one zone, none for a 6-CPU one.
+pub fn two_zone_nodes(name: &str) -> Result<Scenario, StackError> {
+    Scenario::from_yaml(&format!(
+        "nodes:\n- name: {name}\n  count: 2\n  topologyManagerPolicy: single-numa-node\n  \
+         topologyManagerScope: pod\n  zones:\n  - {{ cpus: 4, memory: 8Gi }}\n  - {{ cpus: 4, memory: 8Gi }}\n"
+    ))
+    .map_err(StackError::ctx("the two-zone scenario"))
+}
+
+/// A Guaranteed pod `name` for `scheduler` asking `cpus` CPUs and 1 GiB, on the
+/// simulated nodes.
+pub fn guaranteed_pod(name: &str, cpus: &str, scheduler: &str) -> Pod {
+    let pod = serde_json::json!({
+        "metadata": {"name": name, "labels": {tas_testcluster::NODE_SIM_LABEL: "true"}},
+        "spec": {"schedulerName": scheduler,
+                 "containers": [{"name": "c", "image": "c", "resources": {
+                     "requests": {"cpu": cpus, "memory": "1Gi"},
+                     "limits": {"cpu": cpus, "memory": "1Gi"}}}]}
+    });
+    serde_json::from_value(pod).unwrap_or_default()
+}
+
+/// On [`two_zone_nodes`]: pod `fits` (2 CPUs, one zone holds it) and pod `no-zone`
+/// (6 CPUs: a node's total, but no zone's), for `scheduler` in `namespace`.
+pub async fn create_fits_and_no_zone(
+    client: &Client,
+    namespace: &str,
+    scheduler: &str,
+) -> Result<(), StackError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    for (name, cpus) in [("fits", "2"), ("no-zone", "6")] {
+        pods.create(
+            &PostParams::default(),
+            &guaranteed_pod(name, cpus, scheduler),
+        )
+        .await
+        .map_err(StackError::ctx("creating a pod"))?;
+    }
+    Ok(())
+}
+
 /// Create the scenario's workload for `scheduler_name` in `namespace`; returns the pod
 /// names in creation order.
 pub async fn run_workload(

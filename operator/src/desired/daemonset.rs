@@ -15,7 +15,7 @@ use super::hash::config_hash;
 use super::meta::{Component, Stack};
 use super::names::{
     CONFIG_HASH_ANNOTATION, NAME_LABEL, NODE_GROUP_LABEL, UPDATER_CONTAINER,
-    UPDATER_SERVICE_ACCOUNT, updater_daemonset_name,
+    UPDATER_METRICS_SERVICE, UPDATER_SERVICE_ACCOUNT, updater_daemonset_name,
 };
 use super::node_affinity::node_affinity;
 use super::pod::{
@@ -23,6 +23,7 @@ use super::pod::{
     liveness_probe, locked_down_container, otlp_env, priority_class, readiness_probe,
     runtime_default_seccomp, with_extra,
 };
+use super::serving_cert;
 use crate::validate::ValidGroup;
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
@@ -72,10 +73,17 @@ pub(crate) fn updater_daemon_set(
     } = valid;
     let image = image.clone();
     let affinity = node_affinity(selector);
-    let args =
+    let mut args =
         UpdaterArgs::for_daemonset(settings, spec.observability.log_level.as_str()).to_args();
+    let serving_cert = serving_cert::mount(
+        spec.observability.serving_certificate,
+        UPDATER_METRICS_SERVICE,
+    );
+    if let Some(cert) = &serving_cert {
+        args.extend(cert.args.iter().cloned());
+    }
     let mut env = vec![field_env("NODE_NAME", "spec.nodeName")];
-    env.extend(otlp_env(spec.observability.otlp_endpoint.as_deref()));
+    env.extend(otlp_env(&spec.observability));
 
     // Everything that reaches the container: a change of any of it rolls the pods. The
     // template changes anyway, the annotation makes the cause visible and comparable.
@@ -92,10 +100,14 @@ pub(crate) fn updater_daemon_set(
         source,
     })?;
 
-    let (volumes, volume_mounts) = host_volumes(
+    let (mut volumes, mut volume_mounts) = host_volumes(
         &settings.kubelet.pod_resources_dir,
         &KubeletMounts::for_paths(&settings.kubelet),
     );
+    if let Some(cert) = serving_cert {
+        volumes.push(cert.volume);
+        volume_mounts.push(cert.mount);
+    }
     let container = Container {
         name: UPDATER_CONTAINER.to_owned(),
         image: Some(image),

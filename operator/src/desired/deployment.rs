@@ -10,13 +10,15 @@
 use super::meta::{Component, Stack};
 use super::names::{
     CONFIG_HASH_ANNOTATION, NAME_LABEL, SCHEDULER_CONFIG_DIR, SCHEDULER_CONFIG_MAP,
-    SCHEDULER_CONTAINER, SCHEDULER_DEPLOYMENT, SCHEDULER_SERVICE_ACCOUNT,
+    SCHEDULER_CONTAINER, SCHEDULER_DEPLOYMENT, SCHEDULER_METRICS_SERVICE,
+    SCHEDULER_SERVICE_ACCOUNT,
 };
 use super::pod::{
     field_env, http_port, image_pull_policy, image_pull_secrets, linux_node_selector,
     liveness_probe, locked_down_container, otlp_env, priority_class, readiness_probe,
     runtime_default_seccomp, with_extra,
 };
+use super::serving_cert;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, PodSecurityContext, PodSpec, PodTemplateSpec,
@@ -53,15 +55,39 @@ pub(crate) fn scheduler_deployment(
         field_env("POD_NAME", "metadata.name"),
         field_env("POD_NAMESPACE", "metadata.namespace"),
     ];
-    env.extend(otlp_env(spec.observability.otlp_endpoint.as_deref()));
+    env.extend(otlp_env(&spec.observability));
+    let serving_cert = serving_cert::mount(
+        spec.observability.serving_certificate,
+        SCHEDULER_METRICS_SERVICE,
+    );
+    let mut args = vec![
+        format!("--config={SCHEDULER_CONFIG_DIR}/{FILE_NAME}"),
+        format!("--log-level={}", spec.observability.log_level.as_str()),
+    ];
+    let mut volume_mounts = vec![VolumeMount {
+        name: "config".to_owned(),
+        mount_path: SCHEDULER_CONFIG_DIR.to_owned(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }];
+    let mut volumes = vec![Volume {
+        name: "config".to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: SCHEDULER_CONFIG_MAP.to_owned(),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    if let Some(cert) = serving_cert {
+        args.extend(cert.args);
+        volume_mounts.push(cert.mount);
+        volumes.push(cert.volume);
+    }
 
     let container = Container {
         name: SCHEDULER_CONTAINER.to_owned(),
         image: Some(image.to_owned()),
-        args: Some(vec![
-            format!("--config={SCHEDULER_CONFIG_DIR}/{FILE_NAME}"),
-            format!("--log-level={}", spec.observability.log_level.as_str()),
-        ]),
+        args: Some(args),
         env: Some(env),
         ports: Some(vec![http_port(HTTP_PORT)]),
         liveness_probe: Some(liveness_probe()),
@@ -73,12 +99,7 @@ pub(crate) fn scheduler_deployment(
             run_as_group: Some(SCHEDULER_UID),
             ..locked_down_container()
         }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_owned(),
-            mount_path: SCHEDULER_CONFIG_DIR.to_owned(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(volume_mounts),
         image_pull_policy: image_pull_policy(spec.image_pull_policy),
         ..Container::default()
     };
@@ -125,14 +146,7 @@ pub(crate) fn scheduler_deployment(
                         ..PodSecurityContext::default()
                     }),
                     containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: "config".to_owned(),
-                        config_map: Some(ConfigMapVolumeSource {
-                            name: SCHEDULER_CONFIG_MAP.to_owned(),
-                            ..ConfigMapVolumeSource::default()
-                        }),
-                        ..Volume::default()
-                    }]),
+                    volumes: Some(volumes),
                     ..PodSpec::default()
                 }),
             },

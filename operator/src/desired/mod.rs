@@ -33,6 +33,7 @@ mod objects;
 mod pod;
 mod rbac;
 mod service;
+pub mod serving_cert;
 
 pub use configmap::{leader_election_enabled, scheduler_config};
 pub(crate) use daemonset::UPDATER_APP_NAME;
@@ -143,7 +144,7 @@ pub fn build(valid: &ValidatedSpec<'_>) -> Result<Desired, BuildError> {
         config_maps: vec![configmap::scheduler_config_map(&stack, &rendered)],
         daemon_sets,
         deployment,
-        services: service::services(&stack),
+        services: service::services(&stack, spec.observability.serving_certificate),
         network_policies: network_policy::network_policies(
             &stack,
             spec.network_policy.enabled,

@@ -9,10 +9,12 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
-use tas_api::tas::{ImagePullPolicy, ImagePullSecret};
+use tas_api::tas::{ImagePullPolicy, ImagePullSecret, ObservabilitySpec};
 
 /// Env var the operands read their OTLP endpoint from (the OpenTelemetry SDK's own).
 pub const OTLP_ENDPOINT_ENV: &str = tas_runtime::telemetry::OTLP_ENDPOINT_ENV;
+/// Env var the operands read their OTLP protocol from (the OpenTelemetry SDK's own).
+pub const OTLP_PROTOCOL_ENV: &str = tas_runtime::telemetry::protocol::PROTOCOL_ENV;
 
 /// The `https` container port serving `/healthz`, `/readyz` and `/metrics` over TLS.
 pub(crate) fn http_port(port: u16) -> ContainerPort {
@@ -72,13 +74,22 @@ pub(crate) fn field_env(name: &str, field_path: &str) -> EnvVar {
     }
 }
 
-/// The OTLP endpoint env var, when one is configured.
-pub(crate) fn otlp_env(endpoint: Option<&str>) -> Option<EnvVar> {
-    endpoint.map(|e| EnvVar {
-        name: OTLP_ENDPOINT_ENV.to_owned(),
-        value: Some(e.to_owned()),
+/// The OTLP endpoint env var, when one is configured, and the protocol's, when the
+/// object names one.
+pub(crate) fn otlp_env(observability: &ObservabilitySpec) -> Vec<EnvVar> {
+    let var = |name: &str, value: &str| EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
         ..EnvVar::default()
-    })
+    };
+    let mut env = Vec::new();
+    if let Some(endpoint) = &observability.otlp_endpoint {
+        env.push(var(OTLP_ENDPOINT_ENV, endpoint));
+    }
+    if let Some(protocol) = observability.otlp_protocol {
+        env.push(var(OTLP_PROTOCOL_ENV, protocol.as_str()));
+    }
+    env
 }
 
 /// The container runtime's default seccomp profile.

@@ -5,15 +5,18 @@ use super::daemonset::updater_pod_selector;
 use super::deployment::scheduler_pod_selector;
 use super::meta::{Component, Stack};
 use super::names::{HTTP_PORT_NAME, SCHEDULER_METRICS_SERVICE, UPDATER_METRICS_SERVICE};
+use super::serving_cert;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
+use tas_api::tas::ServingCertificate;
 
 /// The scheduler's and the node agents' metrics Services.
-pub(crate) fn services(stack: &Stack) -> Vec<Service> {
+pub(crate) fn services(stack: &Stack, certificate: ServingCertificate) -> Vec<Service> {
     vec![
         metrics_service(
             stack,
+            certificate,
             SCHEDULER_METRICS_SERVICE,
             Component::Scheduler,
             scheduler_pod_selector(),
@@ -21,6 +24,7 @@ pub(crate) fn services(stack: &Stack) -> Vec<Service> {
         ),
         metrics_service(
             stack,
+            certificate,
             UPDATER_METRICS_SERVICE,
             Component::Updater,
             updater_pod_selector(),
@@ -31,13 +35,16 @@ pub(crate) fn services(stack: &Stack) -> Vec<Service> {
 
 fn metrics_service(
     stack: &Stack,
+    certificate: ServingCertificate,
     name: &str,
     component: Component,
     selector: BTreeMap<String, String>,
     port: u16,
 ) -> Service {
+    let mut metadata = stack.namespaced_meta(name, component);
+    metadata.annotations = serving_cert::service_annotations(certificate, name);
     Service {
-        metadata: stack.namespaced_meta(name, component),
+        metadata,
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
             selector: Some(selector),

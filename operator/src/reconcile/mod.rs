@@ -65,8 +65,13 @@ pub async fn reconcile(
         let started = Instant::now();
         // Before anything else, so this reconcile's span already goes to the new
         // endpoint. Cleanup turns back to the operator's own endpoint once done.
-        ctx.otlp
-            .use_endpoint(cr.spec.observability.otlp_endpoint.as_deref());
+        ctx.otlp.use_target(
+            cr.spec.observability.otlp_endpoint.as_deref(),
+            cr.spec
+                .observability
+                .otlp_protocol
+                .map(crate::telemetry::protocol),
+        );
         let result = reconcile_inner(cr.clone(), &ctx).await;
         let outcome = match &result {
             Ok(_) => {

@@ -18,3 +18,11 @@ pub const SERVICE_NAME: &str = "tas-operator";
 pub fn init(level: &str, format: LogFormat, otlp: &Otlp) -> Result<(), TelemetryError> {
     tas_runtime::telemetry::init(level, format, Some(otlp))
 }
+
+/// The runtime's protocol for the object's `otlpProtocol`.
+pub fn protocol(protocol: tas_api::tas::OtlpProtocol) -> tas_runtime::telemetry::Protocol {
+    match protocol {
+        tas_api::tas::OtlpProtocol::Grpc => tas_runtime::telemetry::Protocol::Grpc,
+        tas_api::tas::OtlpProtocol::HttpProtobuf => tas_runtime::telemetry::Protocol::HttpProtobuf,
+    }
+}

@@ -43,6 +43,7 @@ async fn one_object_runs_and_reports_the_whole_stack() {
         instance: Some("stack-test".into()),
         metric_interval: Some(Duration::from_secs(1)),
         span_delay: Some(Duration::from_millis(200)),
+        ..OtlpSettings::default()
     });
     let logs = EnvFilter::new(
         std::env::var("RUST_LOG").unwrap_or_else(|_| "tas_operator=info".to_owned()),

@@ -12,6 +12,9 @@ use crate::metrics::encode;
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The last line of an OpenMetrics exposition.
+const EOF: &str = "# EOF\n";
+
 type Render = dyn Fn() -> Result<String, fmt::Error> + Send + Sync;
 
 /// A source of metrics text, cheap to clone.
@@ -46,6 +49,20 @@ impl Metrics {
     /// No metrics: an empty exposition.
     pub fn none() -> Self {
         Self::from_registry(Arc::new(Registry::default()))
+    }
+
+    /// These metrics followed by `other`'s, as one exposition (`other`'s families must
+    /// not repeat these').
+    pub fn with(self, other: Metrics) -> Self {
+        Self::from_fn(move || {
+            let mut text = self.render()?;
+            let more = other.render()?;
+            if text.ends_with(EOF) && more.ends_with(EOF) {
+                text.truncate(text.len() - EOF.len());
+            }
+            text.push_str(&more);
+            Ok(text)
+        })
     }
 
     /// The current exposition text.
@@ -92,5 +109,25 @@ mod tests {
             .register("binds", "Pods bound", binds);
         let text = metrics.render().unwrap();
         assert!(text.contains("binds_total 1"), "{text}");
+    }
+
+    #[test]
+    fn two_sources_make_one_exposition() {
+        let register = |name: &str| {
+            let mut registry = Registry::default();
+            let counter: Counter = Counter::default();
+            counter.inc();
+            registry.register(name, "A counter", counter);
+            Metrics::from(Arc::new(registry))
+        };
+        let text = register("binds")
+            .with(register("reloads"))
+            .render()
+            .unwrap();
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let binds = text.find("binds_total 1").expect("the first source's");
+        let reloads = text.find("reloads_total 1").expect("the second source's");
+        assert!(binds < reloads, "{text}");
     }
 }

@@ -11,6 +11,8 @@
 //! token ([`auth`]: TokenReview + SubjectAccessReview, as kube-rbac-proxy does). The
 //! kubelet's probes keep working on the same port: HTTPS probes skip certificate
 //! verification and send no credentials, and `/healthz` and `/readyz` need none.
+//! Certificate files are read again when they change ([`cert_reload`]): a rotated
+//! certificate reaches new connections without a restart.
 //! [`Security::Insecure`] (plain HTTP, no authentication) exists only behind an
 //! explicit flag, for a trusted network or a proxy in front. At most
 //! [`MAX_CONNECTIONS`] TLS connections are open at once; more are closed on accept.
@@ -23,6 +25,7 @@
 //! header, the token travels in [`auth::PROXIED_AUTHORIZATION`].
 
 pub mod auth;
+mod cert_reload;
 mod metrics;
 mod readiness;
 pub mod tls;
@@ -45,6 +48,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 pub use auth::{AuthError, Authorizer, Decision, Limits as AuthLimits};
+pub use cert_reload::{RELOAD_INTERVAL, ReloadMetrics};
 pub use metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 pub use readiness::Readiness;
 pub use tls::{CertSource, TlsError};
@@ -242,7 +246,13 @@ pub async fn serve_on_with(
             Ok(())
         }
         Security::Secure { cert, authorizer } => {
-            let acceptor = TlsAcceptor::from(tls::server_config(&cert)?);
+            let mut own = prometheus_client::registry::Registry::default();
+            let reloads = ReloadMetrics::register(&mut own);
+            let (config, watcher) = tls::reloading_server_config(&cert, reloads, RELOAD_INTERVAL)?;
+            let metrics = metrics.with(std::sync::Arc::new(own).into());
+            let acceptor = TlsAcceptor::from(config);
+            // Stops with the server (dropped at return).
+            let _watching = watcher.map(|w| AbortOnDrop(tokio::spawn(w)));
             info!(
                 ?addr,
                 "serving /healthz, /readyz and /metrics over HTTPS (/metrics authorised by the API server)"
@@ -264,6 +274,15 @@ pub async fn serve_on_with(
             let app = routes().with_state(state).merge(extra);
             serve_tls(listener, acceptor, app, shutdown, MAX_CONNECTIONS).await
         }
+    }
+}
+
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -284,3 +284,83 @@ async fn a_failing_metrics_source_answers_500() {
     assert_eq!(get(addr, "/metrics").await.status, 500);
     server.abort();
 }
+
+/// Writes `cert` and `key` into `dir` as the kubelet fills a Secret volume: the files
+/// are symlinks through `..data` to a timestamped directory, and an update swaps
+/// `..data` in one rename.
+fn write_secret_volume(dir: &std::path::Path, generation: u32, cert: &str, key: &str) {
+    let data = dir.join(format!("..2026_{generation}"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("tls.crt"), cert).unwrap();
+    std::fs::write(data.join("tls.key"), key).unwrap();
+    let staged = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(data.file_name().unwrap(), &staged).unwrap();
+    std::fs::rename(&staged, dir.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        let link = dir.join(file);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{file}"), &link).unwrap();
+        }
+    }
+}
+
+/// The leaf certificate a new TLS connection to `addr` is shown.
+async fn served_certificate(addr: SocketAddr) -> Vec<u8> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let tls = tas_testcluster::tls_connect_insecure(tcp, addr.ip())
+        .await
+        .unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// A rotated certificate in a Secret volume reaches new connections without a
+/// restart (broken files: `cert_reload`'s tests).
+#[tokio::test]
+async fn a_rotated_certificate_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let generate = |name: &str| {
+        let g = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+        (
+            g.cert.pem(),
+            g.signing_key.serialize_pem(),
+            g.cert.der().to_vec(),
+        )
+    };
+    let first = generate("first.tas.test");
+    write_secret_volume(dir.path(), 1, &first.0, &first.1);
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+    let security = Security::Secure {
+        cert: CertSource::Files {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        },
+        authorizer: Authorizer::new(kube::Client::try_from(config).unwrap()),
+    };
+    let server = tokio::spawn(serve_on(
+        listener,
+        security,
+        Metrics::none(),
+        Readiness::not_ready("starting"),
+        std::future::pending(),
+    ));
+    assert_eq!(served_certificate(addr).await, first.2);
+
+    let second = generate("second.tas.test");
+    write_secret_volume(dir.path(), 2, &second.0, &second.1);
+    let deadline = std::time::Instant::now() + 3 * RELOAD_INTERVAL;
+    loop {
+        if served_certificate(addr).await == second.2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated certificate is not served {:?} after the swap",
+            3 * RELOAD_INTERVAL
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    server.abort();
+}

@@ -1,4 +1,5 @@
-//! OpenTelemetry traces and metrics over OTLP/gRPC, shared by the three TAS binaries:
+//! OpenTelemetry traces and metrics over OTLP (gRPC, or HTTP/protobuf when
+//! `OTEL_EXPORTER_OTLP_PROTOCOL` says so: [`super::protocol`]), shared by the three TAS binaries:
 //! to the endpoint the TopologyAwareScheduling object names (the operator learns it on
 //! every reconcile; the operator passes it to its operands as
 //! `OTEL_EXPORTER_OTLP_ENDPOINT`), else to `OTEL_EXPORTER_OTLP_ENDPOINT`, else nowhere.
@@ -23,13 +24,16 @@
 //! SDK's own threads, the span queue drops when full, and failures are logged with a
 //! rate limit.
 
+use super::http_client::TokioHttpClient;
+use super::protocol::{Protocol, ProtocolError, Protocols};
 use super::switch::{MetricSwitch, Slot, SpanSwitch};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::tonic_types::transport::ClientTlsConfig;
 use opentelemetry_otlp::{
-    ExporterBuildError, MetricExporter, SpanExporter, WithExportConfig as _, WithTonicConfig as _,
+    ExporterBuildError, MetricExporter, SpanExporter, WithExportConfig as _, WithHttpConfig as _,
+    WithTonicConfig as _,
 };
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
@@ -60,6 +64,9 @@ pub struct OtlpSettings {
     pub service: &'static str,
     /// Endpoint used while the object names none (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub fallback_endpoint: Option<String>,
+    /// The transport of each signal (`OTEL_EXPORTER_OTLP_PROTOCOL` and the per-signal
+    /// variables; gRPC by default).
+    pub protocols: Protocols,
     /// `service.instance.id`: which replica exported (its pod name).
     pub instance: Option<String>,
     /// Time between metric exports; when unset `OTEL_METRIC_EXPORT_INTERVAL`, else 60 s.
@@ -70,15 +77,21 @@ pub struct OtlpSettings {
 }
 
 impl OtlpSettings {
-    /// The fallback endpoint from `OTEL_EXPORTER_OTLP_ENDPOINT`; the SDK reads its other
-    /// `OTEL_*` variables (headers, timeouts, intervals) itself.
-    pub fn from_env(service: &'static str, instance: Option<String>) -> Self {
-        Self {
+    /// The fallback endpoint from `OTEL_EXPORTER_OTLP_ENDPOINT` and the protocols from
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` (and its per-signal variants); the SDK reads its
+    /// other `OTEL_*` variables (headers, timeouts, intervals) itself. An unknown
+    /// protocol is an error naming the variable.
+    pub fn from_env(
+        service: &'static str,
+        instance: Option<String>,
+    ) -> Result<Self, ProtocolError> {
+        Ok(Self {
             service,
             fallback_endpoint: std::env::var(OTLP_ENDPOINT_ENV).ok(),
+            protocols: Protocols::from_env()?,
             instance,
             ..Self::default()
-        }
+        })
     }
 }
 
@@ -99,14 +112,15 @@ pub struct Otlp(Arc<Inner>);
 struct Inner {
     service: &'static str,
     fallback_endpoint: Option<String>,
+    protocols: Protocols,
     resource: Resource,
     tracer_provider: SdkTracerProvider,
     meter_provider: SdkMeterProvider,
     spans: Arc<Slot<SpanExporter>>,
     metrics: Arc<Slot<MetricExporter>>,
-    /// The endpoint last chosen by [`Otlp::use_endpoint`] (even if it could not be
-    /// used), so that every reconcile does not rebuild or re-warn.
-    chosen: Mutex<Option<String>>,
+    /// The endpoint and protocols last chosen by [`Otlp::use_target`] (even if they
+    /// could not be used), so that every reconcile does not rebuild or re-warn.
+    chosen: Mutex<Option<(String, Protocols)>>,
 }
 
 impl Otlp {
@@ -148,6 +162,7 @@ impl Otlp {
         Self(Arc::new(Inner {
             service: settings.service,
             fallback_endpoint: settings.fallback_endpoint,
+            protocols: settings.protocols,
             resource,
             tracer_provider,
             meter_provider,
@@ -193,7 +208,8 @@ impl Otlp {
             .chosen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .as_ref()
+            .map(|(endpoint, _)| endpoint.clone())
     }
 
     /// Exports to the object's endpoint, else the fallback, else nowhere. Cheap when
@@ -201,9 +217,16 @@ impl Otlp {
     /// gRPC channel's worker is spawned there). An endpoint that cannot be used (a
     /// malformed URL) turns export off with a warning until the endpoint changes.
     pub fn use_endpoint(&self, from_object: Option<&str>) {
+        self.use_target(from_object, None);
+    }
+
+    /// As [`Self::use_endpoint`], both signals over `protocol` (the object's) when
+    /// given, else over the protocols of the environment.
+    pub fn use_target(&self, from_object: Option<&str>, protocol: Option<Protocol>) {
         let wanted = resolve_endpoint(from_object, self.0.fallback_endpoint.as_deref());
+        let protocols = protocol.map_or(self.0.protocols, Protocols::both);
         let mut chosen = self.0.chosen.lock().unwrap_or_else(PoisonError::into_inner);
-        if chosen.as_deref() == wanted {
+        if chosen.as_ref().map(|(e, p)| (e.as_str(), *p)) == wanted.map(|w| (w, protocols)) {
             return;
         }
         let exporters = match wanted {
@@ -211,9 +234,10 @@ impl Otlp {
                 tracing::info!("OTLP export off: no endpoint configured");
                 None
             }
-            Some(endpoint) => match self.0.exporters(endpoint) {
+            Some(endpoint) => match self.0.exporters(endpoint, protocols) {
                 Ok(exporters) => {
-                    tracing::info!(endpoint, "exporting traces and metrics over OTLP/gRPC");
+                    let Protocols { traces, metrics } = protocols;
+                    tracing::info!(endpoint, %traces, %metrics, "exporting traces and metrics over OTLP");
                     Some(exporters)
                 }
                 Err(error) => {
@@ -236,7 +260,7 @@ impl Otlp {
         if let Some(old) = self.0.metrics.set(metrics) {
             let _ = opentelemetry_sdk::metrics::exporter::PushMetricExporter::shutdown(&*old);
         }
-        *chosen = wanted.map(str::to_owned);
+        *chosen = wanted.map(|w| (w.to_owned(), protocols));
     }
 
     /// Exports what is pending and stops both pipelines, spending at most a few
@@ -275,32 +299,73 @@ impl Otlp {
 }
 
 impl Inner {
-    /// Both exporters for `endpoint`, TLS with the system's roots for `https://`.
+    /// Both exporters for `endpoint`, each over its protocol; TLS with the system's
+    /// roots for `https://`.
     fn exporters(
         &self,
         endpoint: &str,
+        protocols: Protocols,
     ) -> Result<(SpanExporter, MetricExporter), ExporterBuildError> {
-        let tls = endpoint
-            .starts_with("https://")
-            .then(|| ClientTlsConfig::new().with_native_roots());
-
-        let mut spans = SpanExporter::builder().with_tonic().with_endpoint(endpoint);
-        if let Some(tls) = tls.clone() {
-            spans = spans.with_tls_config(tls);
-        }
-        let mut spans = spans.build()?;
+        let mut spans = match protocols.traces {
+            Protocol::Grpc => {
+                let mut b = SpanExporter::builder().with_tonic().with_endpoint(endpoint);
+                if let Some(tls) = grpc_tls(endpoint) {
+                    b = b.with_tls_config(tls);
+                }
+                b.build()?
+            }
+            Protocol::HttpProtobuf => SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_endpoint(signal_url(endpoint, "traces"))
+                .with_http_client(http_client()?)
+                .build()?,
+        };
         // The provider gives its resource to the switch, not to exporters made later.
         spans.set_resource(&self.resource);
 
-        let mut metrics = MetricExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .with_temporality(Temporality::Cumulative);
-        if let Some(tls) = tls {
-            metrics = metrics.with_tls_config(tls);
-        }
-        Ok((spans, metrics.build()?))
+        let metrics = match protocols.metrics {
+            Protocol::Grpc => {
+                let mut b = MetricExporter::builder()
+                    .with_tonic()
+                    .with_endpoint(endpoint)
+                    .with_temporality(Temporality::Cumulative);
+                if let Some(tls) = grpc_tls(endpoint) {
+                    b = b.with_tls_config(tls);
+                }
+                b.build()?
+            }
+            Protocol::HttpProtobuf => MetricExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_endpoint(signal_url(endpoint, "metrics"))
+                .with_temporality(Temporality::Cumulative)
+                .with_http_client(http_client()?)
+                .build()?,
+        };
+        Ok((spans, metrics))
     }
+}
+
+fn grpc_tls(endpoint: &str) -> Option<ClientTlsConfig> {
+    endpoint
+        .starts_with("https://")
+        .then(|| ClientTlsConfig::new().with_native_roots())
+}
+
+fn http_client() -> Result<TokioHttpClient, ExporterBuildError> {
+    TokioHttpClient::new().ok_or_else(|| {
+        ExporterBuildError::InternalFailure(
+            "OTLP/HTTP export needs a Tokio runtime to send its requests on".to_owned(),
+        )
+    })
+}
+
+/// The URL a signal is posted to over OTLP/HTTP: the endpoint (the collector's base
+/// URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` and the object's `otlpEndpoint` name it) plus
+/// `/v1/<signal>`, as the specification builds it from the general endpoint.
+fn signal_url(endpoint: &str, signal: &str) -> String {
+    format!("{}/v1/{signal}", endpoint.trim_end_matches('/'))
 }
 
 #[cfg(test)]
@@ -318,6 +383,18 @@ mod tests {
         assert_eq!(resolve_endpoint(Some(""), env), env);
         assert_eq!(resolve_endpoint(None, Some(" ")), None);
         assert_eq!(resolve_endpoint(None, None), None);
+    }
+
+    #[test]
+    fn signals_are_posted_under_the_endpoint() {
+        assert_eq!(
+            signal_url("http://collector:4318", "traces"),
+            "http://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            signal_url("https://collector:4318/otlp/", "metrics"),
+            "https://collector:4318/otlp/v1/metrics"
+        );
     }
 
     #[tokio::test]

@@ -58,6 +58,12 @@ impl CacheMetrics {
             "NRT objects of dirty nodes judged on arrival by their pod fingerprint, by result (exact, prefix, subset: accepted; miss: held for the resync)",
             metrics.evidence.clone(),
         );
+        // Every outcome at 0 from the start (see `Metrics::new`).
+        for outcome in ResyncOutcome::ALL {
+            let _ = metrics
+                .resyncs
+                .get_or_create(&ResultLabel::new(outcome.as_label()));
+        }
         metrics
     }
 

@@ -61,6 +61,16 @@ pub enum ResyncOutcome {
 }
 
 impl ResyncOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 6] = [
+        Self::Match,
+        Self::Mismatch,
+        Self::NoFingerprint,
+        Self::Deferred,
+        Self::Forced,
+        Self::WriterStopped,
+    ];
+
     /// The metric label value.
     pub fn as_label(self) -> &'static str {
         match self {
