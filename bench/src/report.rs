@@ -372,8 +372,9 @@ fn describe(kind: SchedulerKind) -> &'static str {
     }
 }
 
-const NOTES: [&str; 10] = [
+const NOTES: [&str; 11] = [
     "Backlog binds/s: pods bound ÷ time from the first to the last bind the runner's watch saw; per-second p50/p90: the binds in each whole second from the first bind (the last, partial second left out), as scheduler_perf's SchedulingThroughput samples them. The scheduler starts after every pod exists and without a warm-up pod, so its CPU includes its start.",
+    "First bind and makespan (every scenario): from the scheduler's start — its process spawned (the bind-only binder: started) — to the first and to the last bind of a measured pod the runner's watch saw. In backlog runs the scheduler starts after every pod exists, so these include its start-up (watches listing, leader election); in paced runs they also include the warm-up pod and the creation of the pods. Every scheduler is stopped after its run as the kubelet stops a container (SIGTERM, then SIGKILL after 15 s): killed outright, the TAS scheduler left its Lease held and the next run's scheduler waited the lease duration (15 s) before its first bind, as a successor of a crashed leader must.",
     "Paced bound/s: pods bound ÷ time from the first creation request to the last bind. The achieved creation rate is pods sent ÷ time from the first to the last creation request; where it is below the target, the latencies were taken at that lower rate.",
     "Goodput: pods bound minus pods the kubelet referee rejected (every reason). For the bind-only ceiling it means nothing: it ignores capacity.",
     "Scale decision times: the TAS scheduler's own `tas_scheduler_decision_duration_seconds` histogram (filter + score of one decision) read from its `/metrics` at the end of each run; mean = sum ÷ count, quantiles interpolated within the buckets (as PromQL's `histogram_quantile`), so they are only as fine as the buckets (100 µs, 250 µs, 500 µs, 1 ms, ...). kube-scheduler's own metrics are not read (its `/metrics` needs delegated authentication).",

@@ -11,7 +11,9 @@
 //!    to the in-runner binder;
 //! 5. the run ends when every pod is bound, when no pod left can be bound or its
 //!    scheduler has settled, or when nothing was bound for the idle timeout after the
-//!    last creation ([`crate::run_end`]); the process is sampled again and stopped;
+//!    last creation ([`crate::run_end`]); the process is sampled again and stopped as
+//!    the kubelet stops a container ([`SchedulerProcess::stop`]: SIGTERM first, so the
+//!    TAS scheduler hands its Lease over to the next run's);
 //! 6. the run's pods are deleted (no grace) and gone before the next run, while the
 //!    kubelets judge what is still queued and the run's nodes leave the referee.
 //!
@@ -79,6 +81,11 @@ pub struct RunResult {
     pub published: PublishStats,
     /// Binds per second from the first bind to the last.
     pub bind_rate: f64,
+    /// From the scheduler's start (its process spawned; the bind-only binder started)
+    /// to the first bind of a measured pod: where a stall at start-up shows.
+    pub first_bind: Option<Duration>,
+    /// From the scheduler's start to the last bind of the run.
+    pub makespan: Option<Duration>,
     /// Binds in each whole second from the first bind: median and 90th percentile.
     pub per_second_p50: Option<f64>,
     /// See `per_second_p50`.
@@ -199,7 +206,7 @@ pub async fn run_once(
     };
     let mut creator = None;
     let mut created: Option<CreateOutcome> = None;
-    let mut process = None;
+    let mut process: Option<SchedulerProcess> = None;
     if backlog {
         let outcome = start_creator()
             .await
@@ -226,6 +233,7 @@ pub async fn run_once(
     if backlog && kind != SchedulerKind::BindOnly {
         process = Some(SchedulerProcess::spawn(kind, &options.binaries, &launch)?);
     }
+    let binder_started = Instant::now();
     let binder = (kind == SchedulerKind::BindOnly).then(|| {
         procfs::reset_own_peak_rss();
         Binder::start(
@@ -342,8 +350,16 @@ pub async fn run_once(
         },
         _ => None,
     };
-    if let Some(process) = process {
-        process.stop();
+    let scheduler_started = process
+        .as_ref()
+        .map_or(binder_started, SchedulerProcess::started);
+    if let Some(process) = process
+        && !process.stop().await
+    {
+        tracing::warn!(
+            scheduler = kind.id(),
+            "the scheduler did not exit on SIGTERM within the grace period: killed"
+        );
     }
     if let Some(binder) = binder {
         binder.stop().await;
@@ -356,7 +372,14 @@ pub async fn run_once(
             .map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?,
         (None, None) => CreateOutcome::default(),
     };
-    let result = summarise(kind, round, &created, &bound_at, before, after);
+    let result = summarise(
+        kind,
+        round,
+        &created,
+        &bound_at,
+        scheduler_started,
+        (before, after),
+    );
     // The pods' deletion (the API server's work) and the kubelets' last verdicts and
     // goodbyes (the referee's) touch nothing in common and nothing measured: side by
     // side.
@@ -390,8 +413,8 @@ fn summarise(
     round: u32,
     created: &CreateOutcome,
     bound_at: &[Option<Instant>],
-    before: ProcessSample,
-    after: ProcessSample,
+    scheduler_started: Instant,
+    (before, after): (ProcessSample, ProcessSample),
 ) -> RunResult {
     let mut latencies: Vec<Duration> = created
         .sent_at
@@ -415,8 +438,12 @@ fn summarise(
     let binds: Vec<Instant> = bound_at.iter().flatten().copied().collect();
     let first_bind = binds.iter().min();
     let seconds = per_second_counts(&binds);
+    let since_start =
+        |at: Option<&Instant>| at.map(|at| at.saturating_duration_since(scheduler_started));
     RunResult {
         bind_rate: per_second(bound, first_bind, last_bind),
+        first_bind: since_start(first_bind),
+        makespan: since_start(last_bind),
         per_second_p50: quantile(&seconds, 0.5),
         per_second_p90: quantile(&seconds, 0.9),
         decisions: None,

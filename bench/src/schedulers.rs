@@ -4,13 +4,22 @@
 //! Each run gets its own scheduler name, so a scheduler only ever sees its run's pods.
 //! Processes log to `<cluster dir>/logs/<scheduler>-<run>.log` and their pids are added
 //! to the cluster's pid file, so the cluster's watchdog stops them if the runner dies.
+//!
+//! A process is stopped as the kubelet stops a container: SIGTERM, then SIGKILL after a
+//! grace period ([`SchedulerProcess::stop`]). The TAS scheduler always takes its Lease
+//! (one replica too) and hands it over on SIGTERM; killed outright, it left the Lease
+//! held, and the next run's scheduler — a new candidate that must see the record
+//! unchanged for the whole lease duration before taking it, as any successor of a
+//! crashed leader must — bound nothing for the first 15 s of every run after the first.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::json;
+use tokio::time::Instant;
 
 use crate::BenchError;
 
@@ -144,12 +153,18 @@ pub struct Launch<'a> {
     pub tas_scoring: Option<&'a str>,
 }
 
+/// How long a scheduler may take to exit after SIGTERM before it is killed: the TAS
+/// scheduler closes its write fence (at most twice the write timeout, 5 s with the
+/// default 15 s lease) and releases its Lease (at most 5 s) on the way out.
+pub const STOP_GRACE: Duration = Duration::from_secs(15);
+
 /// A running scheduler process.
 pub struct SchedulerProcess {
     kind: SchedulerKind,
     child: Child,
     log: PathBuf,
     port: u16,
+    started: Instant,
     /// The config file it was started with.
     pub config: String,
 }
@@ -208,6 +223,7 @@ impl SchedulerProcess {
             .join(format!("{}-{}.log", kind.id(), launch.run));
         let out = std::fs::File::create(&log).map_err(io(&log))?;
         let err = out.try_clone().map_err(io(&log))?;
+        let started = Instant::now();
         let child = Command::new(binary)
             .args(&args)
             .current_dir(launch.dir)
@@ -228,8 +244,14 @@ impl SchedulerProcess {
             child,
             log,
             port,
+            started,
             config,
         })
+    }
+
+    /// When the process was started (just before it was spawned).
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// The TAS scheduler's HTTPS port (health, `/metrics`); `None` for kube-scheduler,
@@ -264,11 +286,27 @@ impl SchedulerProcess {
         tas_testcluster::tail_lines(&self.log, n)
     }
 
-    /// Kills and reaps it. Its figures are taken before; nothing it would do on a
-    /// graceful stop matters to the benchmark.
-    pub fn stop(mut self) {
-        let _ = self.child.kill();
+    /// Stops it as the kubelet stops a container — SIGTERM, up to [`STOP_GRACE`] to
+    /// exit, then SIGKILL — and reaps it; returns whether it exited on SIGTERM. Its
+    /// figures are taken before. The graceful stop matters to the *next* run: the TAS
+    /// scheduler releases its Lease on SIGTERM, so its successor leads at once (see the
+    /// module documentation).
+    pub async fn stop(mut self) -> bool {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return true;
+        }
+        let pid = rustix::process::Pid::from_child(&self.child);
+        let termed = rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok();
+        let deadline = Instant::now() + STOP_GRACE;
+        while termed && matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let graceful = termed && !matches!(self.child.try_wait(), Ok(None));
+        if !graceful {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
+        graceful
     }
 }
 

@@ -32,7 +32,7 @@ use crate::reserve::{release_devices, unreserve};
 use crate::shared::Shared;
 use crate::telemetry::BindRecord;
 use crate::writer::claims::{ClaimRelease, ClaimReservation};
-use crate::writer::{Request, WriteError, Writer};
+use crate::writer::{Admission, Request, WriteError, Writer};
 
 /// Where a bind goes, and the attempt span it belongs to.
 pub(crate) struct BindTarget {
@@ -42,6 +42,8 @@ pub(crate) struct BindTarget {
     pub(crate) attempt: Option<opentelemetry::Context>,
     /// The pod's claim writes, if it has claims.
     pub(crate) claims: Option<ClaimWrites>,
+    /// Whether the bind waits for the earlier binds to the node.
+    pub(crate) admission: Admission,
 }
 
 /// A pod's claim writes before its bind, and their undo.
@@ -77,6 +79,7 @@ pub(crate) async fn start(
             uid: uid.clone(),
             node: target.node.clone(),
             claims,
+            admission: target.admission,
         })
         .await;
     let (shared, events, writer) = (shared.clone(), events.clone(), writer.clone());
@@ -302,6 +305,7 @@ mod tests {
             node: "node-a".into(),
             attempt: None,
             claims: None,
+            admission: Admission::InTurn,
         };
         let record = BindRecord {
             pod: &pod,

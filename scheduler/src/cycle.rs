@@ -18,7 +18,8 @@
 //!
 //! Pure over its inputs (a state snapshot and a topology lookup), so it is unit-tested
 //! and benchmarked without an API server. The result does not depend on the chunking
-//! (ties are broken by a hash of pod and node, not by arrival order).
+//! (ties are broken by a hash of the node rotated per decision, [`tie`], not by
+//! arrival order).
 
 use crate::affinity::{self, AffinityFilter, NamespaceLabels};
 use crate::explain::Reasons;
@@ -45,7 +46,7 @@ pub enum TopologyView {
 
 /// The pod being scheduled, parsed once.
 pub struct PodInput {
-    /// Pod uid (tie-breaking).
+    /// Pod uid.
     pub uid: String,
     /// Node-level filter input (also the pod's labels, affinity terms and spread
     /// constraints).
@@ -232,7 +233,7 @@ pub fn score_node_in(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    check_node(pod, node, Some(pre), || view, s)
+    check_node(pod, node, Some(pre), || view, s, 0)
         .map(|sc| sc.candidate(node))
         .map_err(|r| r.render(&pod.request))
 }
@@ -245,7 +246,7 @@ pub fn score_node(
     view: TopologyView,
     s: &CycleSettings,
 ) -> Result<Candidate, String> {
-    check_node(pod, node, None, || view, s)
+    check_node(pod, node, None, || view, s, 0)
         .map(|sc| sc.candidate(node))
         .map_err(|r| r.render(&pod.request))
 }
@@ -254,6 +255,7 @@ pub mod dra;
 mod filter;
 mod sample;
 mod score;
+mod tie;
 use filter::{Reject, check_node};
 pub use filter::{dra_choice, numa_fit, numa_sensitive};
 pub use sample::Sampling;

@@ -20,7 +20,7 @@ use crate::queue::QueuedPod;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
 use crate::telemetry::{AttemptOutcome, AttemptRecord};
-use crate::writer::{Writer, claims};
+use crate::writer::{Admission, Writer, claims};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use std::sync::Arc;
@@ -170,10 +170,21 @@ impl Attempts {
                     crate::reserve::hold_devices(shared, &input.uid, &choice);
                     claim_writes(&pod, &input, choice)
                 });
+                // Claim writes go in the bind's turn: kept in order.
+                let admission = if claims.is_none()
+                    && shared
+                        .cache
+                        .admission_commutes(&c.node, &input.uid, &input.request)
+                {
+                    Admission::Commutes
+                } else {
+                    Admission::InTurn
+                };
                 let target = BindTarget {
                     node: c.node,
                     attempt,
                     claims,
+                    admission,
                 };
                 bind::start(shared, events, writer, pod, input.uid, target).await;
             }

@@ -372,7 +372,7 @@ async fn main() -> anyhow::Result<()> {
         );
         let outcome = run_all(options.clone(), |r| {
             eprintln!(
-                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}; {}",
+                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, first bind {:.2?} and last {:.2?} after start, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}; {}",
                 r.kind.id(),
                 r.round,
                 r.end.id(),
@@ -383,6 +383,8 @@ async fn main() -> anyhow::Result<()> {
                 r.pods,
                 r.creation_rate,
                 r.throughput,
+                r.first_bind.unwrap_or_default(),
+                r.makespan.unwrap_or_default(),
                 r.bind_rate,
                 r.per_second_p50,
                 r.per_second_p90,

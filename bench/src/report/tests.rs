@@ -75,6 +75,8 @@ fn result(kind: SchedulerKind, round: u32, rate: f64, p99_ms: u64) -> RunResult 
             errors: 0,
         },
         bind_rate: rate,
+        first_bind: Some(Duration::from_millis(250 * u64::from(round))),
+        makespan: Some(Duration::from_secs_f64(100.0 / rate)),
         per_second_p50: Some(rate),
         per_second_p90: Some(rate + 10.0),
         decisions: None,
@@ -132,7 +134,7 @@ fn backlog_table_shows_median_min_max_and_the_goals() {
     // binds/s: median 110 of 90..130; per-second p90 = rate + 10; CPU 1.5 s; RSS 64;
     // goodput 99 − 1 = 98; 1 rejected; 1 pending.
     assert!(
-        text.contains("| TAS scheduler | 5 | 110.0 (90.0–130.0) | 110.0 (90.0–130.0) | 120.0 (100.0–140.0) | 1.50 | 64 | 98 | 1 | 1 |"),
+        text.contains("| TAS scheduler | 5 | 110.0 (90.0–130.0) | 110.0 (90.0–130.0) | 120.0 (100.0–140.0) | 0.75 (0.25–1.25) | 0.9 (0.8–1.1) | 1.50 | 64 | 98 | 1 | 1 |"),
         "{text}"
     );
     assert!(
@@ -147,6 +149,16 @@ fn backlog_table_shows_median_min_max_and_the_goals() {
     );
     assert!(
         text.contains("TAS ÷ kube-scheduler = 1.10×: **met**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("TAS makespan ≤ kube-scheduler's in every run — per round, s: 1.0 vs 1.0, 0.8 vs 1.0, 0.9 vs 1.0, 1.1 vs 1.0, 0.8 vs 1.0: **missed**"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "TAS binds its first pod ≤ 1 s after it starts — 1.25 s (slowest run): **missed**"
+        ),
         "{text}"
     );
     assert!(

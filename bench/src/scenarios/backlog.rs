@@ -46,12 +46,20 @@ pub const COLUMNS: [Column; 3] = [
     },
 ];
 
-/// The goals: TAS ≥ 90 % of the bind-only ceiling and ≥ the default kube-scheduler.
+/// The goals: TAS ≥ 90 % of the bind-only ceiling and ≥ the default kube-scheduler;
+/// TAS's makespan ≤ kube-scheduler's in every round; TAS's first bind ≤ 1 s after its
+/// start.
 pub fn goals(results: &[RunResult]) -> Vec<String> {
     let rate = |kind| median(results, kind, |r| Some(r.bind_rate));
     let tas = rate(SchedulerKind::Tas);
     let ceiling = rate(SchedulerKind::BindOnly);
     let default = rate(SchedulerKind::KubeScheduler);
+    let slowest_first_bind = results
+        .iter()
+        .filter(|r| r.kind == SchedulerKind::Tas)
+        .filter_map(|r| r.first_bind)
+        .max()
+        .map(|d| d.as_secs_f64());
     vec![
         format!(
             "Goal: TAS ≥ 90 % of the bind-only ceiling — TAS ÷ bind-only = {}: {}.",
@@ -63,5 +71,45 @@ pub fn goals(results: &[RunResult]) -> Vec<String> {
             times(tas, default),
             verdict(tas.zip(default).map(|(t, d)| t >= d))
         ),
+        makespan_goal(results),
+        format!(
+            "Goal: TAS binds its first pod ≤ 1 s after it starts — {} s (slowest run): {}.",
+            slowest_first_bind.map_or("–".into(), |v| format!("{v:.2}")),
+            verdict(slowest_first_bind.map(|v| v <= 1.0))
+        ),
     ]
+}
+
+/// TAS's makespan against kube-scheduler's, round by round.
+fn makespan_goal(results: &[RunResult]) -> String {
+    let of = |kind, round| {
+        results
+            .iter()
+            .find(|r| r.kind == kind && r.round == round)
+            .and_then(|r| r.makespan)
+    };
+    let mut rounds: Vec<u32> = results.iter().map(|r| r.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let pairs: Vec<(f64, f64)> = rounds
+        .iter()
+        .filter_map(|&round| {
+            let tas = of(SchedulerKind::Tas, round)?;
+            let default = of(SchedulerKind::KubeScheduler, round)?;
+            Some((tas.as_secs_f64(), default.as_secs_f64()))
+        })
+        .collect();
+    let shown: Vec<String> = pairs
+        .iter()
+        .map(|(t, d)| format!("{t:.1} vs {d:.1}"))
+        .collect();
+    format!(
+        "Goal: TAS makespan ≤ kube-scheduler's in every run — per round, s: {}: {}.",
+        if shown.is_empty() {
+            "–".into()
+        } else {
+            shown.join(", ")
+        },
+        verdict((!pairs.is_empty()).then(|| pairs.iter().all(|(t, d)| t <= d)))
+    )
 }

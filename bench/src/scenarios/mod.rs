@@ -146,6 +146,22 @@ pub fn two_decimals(v: f64) -> String {
     format!("{v:.2}")
 }
 
+/// The columns after every scenario's own: how long the scheduler took from its start
+/// to the first bind and to the last (in seconds), so a stall at start-up shows
+/// whatever the scenario's own figures measure from.
+pub const START_COLUMNS: [Column; 2] = [
+    Column {
+        title: "first bind s (from start)",
+        value: |r| r.first_bind.map(|d| d.as_secs_f64()),
+        format: two_decimals,
+    },
+    Column {
+        title: "makespan s (start → last bind)",
+        value: |r| r.makespan.map(|d| d.as_secs_f64()),
+        format: one_decimal,
+    },
+];
+
 /// The columns every scenario's table ends with: scheduler CPU and memory, goodput,
 /// kubelet rejections and pods left pending.
 pub const COMMON_COLUMNS: [Column; 5] = [
@@ -176,7 +192,7 @@ pub const COMMON_COLUMNS: [Column; 5] = [
     },
 ];
 
-/// The columns of `scenario`'s table, common ones last.
+/// The columns of `scenario`'s table: its own, the start columns, the common ones.
 pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
     let own: &'static [Column] = match scenario {
         Scenario::Backlog => &backlog::COLUMNS,
@@ -185,7 +201,10 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
         Scenario::Scale => &scale::COLUMNS,
         Scenario::Updater => &[],
     };
-    own.iter().chain(COMMON_COLUMNS.iter()).collect()
+    own.iter()
+        .chain(START_COLUMNS.iter())
+        .chain(COMMON_COLUMNS.iter())
+        .collect()
 }
 
 /// The kinds of `schedulers` that `scenario` runs.

@@ -73,6 +73,7 @@
 //! trusted past what it saw, so the pods bound after its last write stay reserved
 //! until a fresh object arrives ([`resync`], [`TopologyCache::stopped_writers`]).
 
+mod commute;
 mod config;
 pub mod confirm;
 mod exclude;

@@ -2,7 +2,6 @@
 //! failure is the node's reason, kept as a code), then the NUMA fit of the node's
 //! Topology Manager policy and scope, and the node-local score of a node that passes.
 
-use tas_api::hash::fnv1a64_pair;
 use tas_api::tas::NodesWithoutTopology;
 
 use super::score::{Scored, node_resource_score};
@@ -22,6 +21,7 @@ pub(super) fn check_node(
     pre: Option<&PreFilter<'_>>,
     view: impl FnOnce() -> TopologyView,
     s: &CycleSettings,
+    rotation: u64,
 ) -> Result<Scored, Reject> {
     filter::filter_node(&pod.filter, node).map_err(Reject::Filter)?;
     if let Some(pre) = pre {
@@ -54,7 +54,7 @@ pub(super) fn check_node(
         // Devices lined up with the pod's zones first, then NUMA alignment; node-level
         // balance breaks near-ties.
         score: dra_bonus + u32::from(numa_score) * 2 + node_score,
-        tie: fnv1a64_pair(pod.uid.as_bytes(), node.name().as_bytes()),
+        tie: super::tie::tie(rotation, node.name()),
     })
 }
 

@@ -38,6 +38,9 @@ pub struct Sampling {
     /// The walk's start index for the next decision (shared by the clones of these
     /// settings).
     pub next_start: Arc<AtomicUsize>,
+    /// Where the tie-break among equal scores starts for the next decision
+    /// ([`super::tie`]).
+    pub ties: super::tie::TieRotation,
 }
 
 impl Sampling {
@@ -46,6 +49,7 @@ impl Sampling {
         Self {
             percentage,
             next_start: Arc::default(),
+            ties: super::tie::TieRotation::default(),
         }
     }
 
@@ -101,6 +105,7 @@ where
     F: Fn(&str) -> TopologyView + Sync,
 {
     let total = nodes.len();
+    let rotation = s.sampling.ties.next();
     let want = s.sampling.feasible_to_find(total);
     let sampled = want < total;
     let start = if sampled {
@@ -119,7 +124,7 @@ where
         let mut part: Part<'n> = (Vec::new(), Vec::new());
         for i in range {
             let node = nodes[(start + i) % total];
-            match check_node(pod, node, Some(pre), || topology(node.name()), s) {
+            match check_node(pod, node, Some(pre), || topology(node.name()), s, rotation) {
                 Ok(sc) => part.0.push((i, node, sc)),
                 Err(r) => part.1.push((node, r)),
             }

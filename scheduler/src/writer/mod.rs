@@ -16,7 +16,8 @@
 //! NodeResourceTopology object as the leader does, as soon as its watch lists it.
 //!
 //! Fenced writes run concurrently, at most [`MAX_IN_FLIGHT`] at once (a bind burst
-//! keeps the API server busy); the queue in front of them is as long, so the
+//! keeps the API server busy), binds to one node in decision order unless their
+//! admission by the kubelet commutes ([`bind_order`]); the queue in front of them is as long, so the
 //! scheduling loop waits when both are full. Events and conditions run one after
 //! another, in the order they were queued (a series patch follows its create).
 
@@ -34,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::events::{EventPublisher, EventSender};
 use requests::Envelope;
 pub(crate) use requests::LaneWrite;
-pub use requests::Request;
+pub use requests::{Admission, Request};
 pub use task::WriterTask;
 
 /// Fenced writes in flight at once, and queued in front of them.

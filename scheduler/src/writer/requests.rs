@@ -6,6 +6,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::oneshot;
 
+pub use super::bind_order::Admission;
 use super::claims::{self, ClaimRelease, ClaimReservation};
 use super::{Fence, WriteError};
 use crate::events::Message;
@@ -26,6 +27,9 @@ pub enum Request {
         node: String,
         /// The pod's claims to allocate and reserve first (see [`super::claims`]).
         claims: Vec<ClaimReservation>,
+        /// Whether the bind waits for the earlier binds to its node (see
+        /// [`super::bind_order`]).
+        admission: Admission,
     },
     /// Undo a claim's reservation for a pod that was not bound (see
     /// [`super::claims`]).
@@ -101,6 +105,7 @@ impl Request {
                 uid,
                 node,
                 claims: _,
+                admission: _,
             } => {
                 let binding = Binding {
                     metadata: kube::api::ObjectMeta {

@@ -61,7 +61,8 @@ impl WriterTask {
 }
 
 /// Fenced writes, at most [`MAX_IN_FLIGHT`] at once.
-/// Binds to one node go in the order they were queued ([`BindOrder`]).
+/// Binds to one node go in the order they were queued, but for those whose admission
+/// commutes ([`BindOrder`]).
 async fn dispatch(client: &Client, fence: &Fence, mut writes: mpsc::Receiver<Envelope>) {
     let mut running = FuturesUnordered::new();
     let mut open = true;
@@ -72,7 +73,9 @@ async fn dispatch(client: &Client, fence: &Fence, mut writes: mpsc::Receiver<Env
             next = writes.recv(), if open && running.len() < MAX_IN_FLIGHT => match next {
                 Some(Envelope { request, reply }) => {
                     let turn = match &request {
-                        Request::Bind { node, .. } => Some(order.take(node)),
+                        Request::Bind {
+                            node, admission, ..
+                        } => Some(order.take(node, *admission)),
                         _ => None,
                     };
                     running.push(async move {

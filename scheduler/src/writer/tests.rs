@@ -21,6 +21,7 @@ fn bind_to(i: usize, node: &str) -> Request {
         uid: format!("uid-{i}"),
         node: node.into(),
         claims: Vec::new(),
+        admission: super::Admission::InTurn,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::numa::NumaSet;
 
 /// A node with `policy`/`scope` whose zone `i` has `zones[i] = (CPUs, CPUs free)` and
 /// 64Gi of memory, all free.
-fn node(policy: &str, scope: &str, zones: &[(u32, u32)]) -> NodeResourceTopology {
+pub(super) fn node(policy: &str, scope: &str, zones: &[(u32, u32)]) -> NodeResourceTopology {
     let mut nrt = nrt_of(NODE, &[], &[]);
     for a in &mut nrt.attributes {
         match a.name.as_str() {
@@ -45,7 +45,7 @@ fn cpus_free(cache: &TopologyCache, zones: u32) -> Vec<i64> {
         .collect()
 }
 
-fn four_cpus(name: &str) -> PodSpecBuilder {
+pub(super) fn four_cpus(name: &str) -> PodSpecBuilder {
     pod(name, &[("cpu", "4"), ("memory", "1Gi")])
 }
 

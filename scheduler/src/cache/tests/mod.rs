@@ -1,6 +1,7 @@
 //! Behaviour of the reserve cache as the scheduler sees it: what a filter reads after
 //! reserves, binds, deletions, NRT updates and resyncs. Builders keep each case short.
 
+mod commute_cases;
 mod evidence_cases;
 mod init_holding_cases;
 mod landing_cases;

@@ -225,6 +225,7 @@ fn bind_with_claims(writes: Vec<ClaimReservation>) -> Request {
         uid: "uid-p".into(),
         node: "a".into(),
         claims: writes,
+        admission: crate::writer::Admission::InTurn,
     }
 }
 
