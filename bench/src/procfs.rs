@@ -16,6 +16,10 @@ pub struct ProcessSample {
     /// `RssAnon`: resident anonymous memory now (heap, stacks), in bytes; the rest of
     /// the RSS is file-backed (the binary's code pages, shared with the page cache).
     pub anon_rss_bytes: u64,
+    /// `VmRSS`: resident memory now, in bytes.
+    pub rss_bytes: u64,
+    /// `RssFile`: resident file-backed memory now (the binary's code pages), in bytes.
+    pub file_rss_bytes: u64,
 }
 
 /// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, in clock ticks.
@@ -68,6 +72,8 @@ pub fn sample(pid: Option<u32>) -> std::io::Result<ProcessSample> {
         cpu_ticks: parse_stat_cpu_ticks(&stat).ok_or_else(|| invalid("no utime/stime in stat"))?,
         peak_rss_bytes: parse_kb_field(&status, "VmHWM").ok_or_else(|| invalid("no VmHWM"))?,
         anon_rss_bytes: parse_kb_field(&status, "RssAnon").unwrap_or(0),
+        rss_bytes: parse_kb_field(&status, "VmRSS").unwrap_or(0),
+        file_rss_bytes: parse_kb_field(&status, "RssFile").unwrap_or(0),
     })
 }
 
@@ -137,6 +143,7 @@ mod tests {
         let s = sample(None).unwrap();
         assert!(s.peak_rss_bytes > 0);
         assert!(s.anon_rss_bytes > 0 && s.anon_rss_bytes <= s.peak_rss_bytes);
+        assert!(s.rss_bytes >= s.anon_rss_bytes + s.file_rss_bytes);
         let later = ProcessSample {
             cpu_ticks: s.cpu_ticks + 250,
             ..s

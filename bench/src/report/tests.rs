@@ -282,6 +282,7 @@ fn updater_section_extrapolates_idle_writes() {
         idle_cpu: Duration::from_secs(12),
         idle_agent_cpu: Duration::from_millis(600),
         idle_beside: vec!["Saturation".into()],
+        idle_memory: None,
     };
     let text = render(&env(), &[], Some(&updater), &[]);
     assert!(
@@ -291,7 +292,28 @@ fn updater_section_extrapolates_idle_writes() {
         "{text}"
     );
     assert!(
-        text.contains("updater RSS < 10 MiB — 11.0 MiB: **missed**"),
+        text.contains("updater RSS < 10 MiB — 11.0 MiB, peak `VmHWM`: **missed**"),
+        "{text}"
+    );
+    // With the idle updater's memory read, the goal is judged on it.
+    let idle = UpdaterResult {
+        idle_memory: Some(crate::procfs::ProcessSample {
+            rss_bytes: 9 << 20,
+            anon_rss_bytes: 3 << 19,
+            file_rss_bytes: 15 << 19,
+            ..Default::default()
+        }),
+        ..updater.clone()
+    };
+    let text = render(&env(), &[], Some(&idle), &[]);
+    assert!(
+        text.contains("9.0 MiB resident (`VmRSS`): 1.5 MiB anonymous"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "updater RSS < 10 MiB — 9.0 MiB, idle `VmRSS` (1.5 anonymous + 7.5 file-backed; peak `VmHWM` 11.0): **met**"
+        ),
         "{text}"
     );
     assert!(

@@ -118,6 +118,9 @@ pub struct UpdaterResult {
     pub idle_agent_cpu: Duration,
     /// The scenarios that ran during the idle window (empty: none).
     pub idle_beside: Vec<String>,
+    /// The idle updater's memory at the end of the window (`VmRSS`, `RssAnon`,
+    /// `RssFile`); `None` when it could not be read.
+    pub idle_memory: Option<procfs::ProcessSample>,
 }
 
 impl UpdaterResult {
@@ -220,6 +223,7 @@ impl IdleUpdater {
         let ticks = procfs::clock_ticks_per_second();
         let idle_cpu = procfs::cpu_between(before.0, cpu_ticks(&pids), ticks);
         let idle_agent_cpu = procfs::cpu_between(before.1, cpu_ticks(&agent), ticks);
+        let idle_memory = procfs::sample(Some(agent[0])).ok();
         Ok(UpdaterResult {
             runs: self.runs,
             idle_writes,
@@ -227,6 +231,7 @@ impl IdleUpdater {
             idle_cpu,
             idle_agent_cpu,
             idle_beside: Vec::new(),
+            idle_memory,
         })
     }
 }
@@ -239,8 +244,7 @@ fn cpu_ticks(pids: &[u32]) -> procfs::ProcessSample {
             .filter_map(|&pid| procfs::sample(Some(pid)).ok())
             .map(|s| s.cpu_ticks)
             .sum(),
-        peak_rss_bytes: 0,
-        anon_rss_bytes: 0,
+        ..procfs::ProcessSample::default()
     }
 }
 
