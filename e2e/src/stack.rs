@@ -20,7 +20,10 @@ pub use processes::{
     start_runner_with_services, wait_ready_pods,
 };
 pub use report::{Placement, Report, WorkloadOutcome};
-pub use startup::{start_nodes, wait_scheduler_pods, wait_updater_pods};
+pub use startup::{
+    Operands, start_nodes, wait_operands, wait_operator_pods, wait_scheduler_pods,
+    wait_updater_pods,
+};
 pub use workload::{
     create_fits_and_no_zone, guaranteed_pod, run_workload, two_zone_nodes, wait_settled,
 };

@@ -26,8 +26,7 @@ use tas_e2e::chart::documents;
 use tas_e2e::prometheus::{Prometheus, ScrapeTarget, config};
 use tas_e2e::serving_certs::{TestCa, certificate_request};
 use tas_e2e::stack::{
-    self, AGENTS_NAMESPACE, apply_cr, start_nodes, wait_available, wait_ready_pods,
-    wait_scheduler_pods, wait_updater_pods,
+    self, AGENTS_NAMESPACE, Operands, apply_cr, start_nodes, wait_operands, wait_operator_pods,
 };
 use tas_testcluster::{ClusterOptions, TestCluster, Tools, unique_namespace, wait_for};
 
@@ -271,22 +270,19 @@ async fn every_dashboard_panel_returns_data_from_a_real_prometheus() {
         .await
         .expect("simulated nodes and the pod runner");
     let pod_logs = runner.log_guard();
-    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+    let operators = wait_operator_pods(&client, &runner, NAMESPACE, TIMEOUT)
         .await
         .expect("the operator's pods run");
     let mut cr = stack::sample_cr().expect("sample CR");
     cr.spec.observability.serving_certificate = ServingCertificate::Secret;
     apply_cr(&client, &cr).await.expect("CR applied");
     let nodes = scenario.nodes().len();
-    let updaters = wait_updater_pods(&client, &runner, nodes, TIMEOUT)
+    let Operands {
+        updaters,
+        schedulers,
+    } = wait_operands(&client, &runner, NAMESPACE, nodes, TIMEOUT)
         .await
-        .expect("an updater per node");
-    wait_available(&client, nodes, TIMEOUT)
-        .await
-        .expect("Available with fresh NRTs");
-    let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
-        .await
-        .expect("the scheduler runs");
+        .expect("an updater per node, Available with fresh NRTs, the scheduler running");
 
     // Prometheus scrapes every pod as its ServiceMonitor would.
     let ca_file = work.path().join("ca.crt");

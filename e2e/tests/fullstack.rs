@@ -24,8 +24,8 @@ use std::time::Duration;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_e2e::dra;
 use tas_e2e::stack::{
-    self, AGENTS_NAMESPACE, Report, apply_cr, cmdline, process_identity, run_workload, start_nodes,
-    wait_available, wait_ready_pods, wait_scheduler_pods, wait_settled, wait_updater_pods,
+    self, AGENTS_NAMESPACE, Operands, Report, apply_cr, cmdline, process_identity, run_workload,
+    start_nodes, wait_available, wait_operands, wait_operator_pods, wait_ready_pods, wait_settled,
 };
 use tas_nodesim::Scenario;
 use tas_nodesim::request::PodKey;
@@ -119,7 +119,7 @@ async fn full_stack(options: ClusterOptions) {
         .expect("simulated nodes and the pod runner");
     let pod_logs = runner.log_guard();
     // The operator itself, from config/default's Deployment (two replicas).
-    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+    let operators = wait_operator_pods(&client, &runner, NAMESPACE, TIMEOUT)
         .await
         .expect("the operator's pods run");
     let applied = std::time::Instant::now();
@@ -127,15 +127,12 @@ async fn full_stack(options: ClusterOptions) {
         .await
         .expect("CR applied");
     let nodes = scenario.nodes().len();
-    let updaters = wait_updater_pods(&client, &runner, nodes, TIMEOUT)
+    let Operands {
+        updaters,
+        schedulers,
+    } = wait_operands(&client, &runner, NAMESPACE, nodes, TIMEOUT)
         .await
-        .expect("an updater process per node");
-    let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
-        .await
-        .expect("the scheduler replicas run");
-    wait_available(&client, nodes, TIMEOUT)
-        .await
-        .expect("Available with fresh NRTs");
+        .expect("an updater process per node, Available with fresh NRTs, the scheduler replicas");
     let available_after = applied.elapsed();
     // Each process runs exactly the rendered command line, under its own identity.
     for (pods, account) in [

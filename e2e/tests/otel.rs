@@ -18,10 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tas_api::tas::OtlpProtocol;
 use tas_e2e::otelcol::{Collector, Received, ReceivedSpan};
-use tas_e2e::stack::{
-    self, apply_cr, start_nodes, wait_available, wait_ready_pods, wait_scheduler_pods,
-    wait_updater_pods,
-};
+use tas_e2e::stack::{self, Operands, apply_cr, start_nodes, wait_operands, wait_operator_pods};
 use tas_nodesim::runner::{HostService, Signal};
 use tas_testcluster::{ClusterOptions, TestCluster, unique_namespace, wait_for};
 
@@ -95,7 +92,7 @@ async fn export_to_collector(protocol: Option<OtlpProtocol>) {
         .await
         .expect("simulated nodes and the pod runner");
     let pod_logs = runner.log_guard();
-    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+    let operators = wait_operator_pods(&client, &runner, NAMESPACE, TIMEOUT)
         .await
         .expect("the operator's pods run");
 
@@ -104,12 +101,12 @@ async fn export_to_collector(protocol: Option<OtlpProtocol>) {
     cr.spec.observability.otlp_protocol = protocol;
     apply_cr(&client, &cr).await.expect("CR applied");
     let nodes = scenario.nodes().len();
-    let updaters = wait_updater_pods(&client, &runner, nodes, TIMEOUT)
+    let Operands {
+        updaters,
+        schedulers,
+    } = wait_operands(&client, &runner, NAMESPACE, nodes, TIMEOUT)
         .await
-        .expect("an updater per node");
-    wait_available(&client, nodes, TIMEOUT)
-        .await
-        .expect("Available with fresh NRTs");
+        .expect("an updater per node, Available with fresh NRTs, the scheduler running");
     // The operator rendered its operands' policies with the endpoint's port.
     // In the scheduler's namespace and the node agents' own.
     let rendered = Api::<NetworkPolicy>::all(client.clone())
@@ -120,10 +117,6 @@ async fn export_to_collector(protocol: Option<OtlpProtocol>) {
     policies_allowing_otlp(rendered.items, port, &mut seen);
     seen.sort();
     assert_eq!(seen, ["tas-scheduler", "tas-updater"]);
-    let schedulers = wait_scheduler_pods(&client, &runner, NAMESPACE, TIMEOUT)
-        .await
-        .expect("the scheduler runs");
-
     // One pod that fits a zone, one that fits a node's total but no zone.
     let ns = unique_namespace(&client, "otel").await.unwrap();
     stack::create_fits_and_no_zone(&client, &ns, SCHEDULER)

@@ -87,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
     let sim = stack::start_simulator(&client, &scenario, work.path()).await?;
     eprintln!("starting the pod runner: TAS's pods run as processes on the simulated nodes");
     let runner = stack::start_runner(&cluster, &client, &sim).await?;
-    stack::wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT).await?;
+    stack::wait_operator_pods(&client, &runner, NAMESPACE, TIMEOUT).await?;
     eprintln!("applying config/samples/tas_v1alpha1_topologyawarescheduling.yaml");
     let applied = Instant::now();
     stack::apply_cr(&client, &stack::sample_cr()?).await?;

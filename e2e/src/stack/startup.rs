@@ -74,3 +74,41 @@ pub async fn wait_scheduler_pods(
     )
     .await
 }
+
+/// The operator's Ready pods in `namespace`: config/default's Deployment and the chart's
+/// both run two replicas.
+pub async fn wait_operator_pods(
+    client: &Client,
+    runner: &Runner,
+    namespace: &str,
+    timeout: Duration,
+) -> Result<Vec<Pod>, StackError> {
+    wait_ready_pods(client, runner, namespace, "tas-operator", 2, timeout).await
+}
+
+/// The operands a TopologyAwareScheduling object asked for, once they run.
+pub struct Operands {
+    /// One Ready node agent pod per node.
+    pub updaters: Vec<Pod>,
+    /// The scheduler's Ready replicas.
+    pub schedulers: Vec<Pod>,
+}
+
+/// After the object is applied: an updater per node ([`wait_updater_pods`]), the object
+/// `Available` with `nodes` fresh NRTs ([`super::wait_available`]) and the scheduler's
+/// replicas in `namespace` ([`wait_scheduler_pods`]).
+pub async fn wait_operands(
+    client: &Client,
+    runner: &Runner,
+    namespace: &str,
+    nodes: usize,
+    timeout: Duration,
+) -> Result<Operands, StackError> {
+    let updaters = wait_updater_pods(client, runner, nodes, timeout).await?;
+    super::wait_available(client, nodes, timeout).await?;
+    let schedulers = wait_scheduler_pods(client, runner, namespace, timeout).await?;
+    Ok(Operands {
+        updaters,
+        schedulers,
+    })
+}

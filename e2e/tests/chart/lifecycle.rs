@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use tas_api::tas::TopologyAwareScheduling;
 use tas_e2e::chart::CHART_DIR;
 use tas_e2e::real_node::helm;
-use tas_e2e::stack::{self, start_nodes, wait_available, wait_ready_pods};
+use tas_e2e::stack::{self, start_nodes, wait_available, wait_operator_pods, wait_ready_pods};
 use tas_nodesim::Scenario;
 use tas_testcluster::{ClusterOptions, TestCluster, wait_for, wait_no_pods};
 
@@ -252,7 +252,7 @@ async fn helm_install_upgrade_and_uninstall_in_another_namespace() {
         !served_crd_has(&client, NEW_FIELD).await,
         "the earlier chart's CRD has no spec.{NEW_FIELD}"
     );
-    let operators = wait_ready_pods(&client, &runner, NAMESPACE, "tas-operator", 2, TIMEOUT)
+    let operators = wait_operator_pods(&client, &runner, NAMESPACE, TIMEOUT)
         .await
         .expect("the chart's operator pods run");
     let took = wait_available(&client, scenario.nodes().len(), TIMEOUT)
