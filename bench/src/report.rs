@@ -59,6 +59,7 @@ pub fn goals(section: &Section<'_>) -> Vec<String> {
         Scenario::Paced(_) => scenarios::paced::goals(section.results),
         Scenario::Saturation => scenarios::saturation::goals(section.results),
         Scenario::Scale => scenarios::scale::goals(section.results),
+        Scenario::ScaleLarge => scenarios::scale_large::goals(section.results),
         Scenario::Updater => Vec::new(),
     }
 }

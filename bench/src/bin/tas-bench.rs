@@ -22,7 +22,8 @@ use tas_testcluster::Tools;
 /// Scenarios (--scenario): backlog (every pod created before the scheduler starts;
 /// binds/s), paced (creation at 200 and 1,000 pods/s; creation → bound latency),
 /// saturation (a mixed workload until nothing more fits; pods admitted, rejected,
-/// pending), scale (5,000 nodes; scheduler memory and its own decision times) and
+/// pending), scale (5,000 nodes; scheduler memory and its own decision times),
+/// scale-15k (15,000 nodes and a 30,000-pod backlog; memory, decision times, binds/s) and
 /// updater (one tas-updater against the referee's podresources server). Each cluster
 /// scenario runs TAS, kube-scheduler with the scheduler-plugins NUMA plugin,
 /// kube-scheduler and a bind-only ceiling, interleaved over several runs; every
@@ -50,13 +51,13 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Scenarios to run, in order: backlog, paced, updater, saturation, scale. The
+    /// Scenarios to run, in order: backlog, paced, updater, saturation, scale, scale-15k. The
     /// updater's idle window (its writes per hour) runs on beside the scenarios after it
     /// that measure no speed (saturation); the next one that does waits for it.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "backlog,paced,updater,saturation,scale"
+        default_value = "backlog,paced,updater,saturation,scale,scale-15k"
     )]
     scenario: Vec<String>,
     /// Smoke test: every scenario scaled down (tens of nodes, a few hundred pods), 1 run

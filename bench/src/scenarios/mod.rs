@@ -5,6 +5,8 @@
 //! - [`saturation`]: a mixed workload created until nothing more fits; admitted,
 //!   rejected and pending pods;
 //! - [`scale`]: 5,000 nodes; the scheduler's memory and its own decision times;
+//! - [`scale_large`]: 15,000 nodes and a 30,000-pod backlog; memory, decision times,
+//!   binds per second;
 //! - [`updater`]: one real `tas-updater` against the referee's podresources server.
 //!
 //! The first four share the runner ([`crate::run_all`]); each module here turns the
@@ -14,6 +16,7 @@ pub mod backlog;
 pub mod paced;
 pub mod saturation;
 pub mod scale;
+pub mod scale_large;
 pub mod updater;
 
 use crate::Options;
@@ -31,12 +34,21 @@ pub enum Scenario {
     Saturation,
     /// See [`scale`].
     Scale,
+    /// See [`scale_large`].
+    ScaleLarge,
     /// See [`updater`].
     Updater,
 }
 
 /// Every scenario id the `--scenario` flag takes.
-pub const IDS: [&str; 5] = ["backlog", "paced", "saturation", "scale", "updater"];
+pub const IDS: [&str; 6] = [
+    "backlog",
+    "paced",
+    "saturation",
+    "scale",
+    "scale-15k",
+    "updater",
+];
 
 impl Scenario {
     /// The scenarios named by `id` (`paced` is one per rate of `rates`).
@@ -46,6 +58,7 @@ impl Scenario {
             "paced" => rates.iter().map(|&r| Self::Paced(r)).collect(),
             "saturation" => vec![Self::Saturation],
             "scale" => vec![Self::Scale],
+            "scale-15k" => vec![Self::ScaleLarge],
             "updater" => vec![Self::Updater],
             _ => return None,
         })
@@ -58,6 +71,7 @@ impl Scenario {
             Self::Paced(rate) => format!("paced {rate}/s"),
             Self::Saturation => "saturation".into(),
             Self::Scale => "scale".into(),
+            Self::ScaleLarge => "scale-15k".into(),
             Self::Updater => "updater".into(),
         }
     }
@@ -77,6 +91,9 @@ impl Scenario {
             Self::Paced(rate) => format!("Paced at {rate} pods/s"),
             Self::Saturation => "Saturation (mixed workload until nothing more fits)".into(),
             Self::Scale => "Scale (scheduler memory and decision time on a large cluster)".into(),
+            Self::ScaleLarge => {
+                "Scale, 15,000 nodes (memory, decision time and a 30,000-pod backlog)".into()
+            }
             Self::Updater => "Updater (one tas-updater against the referee)".into(),
         }
     }
@@ -117,6 +134,7 @@ pub fn options(scenario: Scenario, base: &Options, sizes: &Sizes) -> Option<Opti
         Scenario::Paced(rate) => Some(paced::options(base, sizes, rate)),
         Scenario::Saturation => Some(saturation::options(base, sizes)),
         Scenario::Scale => Some(scale::options(base, sizes)),
+        Scenario::ScaleLarge => Some(scale_large::options(base, sizes)),
         Scenario::Updater => None,
     }
 }
@@ -199,6 +217,7 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
         Scenario::Paced(_) => &paced::COLUMNS,
         Scenario::Saturation => &saturation::COLUMNS,
         Scenario::Scale => &scale::COLUMNS,
+        Scenario::ScaleLarge => &scale_large::COLUMNS,
         Scenario::Updater => &[],
     };
     own.iter()
@@ -210,7 +229,7 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
 /// The kinds of `schedulers` that `scenario` runs.
 pub fn schedulers(scenario: Scenario, selected: &[SchedulerKind]) -> Vec<SchedulerKind> {
     match scenario {
-        Scenario::Scale => scale::schedulers(selected),
+        Scenario::Scale | Scenario::ScaleLarge => scale::schedulers(selected),
         _ => selected.to_vec(),
     }
 }
