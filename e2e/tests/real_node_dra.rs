@@ -12,7 +12,9 @@
 //!
 //! Asserted: TAS's pod runs; its claim holds `gpu-1`, whose `numaNode` is the NUMA node
 //! of the container's cpuset (read from its processes and its cgroup, mapped through
-//! the node's sysfs); the container's environment names exactly that device; deleting
+//! the node's sysfs); the kubelet's DRA checkpoint records that device as prepared by
+//! the driver, with the CDI device the driver returned; the container's environment
+//! names exactly that device; deleting
 //! the pod unprepares the claim (its CDI spec goes); stopping the driver deletes its
 //! ResourceSlice. The default kube-scheduler's copy of the pod is reported beside it
 //! (it allocates without looking at the kubelet's CPUs; the kubelet runs it whatever
@@ -140,6 +142,15 @@ async fn tas_aligns_a_dra_gpu_with_the_cpus_on_a_real_kubelet() {
         .cdi_dir()
         .join(format!("tas.dev-gpu-{}.json", got.claim_uid));
     assert!(spec.is_file(), "the driver's CDI spec {}", spec.display());
+    let prepared = kubelet_prepared(&test.node.kubelet_root(), &got.claim_uid);
+    assert_eq!(
+        prepared,
+        [(
+            got.device.clone(),
+            vec![format!("tas.dev/gpu={}-{}", got.claim_uid, got.device)]
+        )],
+        "the kubelet's DRA checkpoint: the device the driver prepared and its CDI device"
+    );
     delete_and_wait(&pods, "gpu-tas").await;
     wait_for(
         "the claim unprepared (its CDI spec removed)",
@@ -322,6 +333,39 @@ fn cpu_list(list: &str) -> BTreeSet<u32> {
         }
     }
     cpus
+}
+
+/// What the kubelet's DRA checkpoint (`dra_manager_state`) records as prepared by
+/// [`DRIVER`] for the claim: each device and its CDI device ids.
+fn kubelet_prepared(kubelet_root: &Path, claim_uid: &str) -> Vec<(String, Vec<String>)> {
+    let path = kubelet_root.join("dra_manager_state");
+    let outer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("the kubelet's DRA checkpoint"))
+            .expect("JSON");
+    let data: serde_json::Value =
+        serde_json::from_str(outer["Data"].as_str().expect("Data")).expect("JSON data");
+    let claims = data["ClaimInfoStateList"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let claim = claims
+        .iter()
+        .find(|c| c["ClaimUID"] == claim_uid)
+        .unwrap_or_else(|| panic!("claim {claim_uid} not in {}", path.display()));
+    claim["DriverState"][DRIVER]["Devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            let cdi = d["CDIDeviceIDs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|id| id.as_str().map(str::to_owned))
+                .collect();
+            (d["DeviceName"].as_str().unwrap_or_default().to_owned(), cdi)
+        })
+        .collect()
 }
 
 /// CPU → NUMA node, from the node's sysfs (`node/node<N>/cpulist`).
