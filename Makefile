@@ -35,8 +35,9 @@ clean-cluster-tools: ## Remove the cached binaries of the pinned versions (TAS_T
 
 # The test control plane's binaries: built once, cached outside the work tree by version.
 TOOLS_BIN = $(shell testcluster/tools/build.sh | tail -n 1)
-# make test's: the same plus the kubelet, kube-proxy and device plugin of the real-node
-# tests (one directory of symlinks holds both sets) and the oldest supported control
+# make test's: the same plus the kubelet, kube-proxy, device plugin, DRA driver and
+# CDI-capable containerd of the real-node tests (one directory of symlinks holds both
+# sets) and the oldest supported control
 # plane, which the full-stack test also runs against (TEST_TOOLS_OLDEST_BIN).
 TEST_TOOLS = k8s k8s-oldest etcd kwok helm promtool prometheus kubelet
 TEST_TOOLS_BIN = $(shell TAS_TOOLS_ONLY="$(TEST_TOOLS)" testcluster/tools/build.sh | tail -n 1)
@@ -130,7 +131,8 @@ bench: ## Criterion benches + tas-bench; writes BENCHMARKS.md (BENCH_ARGS)
 # A real kubelet and containerd on this machine (testcluster's real_node module): needs
 # root; installs containerd, runc and the CNI plugins when missing (Debian packages),
 # builds the kubelet and kube-proxy (TAS_TOOLS_ONLY=kubelet, cached like the others; a
-# few minutes cold) and the pause image. `make test` runs the same test, which says it
+# few minutes cold; with them the tests' device plugin and DRA driver, and containerd 2,
+# whose CDI support the DRA test's node needs) and the pause image. `make test` runs the same test, which says it
 # is skipped when one of these is missing.
 real-node-test: ## Only the real-node tests (make test runs them too; root)
 	@testcluster/tools/install-node-runtime.sh >/dev/null && \
@@ -142,7 +144,8 @@ real-node-test: ## Only the real-node tests (make test runs them too; root)
 	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_podresources -- --nocapture && \
 	$(CARGO) build -p tas-operator -p tas-scheduler -p tas-updater && \
 	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_stack -- --nocapture && \
-	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_faults -- --nocapture
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_faults -- --nocapture && \
+	TAS_TOOLS_BIN="$$bin" TAS_PAUSE_IMAGE="$$pause" $(CARGO) test -p tas-e2e --test real_node_dra -- --nocapture
 
 unit-test: ## Only the tests that need no control plane
 	$(CARGO) test --workspace --lib --bins

@@ -13,8 +13,10 @@ use kube::{Api, Client};
 use serde_json::json;
 use tas_nodesim::runner::Images;
 use tas_nodesim::runner::images::TAS_IMAGES;
-use tas_testcluster::Tools;
+use tas_testcluster::real_node::{RealNode, RealNodeCluster, RealNodeOptions};
+use tas_testcluster::{TestCluster, Tools};
 
+use crate::chart::CHART_DIR;
 use crate::stack::{SAMPLE_NODE_LABEL, SAMPLE_NODE_LABEL_VALUE};
 
 mod verdicts;
@@ -63,6 +65,71 @@ pub fn helm(home: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// The Helm release name the real-node tests install TAS as.
+pub const RELEASE: &str = "tas";
+
+/// The namespace the real-node tests install the release into (Pod Security
+/// `restricted`).
+pub const NAMESPACE: &str = "tas-system";
+
+/// The namespace of the real-node tests' own pods (Pod Security `privileged`).
+pub const WORKLOADS: &str = "workloads";
+
+/// What a real-node test starts from: its node (declared first, so dropped before its
+/// cluster), the cluster, a client, the kubeconfig's path and a work directory.
+pub struct RealNodeTest {
+    /// The node.
+    pub node: RealNode,
+    /// Its private cluster.
+    pub cluster: TestCluster,
+    /// An admin client of the cluster.
+    pub client: Client,
+    /// The cluster's kubeconfig, for helm.
+    pub kubeconfig: String,
+    /// Image archives and helm's home go here.
+    pub work: tempfile::TempDir,
+}
+
+impl RealNodeTest {
+    /// Starts the cluster and the node; `None` when the machine lacks a prerequisite
+    /// (said on stderr, naming `test`), as [`RealNodeCluster::start_for_test`].
+    pub async fn start(test: &str, options: RealNodeOptions) -> Option<Self> {
+        let RealNodeCluster { node, cluster } =
+            RealNodeCluster::start_for_test(test, options).await?;
+        let client = cluster.client().await.expect("a client");
+        let kubeconfig = cluster.kubeconfig_path().to_string_lossy().into_owned();
+        let work = tempfile::tempdir().expect("a work dir");
+        Some(Self {
+            node,
+            cluster,
+            client,
+            kubeconfig,
+            work,
+        })
+    }
+}
+
+/// `helm install` of the chart as [`RELEASE`] into `namespace`, as the real-node tests
+/// install TAS: the TopologyAwareScheduling object created, one operator replica;
+/// `extra` arguments (`--set ...`) follow. Panics with helm's output on failure.
+pub fn helm_install(home: &Path, kubeconfig: &str, namespace: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "install",
+        RELEASE,
+        CHART_DIR,
+        "--kubeconfig",
+        kubeconfig,
+        "--namespace",
+        namespace,
+        "--set",
+        "topologyAwareScheduling.create=true",
+        "--set",
+        "operator.replicas=1",
+    ];
+    args.extend_from_slice(extra);
+    helm(home, &args)
 }
 
 /// `helm <args>` as [`helm`] runs it, whatever its outcome.

@@ -20,13 +20,13 @@ use kube::{Api, Client, ResourceExt};
 use tas_api::nrt::agent_report::AGENT_PROBLEM;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::TopologyAwareScheduling;
-use tas_e2e::chart::CHART_DIR;
-use tas_e2e::real_node::{build_images, create_namespace, helm, select_for_sample};
+use tas_e2e::real_node::{
+    NAMESPACE, build_images, create_namespace, helm_install, select_for_sample,
+};
 use tas_e2e::stack::AGENTS_NAMESPACE;
 use tas_testcluster::real_node::{RealNodeCluster, RealNodeOptions};
 use tas_testcluster::wait_for;
 
-const NAMESPACE: &str = "tas-system";
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Waits until the object's `Available` condition has `status` and its message
@@ -83,20 +83,11 @@ async fn faults_on_the_real_path_give_clear_errors() {
         .expect("namespace created");
 
     // 1. The node agent's image is not on the node, and the object says Never pull.
-    helm(
+    helm_install(
         &work.path().join("helm"),
+        &kubeconfig,
+        NAMESPACE,
         &[
-            "install",
-            "tas",
-            CHART_DIR,
-            "--kubeconfig",
-            &kubeconfig,
-            "--namespace",
-            NAMESPACE,
-            "--set",
-            "topologyAwareScheduling.create=true",
-            "--set",
-            "operator.replicas=1",
             "--set",
             "topologyAwareScheduling.spec.imagePullPolicy=Never",
             // Re-read the kubelet every 2 s (default 10 s): each fault shows sooner.

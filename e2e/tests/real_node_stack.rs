@@ -33,8 +33,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use tas_api::tas::DEFAULT_SCHEDULER_NAME;
-use tas_e2e::chart::CHART_DIR;
-use tas_e2e::real_node::{build_images, create_namespace, helm, select_for_sample};
+use tas_e2e::real_node::{
+    NAMESPACE, WORKLOADS, build_images, create_namespace, helm_install, select_for_sample,
+};
 use tas_e2e::stack::{AGENTS_NAMESPACE, wait_available, wait_failed_scheduling};
 use tas_testcluster::real_node::{DeviceOptions, RealNodeCluster, RealNodeOptions};
 use tas_testcluster::wait_for;
@@ -43,10 +44,7 @@ use ctx::Ctx;
 use support::container_processes;
 use tas_testcluster::real_node::guaranteed_pod as pod;
 
-const NAMESPACE: &str = "tas-system";
-const RELEASE: &str = "tas";
 const NIC: &str = "tas.dev/nic";
-const WORKLOADS: &str = "workloads";
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -91,22 +89,7 @@ async fn tas_installed_by_helm_runs_on_a_real_kubelet() {
     }
     let home = work.path().join("helm");
     let installed = Instant::now();
-    helm(
-        &home,
-        &[
-            "install",
-            RELEASE,
-            CHART_DIR,
-            "--kubeconfig",
-            &kubeconfig,
-            "--namespace",
-            NAMESPACE,
-            "--set",
-            "topologyAwareScheduling.create=true",
-            "--set",
-            "operator.replicas=1",
-        ],
-    );
+    helm_install(&home, &kubeconfig, NAMESPACE, &[]);
     let took = wait_available(&client, 1, TIMEOUT)
         .await
         .expect("Available on the real node");

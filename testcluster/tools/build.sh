@@ -31,7 +31,10 @@
 #                    kube-scheduler with the scheduler-plugins NUMA plugin, for `make
 #                    bench` — and kubelet — the kubelet, kube-proxy and device plugin of the real-node
 #                    tests, from kubelet/go.mod: the k8s set plus the go.sum entries only
-#                    the kubelet needs, so the default set's cache key does not move —
+#                    the kubelet needs, so the default set's cache key does not move; with
+#                    them the tests' DRA driver (dradriver/go.mod, the kubelet's
+#                    k8s.io/dynamic-resource-allocation) and a containerd that injects CDI
+#                    devices (containerd/go.mod; Debian's containerd 1.6 has no CDI) —
 #                    only on request)
 set -euo pipefail
 
@@ -47,10 +50,15 @@ SCHEDPLUGINS_VERSION=v0.33.5
 # Prometheus module's v0.3XX.Y is Prometheus 3.XX.Y.
 HELM_VERSION=v4.3.1
 PROMTOOL_VERSION=v0.316.0
+# The real node's runtime for DRA: containerd 2 reads the CDI devices the kubelet passes
+# for prepared resource claims (Debian's containerd 1.6, the real nodes' default, ignores
+# them).
+CONTAINERD_VERSION=v2.4.2
 
 print_oldest=
 if [ "${1:-}" = "--clean" ]; then
   for pinned in "k8s-newest-$K8S_VERSION" "k8s-$K8S_OLDEST_VERSION" "kubelet-$K8S_OLDEST_VERSION" \
+    "dradriver-$K8S_OLDEST_VERSION" "containerd-$CONTAINERD_VERSION" \
     "etcd-$ETCD_VERSION" "kwok-$KWOK_VERSION" \
     "schedplugins-$SCHEDPLUGINS_VERSION" "helm-$HELM_VERSION" "promtool-$PROMTOOL_VERSION" \
     "bin-$K8S_VERSION" "bin-$K8S_OLDEST_VERSION"; do
@@ -87,8 +95,13 @@ for m in $only; do
     echo "unknown tool set: $m (known: k8s k8s-oldest etcd kwok schedplugins helm promtool prometheus kubelet)" >&2
     exit 2
   fi
-  v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$(module_of "$m")/go.mod")
-  required=$(printf '%s\n%s\n' "$required" "$v" | sed '/^$/d' | sort -V | tail -n 1)
+  mods=$(module_of "$m")
+  # The kubelet set builds the DRA driver and containerd too, from modules of their own.
+  [ "$m" = kubelet ] && mods="$mods dradriver containerd"
+  for mod in $mods; do
+    v=$(sed -n 's/^go \([0-9][0-9.]*\)[[:space:]]*$/\1/p' "$here/$mod/go.mod")
+    required=$(printf '%s\n%s\n' "$required" "$v" | sed '/^$/d' | sort -V | tail -n 1)
+  done
 done
 
 if ! command -v go >/dev/null 2>&1; then
@@ -157,6 +170,12 @@ devplugin_dir() {
     "$(sha256sum "$here/kubelet/devplugin/main.go" | cut -c1-12)"
 }
 
+# The DRA driver (dradriver/), keyed by its go.sum and its source.
+dradriver_dir() {
+  printf '%s-%s' "$(key dradriver "$K8S_OLDEST_VERSION")" \
+    "$(sha256sum "$here/dradriver/main.go" | cut -c1-12)"
+}
+
 mkdir -p "$cache_root"
 
 k8s_ldflags() { # version
@@ -207,7 +226,16 @@ for m in $only; do
       kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
       # The tests' device plugin (kubelet/devplugin), keyed by its source as well: an
       # edit rebuilds it (seconds), never the kubelet.
-      BUILD_DIR="$(devplugin_dir)" build kubelet "$K8S_OLDEST_VERSION" "" tas-devplugin=./devplugin ;;
+      BUILD_DIR="$(devplugin_dir)" build kubelet "$K8S_OLDEST_VERSION" "" tas-devplugin=./devplugin
+      # The DRA driver and the containerd whose CRI injects CDI devices: a real node
+      # started with a DRA driver runs on it. Named tas-* so that nothing takes them
+      # for the host's containerd and ctr.
+      BUILD_DIR="$(dradriver_dir)" build dradriver "$K8S_OLDEST_VERSION" "" tas-dradriver=.
+      build containerd "$CONTAINERD_VERSION" \
+        "-X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION#v}" \
+        tas-containerd=github.com/containerd/containerd/v2/cmd/containerd \
+        tas-containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+        tas-ctr=github.com/containerd/containerd/v2/cmd/ctr ;;
     *) echo "unknown tool set: $m" >&2; exit 2 ;;
   esac
 done
@@ -239,6 +267,14 @@ link_bin() { # bin-dir module version
   if [ -x "$(devplugin_dir)/tas-devplugin" ]; then
     ln -sf "$(devplugin_dir)/tas-devplugin" "$bin/tas-devplugin"
   fi
+  if [ -x "$(dradriver_dir)/tas-dradriver" ]; then
+    ln -sf "$(dradriver_dir)/tas-dradriver" "$bin/tas-dradriver"
+  fi
+  for t in tas-containerd tas-containerd-shim-runc-v2 tas-ctr; do
+    if [ -x "$(key containerd "$CONTAINERD_VERSION")/$t" ]; then
+      ln -sf "$(key containerd "$CONTAINERD_VERSION")/$t" "$bin/$t"
+    fi
+  done
 }
 bin="$cache_root/bin-$K8S_VERSION"
 link_bin "$bin" k8s-newest "$K8S_VERSION"

@@ -11,12 +11,12 @@ use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 use tas_api::tas::DEFAULT_SCHEDULER_NAME;
 use tas_e2e::chart::CHART_DIR;
-use tas_e2e::real_node::helm;
+use tas_e2e::real_node::{RELEASE, helm};
 use tas_e2e::stack::{AGENTS_NAMESPACE, wait_available, wait_failed_scheduling};
 use tas_testcluster::wait_for;
 
 use super::ctx::Ctx;
-use super::{NAMESPACE, RELEASE, TIMEOUT, WORKLOADS};
+use super::{NAMESPACE, TIMEOUT, WORKLOADS};
 use tas_testcluster::real_node::guaranteed_pod as pod;
 
 /// A kubelet restart and a killed node agent: the NRT comes back to the checkpoint's

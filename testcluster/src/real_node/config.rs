@@ -42,6 +42,47 @@ state = "{d}/containerd/state"
     )
 }
 
+/// containerd 2's configuration (version 3) for a node that runs a DRA driver: the
+/// settings of [`containerd_toml`], the shim at `shim` (the tools' build, next to that
+/// containerd), and CDI specs read from `<dir>/cdi` only, where the node's DRA driver
+/// writes them.
+pub fn containerd_cdi_toml(dir: &Path, cni_bin_dir: &Path, shim: &Path) -> String {
+    let d = dir.display();
+    let cni = cni_bin_dir.display();
+    let shim = shim.display();
+    format!(
+        r#"version = 3
+root = "{d}/containerd/root"
+state = "{d}/containerd/state"
+
+[grpc]
+  address = "{d}/containerd.sock"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  # Root here lacks CAP_SYS_RESOURCE: without this, runc fails every sandbox while
+  # raising its oom_score_adj.
+  restrict_oom_score_adj = true
+  # CDI is always on in containerd 2; only the node's own spec directory is read.
+  cdi_spec_dirs = ["{d}/cdi"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = "{shim}"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{cni}"]
+    conf_dir = "{d}/net.d"
+"#
+    )
+}
+
 /// One bridge network inside the node's network namespace, the pods' default route
 /// through it, no masquerading (no iptables rule of the plugin's anywhere).
 pub fn cni_conflist(pod_cidr: &str) -> String {
@@ -188,6 +229,21 @@ mod tests {
         assert!(t.contains("restrict_oom_score_adj = true"));
         assert!(t.contains("SystemdCgroup = false"));
         assert!(t.contains(&format!("sandbox_image = \"{PAUSE_IMAGE}\"")));
+    }
+
+    #[test]
+    fn the_cdi_containerd_reads_the_nodes_own_cdi_dir() {
+        let t = containerd_cdi_toml(Path::new("/d"), Path::new("/cni"), Path::new("/t/shim"));
+        for line in [
+            "version = 3",
+            "cdi_spec_dirs = [\"/d/cdi\"]",
+            "restrict_oom_score_adj = true",
+            "runtime_path = \"/t/shim\"",
+            "SystemdCgroup = false",
+            &format!("sandbox = \"{PAUSE_IMAGE}\""),
+        ] {
+            assert!(t.contains(line), "{line} in:\n{t}");
+        }
     }
 
     #[test]

@@ -31,6 +31,19 @@ pub enum RealNodeError {
     )]
     KubeletMissing(PathBuf),
 
+    /// A test program built with the kubelet (the DRA driver, containerd with CDI) is
+    /// not among the test binaries.
+    #[error(
+        "{program} is not in {dir}; build it with `TAS_TOOLS_ONLY=\"k8s etcd kwok kubelet\" \
+         testcluster/tools/build.sh` (or `make real-node-test`)"
+    )]
+    ToolMissing {
+        /// The program, e.g. `tas-dradriver`.
+        program: &'static str,
+        /// The test binaries' directory.
+        dir: PathBuf,
+    },
+
     /// The sandbox image archive is not there.
     #[error(
         "the pause image archive {0} does not exist; build it with \
@@ -80,6 +93,7 @@ impl RealNodeError {
             Self::NotRoot { .. }
                 | Self::RuntimeMissing { .. }
                 | Self::KubeletMissing(_)
+                | Self::ToolMissing { .. }
                 | Self::PauseImageMissing(_)
         )
     }

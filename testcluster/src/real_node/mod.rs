@@ -34,7 +34,9 @@
 //! `/var/lib/kubelet/config.yaml` inside the node, where kubeadm puts them (the node's
 //! own `/var/lib`, [`RealNode::kubelet_root`] from the host), so a node agent reads
 //! them at the default paths. The tests' device plugin (`tas-devplugin`,
-//! [`RealNodeOptions::device`]) advertises devices on a chosen NUMA node.
+//! [`RealNodeOptions::device`]) advertises devices on a chosen NUMA node; the tests'
+//! DRA driver ([`dra`], [`RealNodeOptions::dra`]) publishes fake GPUs per NUMA node and
+//! prepares claims with CDI specs, on a containerd that injects them.
 //! [`RealNode::restart_kubelet`] restarts the kubelet as `systemctl restart` would.
 //!
 //! # What is still global, and restored
@@ -47,6 +49,7 @@
 //! cgroups and the two CPUs. Each holds [`MACHINE_LOCK`]; another waits for it.
 
 pub mod config;
+mod dra;
 mod error;
 mod forwarder;
 pub mod host_state;
@@ -64,6 +67,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
+pub use dra::DraOptions;
 pub use error::RealNodeError;
 pub use host_state::HostState;
 pub use pod::{guaranteed_pause_pod, guaranteed_pod};
@@ -118,6 +122,8 @@ pub struct RealNodeOptions {
     pub kube_proxy: bool,
     /// Run the tests' device plugin.
     pub device: Option<DeviceOptions>,
+    /// Run the tests' DRA driver (and the containerd that injects its CDI devices).
+    pub dra: Option<DraOptions>,
 }
 
 /// The devices the tests' device plugin (`tas-devplugin`) advertises.
@@ -146,6 +152,7 @@ impl RealNodeOptions {
             api_ip: Ipv4Addr::new(10, 77, 0, 1),
             kube_proxy: false,
             device: None,
+            dra: None,
         }
     }
 }
@@ -159,6 +166,8 @@ pub struct RealNode {
     dir: PathBuf,
     unshare: Child,
     forwarder: Option<Forwarder>,
+    /// The `ctr` that speaks to the node's containerd.
+    ctr: PathBuf,
     before: HostState,
     /// The restore script, also kept in memory: the copy in `cleanup.d/` is for the
     /// watchdog and goes with the cluster's directory.
@@ -284,7 +293,11 @@ impl RealNode {
         cluster: &TestCluster,
         options: RealNodeOptions,
     ) -> Result<Self, RealNodeError> {
-        let programs = Programs::locate(cluster.binaries_dir())?;
+        let mut programs = Programs::locate(cluster.binaries_dir())?;
+        let dra = match &options.dra {
+            Some(_) => Some(dra::DraPrograms::locate(cluster.binaries_dir())?),
+            None => None,
+        };
         let lock = machine_lock().await?;
         let kube_proxy = programs.optional("kube-proxy", options.kube_proxy)?;
         let devplugin = programs.optional("tas-devplugin", options.device.is_some())?;
@@ -307,10 +320,16 @@ impl RealNode {
         }
         std::fs::create_dir_all(dir.join("net.d"))
             .map_err(host_err(format!("creating {}", dir.display())))?;
-        write(
-            &dir.join("containerd.toml"),
-            &config::containerd_toml(&dir, &programs.cni_bin_dir),
-        )?;
+        let containerd_toml = match &dra {
+            Some(dra) => {
+                Self::create_cdi_dir(&dir)?;
+                programs.containerd = dra.containerd.clone();
+                programs.ctr = dra.ctr.clone();
+                config::containerd_cdi_toml(&dir, &programs.cni_bin_dir, &dra.shim)
+            }
+            None => config::containerd_toml(&dir, &programs.cni_bin_dir),
+        };
+        write(&dir.join("containerd.toml"), &containerd_toml)?;
         write(
             &dir.join("net.d").join("10-tas.conflist"),
             &config::cni_conflist(&options.pod_cidr),
@@ -355,6 +374,12 @@ impl RealNode {
                 .env("DEVICE_NUMA", device.numa_node.to_string())
                 .env("DEVICE_COUNT", device.count.to_string());
         }
+        if let (Some(programs), Some(dra)) = (&dra, &options.dra) {
+            command
+                .env("DRADRIVER", &programs.driver)
+                .env("DRA_DRIVER", &dra.driver)
+                .env("DRA_GPUS", dra.gpus_per_numa_node.to_string());
+        }
         let unshare = command
             .args([
                 "--pid",
@@ -387,6 +412,7 @@ impl RealNode {
             dir,
             unshare,
             forwarder: None,
+            ctr: programs.ctr.clone(),
             before,
             restore,
             cleanup_script,
@@ -425,6 +451,9 @@ impl RealNode {
             .map_err(host_err("renaming the kubelet's kubeconfig"))?;
 
         node.wait_ready(cluster, options.ready_timeout).await?;
+        if options.dra.is_some() {
+            node.wait_for_dra_driver(options.ready_timeout).await?;
+        }
         Ok(node)
     }
 
@@ -588,7 +617,7 @@ impl RealNode {
 
     /// Runs `ctr -a <socket> -n k8s.io <args>` against the node's containerd; its stdout.
     pub fn ctr(&self, args: &[&str]) -> Result<String, RealNodeError> {
-        let output = Command::new("ctr")
+        let output = Command::new(&self.ctr)
             .arg("-a")
             .arg(self.containerd_socket())
             .args(["-n", "k8s.io"])
@@ -619,7 +648,8 @@ impl RealNode {
     /// Stops the kubelet (SIGTERM), as `systemctl stop kubelet` would; its containers
     /// keep running. [`RealNode::restart_kubelet`] starts it again.
     pub async fn stop_kubelet(&mut self) -> Result<(), RealNodeError> {
-        self.signal_node_script("stop-kubelet", "stop").await
+        self.signal_node_script("stop-kubelet", "stop the kubelet")
+            .await
     }
 
     /// Creates `flag` for node.sh and waits until it took it (removed it).
@@ -630,10 +660,8 @@ impl RealNode {
         while flag.exists() {
             self.check_alive("kubelet")?;
             if Instant::now() > deadline {
-                return Err(self.startup_error(
-                    "kubelet",
-                    format!("the node script did not {what} the kubelet in 30 s"),
-                ));
+                return Err(self
+                    .startup_error("kubelet", format!("the node script did not {what} in 30 s")));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -644,7 +672,8 @@ impl RealNode {
     /// as `systemctl restart kubelet` would, or starts it again after it exited; returns
     /// once the new one started. Its containers keep running.
     pub async fn restart_kubelet(&mut self) -> Result<(), RealNodeError> {
-        self.signal_node_script("restart-kubelet", "restart").await
+        self.signal_node_script("restart-kubelet", "restart the kubelet")
+            .await
     }
 
     /// The kubelet's log.
@@ -670,6 +699,7 @@ impl Drop for RealNode {
                 "kubelet.log",
                 "kube-proxy.log",
                 "devplugin.log",
+                "dradriver.log",
             ] {
                 if !self.dir.join(log).is_file() {
                     continue;

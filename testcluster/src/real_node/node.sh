@@ -7,11 +7,14 @@
 # root/var/lib/kubelet/config.yaml written by the harness). Environment: NODE_IP,
 # NODE_PREFIX, API_IP, PAUSE_IMAGE, CONTAINERD, CTR, KUBELET, NODE_NAME; KUBE_PROXY (the
 # binary, when the node runs one); DEVPLUGIN, DEVICE_RESOURCE, DEVICE_NUMA, DEVICE_COUNT
-# (when it runs the device plugin).
+# (when it runs the device plugin); DRADRIVER, DRA_DRIVER, DRA_GPUS (when it runs the DRA
+# driver, which writes CDI specs to $1/cdi, where containerd reads them).
 #
 # The kubelet runs supervised: when the harness creates restart-kubelet, the kubelet is
 # stopped (SIGTERM) and started again, as `systemctl restart kubelet` would;
-# stop-kubelet stops it (`systemctl stop kubelet`).
+# stop-kubelet stops it (`systemctl stop kubelet`). The DRA driver runs supervised the
+# same way: its exit status goes to dradriver.exited; stop-dradriver stops it (SIGTERM:
+# it deletes its ResourceSlices) as deleting its DaemonSet pod would.
 set -eu
 d=$1
 log() { echo "node.sh: $*"; }
@@ -104,6 +107,16 @@ if [ -n "${DEVPLUGIN:-}" ]; then
   "$DEVPLUGIN" --resource="$DEVICE_RESOURCE" --numa-node="$DEVICE_NUMA" \
     --count="$DEVICE_COUNT" >"$d/devplugin.log" 2>&1 &
 fi
+dra=
+if [ -n "${DRADRIVER:-}" ]; then
+  log "starting the DRA driver $DRA_DRIVER ($DRA_GPUS GPU(s) per NUMA node)"
+  # Its sockets where a DaemonSet driver's go: the kubelet's plugins_registry and
+  # plugins/<driver> under /var/lib/kubelet (the driver's defaults).
+  "$DRADRIVER" --driver="$DRA_DRIVER" --node="$NODE_NAME" --kubeconfig="$d/kubeconfig" \
+    --gpus-per-numa-node="$DRA_GPUS" --cdi-dir="$d/cdi" --ready="$d/dradriver.ready" \
+    >"$d/dradriver.log" 2>&1 &
+  dra=$!
+fi
 touch "$d/started"
 # A kubelet that exits on its own is not restarted (a real node's systemd would, into
 # the same error): its exit status goes to kubelet.exited for the harness to report.
@@ -120,6 +133,16 @@ while sleep 0.1; do
     [ -n "$kubelet" ] && wait "$kubelet" 2>/dev/null || true
     kubelet=
     rm -f "$d/stop-kubelet"
+  elif [ -f "$d/stop-dradriver" ] || { [ -n "$dra" ] && ! kill -0 "$dra" 2>/dev/null; }; then
+    status=0
+    if [ -n "$dra" ]; then
+      if [ -f "$d/stop-dradriver" ]; then kill "$dra" 2>/dev/null || true; fi
+      wait "$dra" || status=$?
+    fi
+    log "the DRA driver exited with status $status"
+    echo "$status" >"$d/dradriver.exited"
+    dra=
+    rm -f "$d/stop-dradriver"
   elif [ -n "$kubelet" ] && ! kill -0 "$kubelet" 2>/dev/null; then
     status=0
     wait "$kubelet" || status=$?
