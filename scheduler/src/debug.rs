@@ -371,24 +371,14 @@ mod tests {
         use crate::decisions::{DecisionOutcome, DecisionRecord};
         let shared = crate::test_support::shared();
         for (ns, pod) in [("a", "p"), ("b", "q"), ("a", "r")] {
-            shared.decisions.record(DecisionRecord {
-                id: 0,
-                time: "2026-01-02T03:04:05Z".into(),
-                namespace: ns.into(),
-                pod: pod.into(),
-                uid: format!("uid-{pod}"),
-                outcome: DecisionOutcome::Unschedulable,
-                node: None,
-                message: Some("0/1 nodes are available: 1 Insufficient cpu (n).".into()),
-                reasons: Vec::new(),
-                zones: None,
-                dra: None,
-                score: None,
-                phases: Vec::new(),
-                nodes_evaluated: 1,
-                feasible_nodes: 0,
-                trace_id: None,
-            });
+            let who = (ns.into(), pod.into(), format!("uid-{pod}"));
+            let mut r = DecisionRecord::new(
+                "2026-01-02T03:04:05Z".into(),
+                who,
+                DecisionOutcome::Unschedulable,
+            );
+            r.message = Some("0/1 nodes are available: 1 Insufficient cpu (n).".into());
+            shared.decisions.record(r);
         }
         let (code, body) = get(&shared, DECISIONS_PATH).await;
         assert_eq!(code, 200, "{body}");

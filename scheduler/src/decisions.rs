@@ -143,6 +143,33 @@ pub struct DecisionRecord {
 }
 
 impl DecisionRecord {
+    /// A record of pod `namespace/pod` (uid `uid`) at `time` that ended with `outcome`,
+    /// without any detail yet.
+    pub fn new(
+        time: String,
+        (namespace, pod, uid): (String, String, String),
+        outcome: DecisionOutcome,
+    ) -> Self {
+        Self {
+            id: 0,
+            time,
+            namespace,
+            pod,
+            uid,
+            outcome,
+            node: None,
+            message: None,
+            reasons: Vec::new(),
+            zones: None,
+            dra: None,
+            score: None,
+            phases: Vec::new(),
+            nodes_evaluated: 0,
+            feasible_nodes: 0,
+            trace_id: None,
+        }
+    }
+
     /// `namespace/pod`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.pod)
@@ -169,27 +196,18 @@ pub fn from_attempt(
     use kube::ResourceExt as _;
     use opentelemetry::trace::TraceContextExt as _;
     let pod = attempt.pod;
-    let mut r = DecisionRecord {
-        id: 0,
-        time: rfc3339(attempt.started),
-        namespace: pod.namespace().unwrap_or_default(),
-        pod: pod.name_any(),
-        uid: pod.uid().unwrap_or_default(),
-        outcome: DecisionOutcome::Error,
-        node: None,
-        message: None,
-        reasons: Vec::new(),
-        zones: None,
-        dra: None,
-        score: None,
-        phases: Vec::new(),
-        nodes_evaluated: attempt.nodes,
-        feasible_nodes: attempt.feasible,
-        trace_id: span
-            .map(|cx| cx.span().span_context().clone())
-            .filter(|c| c.is_valid())
-            .map(|c| c.trace_id().to_string()),
-    };
+    let who = (
+        pod.namespace().unwrap_or_default(),
+        pod.name_any(),
+        pod.uid().unwrap_or_default(),
+    );
+    let mut r = DecisionRecord::new(rfc3339(attempt.started), who, DecisionOutcome::Error);
+    r.nodes_evaluated = attempt.nodes;
+    r.feasible_nodes = attempt.feasible;
+    r.trace_id = span
+        .map(|cx| cx.span().span_context().clone())
+        .filter(|c| c.is_valid())
+        .map(|c| c.trace_id().to_string());
     r.set_phases(attempt.phases);
     match &attempt.outcome {
         AttemptOutcome::Scheduled {
@@ -399,24 +417,16 @@ mod tests {
     use super::*;
 
     fn record(ns: &str, pod: &str) -> DecisionRecord {
-        DecisionRecord {
-            id: 0,
-            time: rfc3339(SystemTime::UNIX_EPOCH),
-            namespace: ns.into(),
-            pod: pod.into(),
-            uid: format!("uid-{pod}"),
-            outcome: DecisionOutcome::Binding,
-            node: Some("n".into()),
-            message: None,
-            reasons: Vec::new(),
-            zones: None,
-            dra: None,
-            score: None,
-            phases: Vec::new(),
-            nodes_evaluated: 1,
-            feasible_nodes: 1,
-            trace_id: None,
-        }
+        let who = (ns.into(), pod.into(), format!("uid-{pod}"));
+        let mut r = DecisionRecord::new(
+            rfc3339(SystemTime::UNIX_EPOCH),
+            who,
+            DecisionOutcome::Binding,
+        );
+        r.node = Some("n".into());
+        r.nodes_evaluated = 1;
+        r.feasible_nodes = 1;
+        r
     }
 
     fn pods(records: &[DecisionRecord]) -> Vec<&str> {

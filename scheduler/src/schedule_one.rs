@@ -82,19 +82,8 @@ impl Attempts {
             Ok(i) => i,
             Err(message) => {
                 shared.metrics.attempt("error");
-                attempted(
-                    shared,
-                    &AttemptRecord {
-                        pod: &pod,
-                        started: SystemTime::now(),
-                        phases: &[],
-                        decision: None,
-                        nodes: 0,
-                        feasible: 0,
-                        outcome: AttemptOutcome::Error { message: &message },
-                    },
-                    |_| {},
-                );
+                let outcome = AttemptOutcome::Error { message: &message };
+                attempted(shared, &undecided(&pod, 0, outcome), |_| {});
                 unschedulable(shared, events, &pod, message, None, last_message);
                 return;
             }
@@ -106,19 +95,8 @@ impl Attempts {
             shared.metrics.attempt("unschedulable");
             let total = shared.state.read().node_count();
             let message = format!("0/{total} nodes are available: {problem}.");
-            attempted(
-                shared,
-                &AttemptRecord {
-                    pod: &pod,
-                    started: SystemTime::now(),
-                    phases: &[],
-                    decision: None,
-                    nodes: total,
-                    feasible: 0,
-                    outcome: AttemptOutcome::Unschedulable { reason: &message },
-                },
-                |_| {},
-            );
+            let outcome = AttemptOutcome::Unschedulable { reason: &message };
+            attempted(shared, &undecided(&pod, total, outcome), |_| {});
             unschedulable(shared, events, &pod, message, None, last_message);
             return;
         }
@@ -254,6 +232,19 @@ impl Attempts {
                 }
             }
         }
+    }
+}
+
+/// An attempt that ended before any decision, out of `nodes`.
+fn undecided<'a>(pod: &'a Pod, nodes: usize, outcome: AttemptOutcome<'a>) -> AttemptRecord<'a> {
+    AttemptRecord {
+        pod,
+        started: SystemTime::now(),
+        phases: &[],
+        decision: None,
+        nodes,
+        feasible: 0,
+        outcome,
     }
 }
 
