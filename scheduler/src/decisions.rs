@@ -559,4 +559,80 @@ mod tests {
             json["outcome"].as_str().unwrap()
         );
     }
+
+    #[test]
+    fn an_attempt_becomes_a_record_with_its_trace_id_and_devices() {
+        use crate::cycle::dra::{DraChoice, DraOutcome};
+        use crate::dra::DeviceId;
+        use crate::dra::result::{AllocatedDevice, Allocation, ClaimAllocation};
+        use crate::telemetry::Telemetry;
+        use tas_runtime::telemetry::{Otlp, OtlpSettings};
+
+        let pod = crate::test_support::pod_in("team", "web", &[], serde_json::json!({}));
+        let choice = DraChoice {
+            allocation: Allocation {
+                claims: vec![ClaimAllocation {
+                    claim: "gpu".into(),
+                    result: None,
+                    devices: vec![AllocatedDevice {
+                        request: "gpu".into(),
+                        id: DeviceId::new("gpu.example.com", "n", "gpu-0"),
+                        zones: None,
+                    }],
+                }],
+                aligned: true,
+            },
+            outcome: DraOutcome::Aligned,
+            zones: None,
+        };
+        let phases = [("filter", Duration::from_millis(1))];
+        let attempt = AttemptRecord {
+            pod: &pod,
+            started: SystemTime::UNIX_EPOCH,
+            phases: &phases,
+            decision: Some(Duration::from_millis(1)),
+            nodes: 3,
+            feasible: 2,
+            outcome: AttemptOutcome::Scheduled {
+                node: "n",
+                zones: Some(vec![1]),
+                score: 70,
+                dra: Some(&choice),
+            },
+        };
+        // Spans made (export off: no endpoint), so the record carries the trace id.
+        let otlp = Otlp::new(OtlpSettings {
+            service: crate::telemetry::SERVICE_NAME,
+            ..OtlpSettings::default()
+        });
+        let telemetry = Telemetry::new(&otlp, &crate::metrics::Metrics::new());
+        let span = telemetry.attempt(&attempt);
+        let r = from_attempt(&attempt, span.as_ref());
+        assert_eq!(r.key(), "team/web");
+        assert_eq!(r.uid, "uid-web");
+        assert_eq!(r.outcome, DecisionOutcome::Binding);
+        assert_eq!(r.node.as_deref(), Some("n"));
+        assert_eq!(r.zones, Some(vec![1]));
+        assert_eq!(r.score, Some(70));
+        assert_eq!((r.nodes_evaluated, r.feasible_nodes), (3, 2));
+        assert_eq!(r.phases[0].name, "filter");
+        let dra = r.dra.expect("the devices");
+        assert!(dra.aligned && dra.outcome == "aligned", "{dra:?}");
+        assert_eq!(dra.devices.len(), 1);
+        assert!(dra.devices[0].contains("gpu-0"), "{dra:?}");
+        let trace = r.trace_id.expect("a trace id");
+        assert_eq!(trace.len(), 32);
+        assert!(trace.chars().all(|c| c.is_ascii_hexdigit()), "{trace}");
+
+        let unschedulable = AttemptRecord {
+            outcome: AttemptOutcome::Unschedulable {
+                reason: "0/3 nodes are available.",
+            },
+            ..attempt
+        };
+        let r = from_attempt(&unschedulable, None);
+        assert_eq!(r.outcome, DecisionOutcome::Unschedulable);
+        assert_eq!(r.message.as_deref(), Some("0/3 nodes are available."));
+        assert!(r.node.is_none() && r.trace_id.is_none() && r.dra.is_none());
+    }
 }
