@@ -186,14 +186,16 @@ async fn get_proxied(addr: std::net::SocketAddr, path: &str, token: &str) -> (u1
     (code, body.to_owned())
 }
 
-/// The scheduler's `/debug/reservations` (a component's own route) against the real API
-/// server: 401 without a token, 403 for a known user without `get` on that path (a
-/// scraper bound to `tas-metrics-reader` included), 200 for a user bound to
-/// `tas-debug-reader`, with the token in `Authorization` or in the proxy's header.
+/// The scheduler's debug routes `/debug/reservations` and `/debug/decisions` (a
+/// component's own routes) against the real API server: 401 without a token, 403 for a
+/// known user without `get` on that path (a scraper bound to `tas-metrics-reader`
+/// included, and a user granted only the other debug path), 200 for a user bound to
+/// `tas-debug-reader`, with the token in `Authorization` or in the proxy's header, the
+/// query string of `/debug/decisions` included.
 #[tokio::test]
-async fn debug_reservations_answer_only_a_debug_reader() {
+async fn debug_routes_answer_only_a_debug_reader() {
     use tas_runtime::http::{self, Authorizer, CertSource, Readiness, Security};
-    use tas_scheduler::debug::RESERVATIONS_PATH;
+    use tas_scheduler::debug::{DECISIONS_PATH, RESERVATIONS_PATH};
 
     let cluster = TestCluster::shared().expect("the shared test cluster starts");
     let _logs = cluster.log_guard();
@@ -208,38 +210,46 @@ async fn debug_reservations_answer_only_a_debug_reader() {
             .await
             .expect("reader role applied");
     }
-    let bindings = Api::<ClusterRoleBinding>::all(admin.clone());
+    // A role of the reservations alone, as `tas-debug-reader` was before decisions.
+    let reservations_only = unique_name("reservations-only");
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": { "name": reservations_only },
+        "rules": [{ "nonResourceURLs": [RESERVATIONS_PATH], "verbs": ["get"] }],
+    }))
+    .unwrap();
     let post = PostParams::default();
-    let debugger = account_token(&admin, &ns, "debugger").await;
-    let binding = access::service_account_binding(
-        &unique_name("debugger"),
-        "tas-debug-reader",
-        &ns,
-        "debugger",
-    );
-    bindings
-        .create(&post, &binding)
+    roles
+        .create(&post, &role)
         .await
-        .expect("debugger binding");
-    let scraper = account_token(&admin, &ns, "scraper").await;
-    let binding = access::service_account_binding(
-        &unique_name("scraper"),
-        "tas-metrics-reader",
-        &ns,
-        "scraper",
-    );
-    bindings
-        .create(&post, &binding)
-        .await
-        .expect("scraper binding");
+        .expect("reservations-only role");
+    let bindings = Api::<ClusterRoleBinding>::all(admin.clone());
+    let mut tokens = Vec::new();
+    for (account, role) in [
+        ("debugger", "tas-debug-reader"),
+        ("scraper", "tas-metrics-reader"),
+        ("partial", reservations_only.as_str()),
+    ] {
+        tokens.push(account_token(&admin, &ns, account).await);
+        let binding = access::service_account_binding(&unique_name(account), role, &ns, account);
+        bindings
+            .create(&post, &binding)
+            .await
+            .expect("reader binding");
+    }
+    let [debugger, scraper, partial] = <[String; 3]>::try_from(tokens).unwrap();
     let stranger = account_token(&admin, &ns, "stranger").await;
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let extra = axum::Router::new().route(
-        RESERVATIONS_PATH,
-        axum::routing::get(|| async { "the reservations" }),
-    );
+    let extra = axum::Router::new()
+        .route(
+            RESERVATIONS_PATH,
+            axum::routing::get(|| async { "the reservations" }),
+        )
+        .route(
+            DECISIONS_PATH,
+            axum::routing::get(|| async { "the decisions" }),
+        );
     let server = tokio::spawn(http::serve_on_with(
         listener,
         Security::Secure {
@@ -253,62 +263,101 @@ async fn debug_reservations_answer_only_a_debug_reader() {
         extra,
         std::future::pending(),
     ));
-    let get = |token: Option<String>| async move {
-        tas_testcluster::https_get(addr, RESERVATIONS_PATH, token.as_deref())
+    let get = |path: &'static str, token: Option<String>| async move {
+        tas_testcluster::https_get(addr, path, token.as_deref())
             .await
             .expect("an HTTPS answer")
     };
+    let authorised = |what: &'static str, path: &'static str, token: String| {
+        wait_for(what, AUTHORISED_WITHIN, move || {
+            let token = token.clone();
+            async move {
+                let answer = get(path, Some(token)).await;
+                Ok::<_, String>((answer.0 == 200).then_some(answer))
+            }
+        })
+    };
 
-    let allowed = wait_for(
+    let allowed = authorised(
         "the debugger's token authorised",
-        AUTHORISED_WITHIN,
-        || async {
-            let answer = get(Some(debugger.clone())).await;
-            Ok::<_, String>((answer.0 == 200).then_some(answer))
-        },
+        RESERVATIONS_PATH,
+        debugger.clone(),
     )
     .await
     .unwrap();
     assert_eq!(allowed, (200, "the reservations".into()));
     assert_eq!(
+        get(DECISIONS_PATH, Some(debugger.clone())).await,
+        (200, "the decisions".into())
+    );
+    assert_eq!(
         get_proxied(addr, RESERVATIONS_PATH, &debugger).await,
         (200, "the reservations".into()),
         "the token in the service proxy's header"
     );
-    assert_eq!(get(None).await.0, 401, "anonymous");
     assert_eq!(
-        get(Some("not-a-token".into())).await.0,
-        401,
-        "unknown token"
+        get_proxied(
+            addr,
+            &format!("{DECISIONS_PATH}?namespace=a&pod=b&limit=3"),
+            &debugger
+        )
+        .await,
+        (200, "the decisions".into()),
+        "a query string is authorised as its path"
     );
-    assert_eq!(
-        get(Some(stranger.clone())).await,
-        (403, "Forbidden".into()),
-        "a known user without the permission"
-    );
-    assert_eq!(
-        get_proxied(addr, RESERVATIONS_PATH, &stranger).await.0,
-        403,
-        "the same through the proxy's header"
-    );
-    // Wait until the scraper may read /metrics, so its 403 here is the path's refusal
-    // and not a binding not yet seen.
-    wait_for(
-        "the scraper's token authorised",
-        AUTHORISED_WITHIN,
-        || async {
-            let answer = tas_testcluster::https_get(addr, "/metrics", Some(scraper.as_str()))
-                .await
-                .expect("an HTTPS answer");
-            Ok::<_, String>((answer.0 == 200).then_some(()))
-        },
+    for path in [RESERVATIONS_PATH, DECISIONS_PATH] {
+        assert_eq!(get(path, None).await.0, 401, "anonymous on {path}");
+        assert_eq!(
+            get(path, Some("not-a-token".into())).await.0,
+            401,
+            "unknown token on {path}"
+        );
+        assert_eq!(
+            get(path, Some(stranger.clone())).await,
+            (403, "Forbidden".into()),
+            "a known user without the permission on {path}"
+        );
+        assert_eq!(
+            get_proxied(addr, path, &stranger).await.0,
+            403,
+            "the same through the proxy's header on {path}"
+        );
+    }
+    // Wait until the partial reader may read the reservations, so its 403 on the
+    // decisions is the path's refusal and not a binding not yet seen.
+    authorised(
+        "the partial reader's token authorised",
+        RESERVATIONS_PATH,
+        partial.clone(),
     )
     .await
     .unwrap();
     assert_eq!(
-        get(Some(scraper)).await.0,
+        get(DECISIONS_PATH, Some(partial.clone())).await.0,
         403,
-        "/metrics grants no debug reading"
+        "a grant of /debug/reservations does not cover /debug/decisions"
     );
+    assert_eq!(
+        get_proxied(addr, &format!("{DECISIONS_PATH}?limit=1"), &partial)
+            .await
+            .0,
+        403,
+        "nor with a query string"
+    );
+    // Likewise for the scraper and /metrics.
+    authorised(
+        "the scraper's token authorised",
+        "/metrics",
+        scraper.clone(),
+    )
+    .await
+    .unwrap();
+    for path in [RESERVATIONS_PATH, DECISIONS_PATH] {
+        assert_eq!(
+            get(path, Some(scraper.clone())).await.0,
+            403,
+            "/metrics grants no debug reading ({path})"
+        );
+    }
     server.abort();
 }

@@ -167,6 +167,28 @@ async fn export_to_collector(protocol: Option<OtlpProtocol>) {
         .expect("the bind of the attempt");
     assert_eq!(bind.string("k8s.node.name"), Some(node));
     assert_eq!(bind.string("tas.scheduler.result"), Some("bound"));
+    // The scheduler's own record of the attempt (`kubectl tas decisions`, through the
+    // service proxy) carries the span's trace id, to find the spans from it. Polled:
+    // the Service may answer from a replica that does not lead.
+    let pod = format!("{ns}/fits");
+    let recorded = wait_for("the leader's record of the attempt", TIMEOUT, || async {
+        let out = stack::kubectl_tas(&cluster, &["decisions", "--pod", &pod, "-o", "json"]).await?;
+        let v: serde_json::Value =
+            serde_json::from_str(&out).map_err(stack::StackError::ctx("kubectl tas decisions"))?;
+        let bound = v["decisions"]
+            .as_array()
+            .and_then(|d| d.iter().find(|r| r["outcome"] == "bound"))
+            .cloned();
+        Ok::<_, stack::StackError>(bound)
+    })
+    .await
+    .expect("the attempt in the scheduler's decisions");
+    assert_eq!(
+        recorded["traceId"].as_str(),
+        Some(scheduled.trace_id.as_str()),
+        "{recorded:#}"
+    );
+    assert_eq!(recorded["node"].as_str(), Some(node), "{recorded:#}");
 
     let unschedulable = attempt(&spans, "no-zone", "unschedulable").unwrap();
     let reason = unschedulable

@@ -1,4 +1,4 @@
-//! The command line: `kubectl tas [status|nodes|explain POD|gather]` with kubectl's
+//! The command line: `kubectl tas [status|nodes|explain POD|decisions|gather]` with kubectl's
 //! connection flags, `-o text|json`, where the scheduler's Service is, and
 //! `--from-bundle` (read a support bundle instead of the cluster); [`run`] executes it.
 
@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::bundle::Bundle;
 use crate::cluster::ClusterRead;
 use crate::connect::{KubeOptions, connect};
+use crate::decisions::{self, DecisionsArgs};
 use crate::error::Error;
 use crate::explain::explain;
 use crate::gather::{GatherArgs, gather};
@@ -27,7 +28,7 @@ pub struct Cli {
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
     pub output: Output,
     /// Read a support bundle of `kubectl tas gather` (directory or .tar.gz) instead of
-    /// the cluster (`status` and `nodes`).
+    /// the cluster (`status`, `nodes` and `decisions`).
     #[arg(long, global = true)]
     pub from_bundle: Option<std::path::PathBuf>,
     #[command(subcommand)]
@@ -57,6 +58,10 @@ pub enum Command {
         /// The pod's name (namespace: -n).
         pod: String,
     },
+    /// The scheduler's recent scheduling attempts, newest first: outcome, node and NUMA
+    /// zones, DRA devices, nodes evaluated, time taken, trace id and why no node fit
+    /// (live from its /debug/decisions, or from a bundle with --from-bundle).
+    Decisions(DecisionsArgs),
     /// Write a support bundle: the stack object and its Events, Nodes, the
     /// NodeResourceTopology objects, the kubelet settings the node agents read, the
     /// scheduler's reservations and decisions, the operands' objects, Events and logs.
@@ -101,6 +106,14 @@ pub async fn run(cli: &Cli) -> Result<String, Error> {
             .await?;
             (r.render(), serde_json::to_string_pretty(&r))
         }
+        Command::Decisions(args) => {
+            let query = args.query(cli.kube.namespace.as_deref(), &conn.namespace)?;
+            let r = service.decisions(&conn.client, &query).await?;
+            (
+                decisions::render(&r, "live"),
+                serde_json::to_string_pretty(&r),
+            )
+        }
         Command::Gather(args) => {
             let read = match read_error.take() {
                 Some(e) => Err(e),
@@ -124,7 +137,7 @@ fn print(output: Output, text: String, json: serde_json::Result<String>) -> Stri
     }
 }
 
-/// `status` or `nodes` on a bundle's files instead of the cluster.
+/// `status`, `nodes` or `decisions` on a bundle's files instead of the cluster.
 fn from_bundle(cli: &Cli, path: &std::path::Path) -> Result<String, Error> {
     let bundle = Bundle::read(path)?;
     let manifest: Option<crate::gather::manifest::Manifest> =
@@ -162,10 +175,32 @@ fn from_bundle(cli: &Cli, path: &std::path::Path) -> Result<String, Error> {
             let r = NodesReport::build(&cluster);
             (r.render(), serde_json::to_string_pretty(&r))
         }
+        Command::Decisions(args) => {
+            use crate::gather::manifest::DEFAULT_NAMESPACE_IN_BUNDLE;
+            let query = args.query(cli.kube.namespace.as_deref(), DEFAULT_NAMESPACE_IN_BUNDLE)?;
+            let Some(report) = bundle.yaml(decisions::BUNDLE_PATH)? else {
+                let why = manifest
+                    .as_ref()
+                    .and_then(|m| m.entry(decisions::BUNDLE_PATH))
+                    .and_then(|e| e.reason.clone())
+                    .unwrap_or_else(|| {
+                        "no entry in the manifest (a bundle of an older kubectl tas)".into()
+                    });
+                return Err(Error::Bundle {
+                    path: path.join(decisions::BUNDLE_PATH),
+                    message: format!("the scheduler's decisions were not gathered: {why}"),
+                });
+            };
+            let r = decisions::select(report, &query);
+            (
+                decisions::render(&r, "from the bundle"),
+                serde_json::to_string_pretty(&r),
+            )
+        }
         Command::Explain { .. } | Command::Gather(_) => {
             return Err(Error::Flag {
                 flag: "--from-bundle",
-                message: "only status and nodes read a bundle (explain needs the live pods, gather writes one)".into(),
+                message: "only status, nodes and decisions read a bundle (explain needs the live pods, gather writes one)".into(),
             });
         }
     };

@@ -6,7 +6,9 @@
 //!   scheduler's view matches the node's NodeResourceTopology fingerprint;
 //! - [`gather`]: a support bundle (the stack object, NRTs, the scheduler's
 //!   reservations and decisions, the operands' objects, Events and logs; never
-//!   Secrets), which `status` and `nodes` read back with `--from-bundle` ([`bundle`]);
+//!   Secrets), which `status`, `nodes` and `decisions` read back with `--from-bundle`
+//!   ([`bundle`]);
+//! - [`decisions`]: the scheduler's recent scheduling attempts, live or from a bundle;
 //! - [`explain`]: per node, the scheduler's verdict for a pod, computed by the
 //!   scheduler's own filters and NUMA fit (the `tas-scheduler` library) on the NRT
 //!   objects plus the reservations the scheduler holds.
@@ -20,6 +22,7 @@ pub mod bundle;
 pub mod cli;
 pub mod cluster;
 pub mod connect;
+pub mod decisions;
 pub mod error;
 pub mod explain;
 pub mod gather;

@@ -1,14 +1,16 @@
-//! The scheduler's debug endpoint, read through the API server's service proxy:
-//! `GET /api/v1/namespaces/NS/services/[SCHEME:]NAME:PORT/proxy/debug/reservations`.
+//! The scheduler's debug endpoints, read through the API server's service proxy:
+//! `GET /api/v1/namespaces/NS/services/[SCHEME:]NAME:PORT/proxy/debug/reservations` (or
+//! `.../proxy/debug/decisions?namespace=&pod=&limit=`).
 //! The API server authorises it as `get` on `services/proxy` in NS and connects to one
 //! ready endpoint of the Service (kube-proxy is not involved). The scheduler then asks
 //! the API server about the bearer token the request carries in [`TOKEN_HEADER`] (the
 //! proxy drops `Authorization`): its user needs `get` on the non-resource URL
-//! `/debug/reservations` (ClusterRole `tas-debug-reader`).
+//! of the path (ClusterRole `tas-debug-reader` grants both).
 
 use http::Request;
 use kube::Client;
-use tas_scheduler::debug::{RESERVATIONS_PATH, ReservationsReport, TOKEN_HEADER};
+use tas_scheduler::debug::{DECISIONS_PATH, RESERVATIONS_PATH, ReservationsReport, TOKEN_HEADER};
+use tas_scheduler::decisions::{DecisionQuery, DecisionsReport};
 
 use crate::connect::BearerToken;
 use crate::error::Error;
@@ -51,7 +53,35 @@ impl SchedulerService {
 
     /// Reads the scheduler's reserve cache.
     pub async fn reservations(&self, client: &Client) -> Result<ReservationsReport, Error> {
-        let path = self.proxy_path(RESERVATIONS_PATH);
+        self.get_json(client, &self.proxy_path(RESERVATIONS_PATH))
+            .await
+    }
+
+    /// Reads the scheduler's recent scheduling attempts that `query` selects.
+    pub async fn decisions(
+        &self,
+        client: &Client,
+        query: &DecisionQuery,
+    ) -> Result<DecisionsReport, Error> {
+        self.get_json(client, &self.decisions_path(query)).await
+    }
+
+    /// The proxy path of [`DECISIONS_PATH`] with `query`'s parameters.
+    pub fn decisions_path(&self, query: &DecisionQuery) -> String {
+        let mut params = url_params(query);
+        if !params.is_empty() {
+            params.insert(0, '?');
+        }
+        format!("{}{params}", self.proxy_path(DECISIONS_PATH))
+    }
+
+    /// `GET path` (a proxy path) with the token, parsed as JSON.
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &Client,
+        path: &str,
+    ) -> Result<T, Error> {
+        let path = path.to_owned();
         let mut request = Request::get(&path);
         if let Some(token) = &self.token {
             request = request.header(TOKEN_HEADER, format!("Bearer {}", token.0));
@@ -65,6 +95,31 @@ impl SchedulerService {
             .map_err(Error::api(path.clone()))?;
         serde_json::from_str(&text).map_err(|source| Error::Decode { path, source })
     }
+}
+
+/// `namespace=..&pod=..&limit=..` of the parameters set, percent-encoded.
+fn url_params(query: &DecisionQuery) -> String {
+    let encode = |v: &str| {
+        v.bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let mut out = Vec::new();
+    if let Some(ns) = &query.namespace {
+        out.push(format!("namespace={}", encode(ns)));
+    }
+    if let Some(pod) = &query.pod {
+        out.push(format!("pod={}", encode(pod)));
+    }
+    if let Some(limit) = query.limit {
+        out.push(format!("limit={limit}"));
+    }
+    out.join("&")
 }
 
 #[cfg(test)]
@@ -89,6 +144,30 @@ mod tests {
         assert_eq!(
             s.proxy_path("/debug/reservations"),
             "/api/v1/namespaces/tas-system/services/https:tas-scheduler-metrics:8443/proxy/debug/reservations"
+        );
+    }
+
+    #[test]
+    fn the_decisions_path_carries_the_query() {
+        let s = SchedulerService {
+            namespace: "tas".into(),
+            name: DEFAULT_SERVICE.into(),
+            port: DEFAULT_PORT.into(),
+            scheme: String::new(),
+            token: None,
+        };
+        assert_eq!(
+            s.decisions_path(&DecisionQuery::default()),
+            "/api/v1/namespaces/tas/services/tas-scheduler-metrics:https/proxy/debug/decisions"
+        );
+        let q = DecisionQuery {
+            namespace: Some("team a".into()),
+            pod: Some("web-0".into()),
+            limit: Some(5),
+        };
+        assert!(
+            s.decisions_path(&q)
+                .ends_with("/proxy/debug/decisions?namespace=team%20a&pod=web-0&limit=5")
         );
     }
 }

@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client, ResourceExt};
 
 use crate::cycle::dra::DraChoice;
+use crate::decisions::DecisionOutcome;
 use crate::events::EventSender;
 use crate::reserve::{release_devices, unreserve};
 use crate::shared::Shared;
@@ -40,6 +41,8 @@ pub(crate) struct BindTarget {
     pub(crate) node: String,
     /// The scheduling attempt's span.
     pub(crate) attempt: Option<opentelemetry::Context>,
+    /// The attempt's entry in the decision log, which the bind's outcome settles.
+    pub(crate) decision: u64,
     /// The pod's claim writes, if it has claims.
     pub(crate) claims: Option<ClaimWrites>,
     /// Whether the bind waits for the earlier binds to the node.
@@ -99,8 +102,22 @@ pub(crate) async fn start(
             Finished::Unknown => {
                 let recheck = shared.settings.leader_election.write_timeout();
                 let reads = writer.reads();
-                settle_when_known(&shared, &reads, &pod, &uid, &target.node, recheck).await
-                    == Some(Settled::Freed)
+                let settled =
+                    settle_when_known(&shared, &reads, &pod, &uid, &target.node, recheck).await;
+                let (outcome, message) = match settled {
+                    Some(Settled::Freed) => (
+                        DecisionOutcome::BindFailed,
+                        "the bind's outcome was unknown and the pod was then read unbound (or gone): retried",
+                    ),
+                    Some(Settled::Bound) | None => (
+                        DecisionOutcome::Bound,
+                        "the bind's outcome was unknown; the pod was then seen bound",
+                    ),
+                };
+                shared
+                    .decisions
+                    .settle(target.decision, outcome, Some(message.to_owned()), None);
+                settled == Some(Settled::Freed)
             }
         };
         if freed && let Some(claims) = &target.claims {
@@ -229,6 +246,12 @@ fn finish(
                 record.pod_scheduling_seconds = Some(seconds);
             }
             shared.telemetry.bind(target.attempt.as_ref(), &record);
+            shared.decisions.settle(
+                target.decision,
+                DecisionOutcome::Bound,
+                None,
+                Some(record.duration),
+            );
             tracing::debug!(pod = %key(), node, "bound");
             let detail = target.claims.as_ref().map(|c| {
                 shared.metrics.dra_allocation(c.choice.outcome.label());
@@ -243,6 +266,15 @@ fn finish(
         }
         Err(WriteError::NotLeader) => {
             // Nothing was sent.
+            shared.decisions.settle(
+                target.decision,
+                DecisionOutcome::BindFailed,
+                Some(
+                    "not sent: this replica no longer leads for long enough; retried by the leader"
+                        .into(),
+                ),
+                None,
+            );
             unreserve(shared, uid, node);
             shared.queue.lock().retry_now(uid);
         }
@@ -251,6 +283,12 @@ fn finish(
             shared.metrics.attempt("error");
             record.error = Some((e.code(), e.to_string()));
             shared.telemetry.bind(target.attempt.as_ref(), &record);
+            shared.decisions.settle(
+                target.decision,
+                DecisionOutcome::Binding,
+                Some(format!("bind outcome unknown ({e}); the pod stays reserved until it is seen bound or unbound")),
+                Some(record.duration),
+            );
             tracing::warn!(pod = %key(), node, error = %e, "bind outcome unknown; the pod stays reserved on the node until it is seen bound or unbound");
             return Finished::Unknown;
         }
@@ -259,6 +297,12 @@ fn finish(
             shared.metrics.attempt("error");
             record.error = Some((e.code(), e.to_string()));
             shared.telemetry.bind(target.attempt.as_ref(), &record);
+            shared.decisions.settle(
+                target.decision,
+                DecisionOutcome::BindFailed,
+                Some(format!("binding to {node} failed: {e}")),
+                Some(record.duration),
+            );
             unreserve(shared, uid, node);
             let gone = matches!(e.code(), Some(404 | 409));
             tracing::warn!(pod = %key(), node, error = %e, "bind failed");
@@ -304,6 +348,7 @@ mod tests {
         let target = BindTarget {
             node: "node-a".into(),
             attempt: None,
+            decision: 0,
             claims: None,
             admission: Admission::InTurn,
         };

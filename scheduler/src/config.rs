@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::time::Duration;
-use tas_api::config::scheduler::SchedulerConfig;
+use tas_api::config::scheduler::{MAX_DECISION_HISTORY, SchedulerConfig};
 use tas_api::tas::{DraAlignment, ForeignPodsDetection, InformerMode, NodesWithoutTopology};
 
 use crate::numa::{ScoreConfig, ScoringStrategy};
@@ -69,6 +69,8 @@ pub struct Settings {
     /// Whether DRA devices must sit in the NUMA zones of a pod's exclusive CPUs and
     /// memory, or only score higher there (see [`crate::cycle::dra`]).
     pub dra_alignment: DraAlignment,
+    /// Scheduling attempts kept for `GET /debug/decisions` (0: none).
+    pub decision_history: usize,
 }
 
 /// Validated leader-election settings.
@@ -225,6 +227,12 @@ impl Settings {
                 reason: format!("{} is over 100", c.percentage_of_nodes_to_score),
             });
         }
+        if c.decision_history > MAX_DECISION_HISTORY {
+            return Err(ConfigError::Invalid {
+                field: "decisionHistory",
+                reason: format!("{} is over {MAX_DECISION_HISTORY}", c.decision_history),
+            });
+        }
         let parallelism = match c.parallelism {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n as usize,
@@ -246,6 +254,7 @@ impl Settings {
             node_groups,
             percentage_of_nodes_to_score: c.percentage_of_nodes_to_score,
             dra_alignment: c.dra_alignment,
+            decision_history: c.decision_history as usize,
         })
     }
 }
@@ -281,6 +290,8 @@ mod tests {
         assert_eq!(s.dra_alignment, DraAlignment::Required);
         let preferred = parse("draAlignment: Preferred").unwrap();
         assert_eq!(preferred.dra_alignment, DraAlignment::Preferred);
+        assert_eq!(s.decision_history, 512);
+        assert_eq!(parse("decisionHistory: 0").unwrap().decision_history, 0);
     }
 
     #[test]
@@ -322,6 +333,7 @@ mod tests {
                 "scoring.resources[].weight",
             ),
             ("backoff: {initial: 10s, max: 1s}", "backoff"),
+            ("decisionHistory: 100001", "decisionHistory"),
             (
                 "leaderElection: {enabled: true, leaseDuration: 4s, renewPeriod: 3s}",
                 "leaderElection.renewPeriod",

@@ -1,10 +1,13 @@
-//! The scheduler's debug endpoint, `GET /debug/reservations`: the reserve cache as JSON
-//! ([`ReservationsReport`]), for `kubectl tas explain` and `kubectl tas nodes`, which read
-//! it through the API server's service proxy. It is an ordinary route of the HTTP server
-//! (`tas_runtime::http`), so it is served, and protected, like `/metrics`: only to a
-//! bearer token whose user may `get` the non-resource URL [`RESERVATIONS_PATH`]
-//! (ClusterRole `tas-debug-reader`). Through the service proxy, which keeps no
-//! `Authorization` header, the token travels in [`TOKEN_HEADER`].
+//! The scheduler's debug endpoints: `GET /debug/reservations`, the reserve cache as JSON
+//! ([`ReservationsReport`]), for `kubectl tas explain` and `kubectl tas nodes`, and
+//! `GET /debug/decisions`, the recent scheduling attempts ([`DecisionsReport`], from
+//! [`crate::decisions`]; `?namespace=&pod=&limit=` select), for `kubectl tas decisions`
+//! and `kubectl tas gather`. Both are read through the API server's service proxy. They
+//! are ordinary routes of the HTTP server (`tas_runtime::http`), so they are served, and
+//! protected, like `/metrics`: only to a bearer token whose user may `get` the
+//! non-resource URL of the route ([`RESERVATIONS_PATH`], [`DECISIONS_PATH`]; ClusterRole
+//! `tas-debug-reader`). Through the service proxy, which keeps no `Authorization`
+//! header, the token travels in [`TOKEN_HEADER`].
 //!
 //! Amounts are integers in the scheduler's units: CPU in millicores, memory and
 //! hugepages in bytes, devices in units. Each node also lists its DRA devices
@@ -18,16 +21,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{NodeInspection, ReservationInspection};
+use crate::decisions::{DecisionQuery, DecisionsReport};
 use crate::dra::{Inventory, inventory};
 use crate::numa::Resources;
 use crate::shared::Shared;
+
+pub use crate::decisions::DECISIONS_PATH;
 
 /// The endpoint's path.
 pub const RESERVATIONS_PATH: &str = "/debug/reservations";
@@ -241,7 +248,41 @@ pub fn report(shared: &Shared) -> ReservationsReport {
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route(RESERVATIONS_PATH, get(reservations))
+        .route(DECISIONS_PATH, get(decisions))
         .with_state(shared)
+}
+
+/// The recent attempts [`DecisionQuery`] selects, newest first.
+pub fn decisions_report(shared: &Shared, query: &DecisionQuery) -> DecisionsReport {
+    DecisionsReport {
+        scheduler_name: shared.settings.scheduler_name.clone(),
+        leader: shared.metrics.leader.get() == 1,
+        capacity: shared.decisions.capacity(),
+        recorded: shared.decisions.recorded(),
+        decisions: shared.decisions.query(query),
+    }
+}
+
+/// `GET /debug/decisions?namespace=&pod=&limit=`: 400 naming the parameter when the
+/// query is not one.
+async fn decisions(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<DecisionQuery>, QueryRejection>,
+) -> Response {
+    let query = match query {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            let why = format!(
+                "{DECISIONS_PATH}: {}; the parameters are namespace, pod and limit",
+                e.body_text()
+            );
+            return (StatusCode::BAD_REQUEST, why).into_response();
+        }
+    };
+    if let Err(e) = query.validate() {
+        return (StatusCode::BAD_REQUEST, format!("{DECISIONS_PATH}: {e}")).into_response();
+    }
+    axum::Json(decisions_report(&shared, &query)).into_response()
 }
 
 /// The report, built off the async workers: it walks every node.
@@ -306,5 +347,65 @@ mod tests {
         let json = serde_json::to_value(a).expect("json");
         assert_eq!(json["draDevices"][0]["inUse"], 1);
         assert_eq!(json["draDevices"][1]["numaId"], 1);
+    }
+
+    /// `GET uri` on the debug routes (no authorisation: that is the server's, tested in
+    /// `e2e/tests/metrics_auth.rs`): status and body.
+    async fn get(shared: &Arc<Shared>, uri: &str) -> (u16, String) {
+        use http_body_util::BodyExt as _;
+        use tower::ServiceExt as _;
+        let request = axum::http::Request::get(uri)
+            .body(axum::body::Body::empty())
+            .expect("request");
+        let answer = router(shared.clone())
+            .oneshot(request)
+            .await
+            .expect("answer");
+        let status = answer.status().as_u16();
+        let body = answer.into_body().collect().await.expect("body").to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn decisions_are_served_newest_first_as_the_query_selects() {
+        use crate::decisions::{DecisionOutcome, DecisionRecord};
+        let shared = crate::test_support::shared();
+        for (ns, pod) in [("a", "p"), ("b", "q"), ("a", "r")] {
+            let who = (ns.into(), pod.into(), format!("uid-{pod}"));
+            let mut r = DecisionRecord::new(
+                "2026-01-02T03:04:05Z".into(),
+                who,
+                DecisionOutcome::Unschedulable,
+            );
+            r.message = Some("0/1 nodes are available: 1 Insufficient cpu (n).".into());
+            shared.decisions.record(r);
+        }
+        let (code, body) = get(&shared, DECISIONS_PATH).await;
+        assert_eq!(code, 200, "{body}");
+        let all: DecisionsReport = serde_json::from_str(&body).expect("a report");
+        let pods: Vec<&str> = all.decisions.iter().map(|d| d.pod.as_str()).collect();
+        assert_eq!(pods, ["r", "q", "p"]);
+        assert_eq!(all.recorded, 3);
+        assert_eq!(all.capacity, crate::decisions::DEFAULT_CAPACITY as usize);
+
+        let (code, body) = get(&shared, "/debug/decisions?namespace=a&limit=1").await;
+        assert_eq!(code, 200, "{body}");
+        let some: DecisionsReport = serde_json::from_str(&body).expect("a report");
+        assert_eq!(some.decisions.len(), 1);
+        assert_eq!(some.decisions[0].pod, "r");
+        let (_, body) = get(&shared, "/debug/decisions?namespace=a&pod=p").await;
+        let one: DecisionsReport = serde_json::from_str(&body).expect("a report");
+        assert_eq!(one.decisions[0].uid, "uid-p");
+
+        for (uri, says) in [
+            ("/debug/decisions?limit=0", "limit must be at least 1"),
+            ("/debug/decisions?limit=many", "limit"),
+            ("/debug/decisions?node=n", "node"),
+            ("/debug/decisions?pod=", "pod must not be empty"),
+        ] {
+            let (code, body) = get(&shared, uri).await;
+            assert_eq!(code, 400, "{uri}: {body}");
+            assert!(body.contains(says), "{uri}: {body}");
+        }
     }
 }

@@ -59,12 +59,30 @@ impl Reasons {
         self.counts.is_empty()
     }
 
+    /// Each reason with its count and first nodes by name: most frequent first, then by
+    /// text.
+    pub fn counts(&self) -> Vec<crate::decisions::ReasonCount> {
+        self.sorted()
+            .into_iter()
+            .map(|(r, t)| crate::decisions::ReasonCount {
+                reason: r.clone(),
+                nodes: t.count,
+                named: t.named.iter().cloned().collect(),
+            })
+            .collect()
+    }
+
+    fn sorted(&self) -> Vec<(&String, &Tally)> {
+        let mut items: Vec<(&String, &Tally)> = self.counts.iter().collect();
+        items.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
+        items
+    }
+
     /// "0/N nodes are available: 3 a reason (node-a, node-b, node-c), 1 b reason (node-d)."
     /// — most frequent first, then by text; each reason names its first
     /// [`NODES_NAMED`] nodes by name and counts the others ("+2 more").
     pub fn message(&self, total_nodes: usize) -> String {
-        let mut items: Vec<(&String, &Tally)> = self.counts.iter().collect();
-        items.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
+        let items = self.sorted();
         let parts: Vec<String> = items
             .iter()
             .map(|(r, t)| {

@@ -28,6 +28,7 @@ pub mod config;
 pub mod cycle;
 pub mod debug;
 pub mod decision_trace;
+pub mod decisions;
 pub mod dra;
 pub mod dra_state;
 pub mod event_series;

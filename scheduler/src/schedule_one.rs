@@ -10,6 +10,7 @@ use crate::cache;
 use crate::cycle::dra::{DraChoice, DraInput};
 use crate::cycle::{CycleSettings, Decision, PodInput};
 use crate::decision_trace::decide_traced;
+use crate::decisions::{self, DecisionOutcome, DecisionRecord};
 use crate::dra_state::pod_claims;
 use crate::events::EventSender;
 use crate::explain;
@@ -81,15 +82,8 @@ impl Attempts {
             Ok(i) => i,
             Err(message) => {
                 shared.metrics.attempt("error");
-                shared.telemetry.attempt(&AttemptRecord {
-                    pod: &pod,
-                    started: SystemTime::now(),
-                    phases: &[],
-                    decision: None,
-                    nodes: 0,
-                    feasible: 0,
-                    outcome: AttemptOutcome::Error { message: &message },
-                });
+                let outcome = AttemptOutcome::Error { message: &message };
+                attempted(shared, &undecided(&pod, 0, outcome), |_| {});
                 unschedulable(shared, events, &pod, message, None, last_message);
                 return;
             }
@@ -101,21 +95,14 @@ impl Attempts {
             shared.metrics.attempt("unschedulable");
             let total = shared.state.read().node_count();
             let message = format!("0/{total} nodes are available: {problem}.");
-            shared.telemetry.attempt(&AttemptRecord {
-                pod: &pod,
-                started: SystemTime::now(),
-                phases: &[],
-                decision: None,
-                nodes: total,
-                feasible: 0,
-                outcome: AttemptOutcome::Unschedulable { reason: &message },
-            });
+            let outcome = AttemptOutcome::Unschedulable { reason: &message };
+            attempted(shared, &undecided(&pod, total, outcome), |_| {});
             unschedulable(shared, events, &pod, message, None, last_message);
             return;
         }
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let zones = shared.telemetry.is_on();
+        let zones = shared.telemetry.is_on() || shared.decisions.is_on();
         // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
@@ -150,19 +137,28 @@ impl Attempts {
                         shared.metrics.dra_allocation("failed");
                         let message =
                             format!("allocating resource claims on {}: {message}", c.node);
+                        attempted(
+                            shared,
+                            &record(&phases, AttemptOutcome::Error { message: &message }),
+                            |r| r.node = Some(c.node.clone()),
+                        );
                         unschedulable(shared, events, &pod, message, None, last_message);
                         return;
                     }
                 };
-                let attempt = shared.telemetry.attempt(&record(
-                    &phases,
-                    AttemptOutcome::Scheduled {
-                        node: &c.node,
-                        zones: trace.zones.clone(),
-                        score: c.score,
-                        dra: choice.as_ref(),
-                    },
-                ));
+                let (attempt, decision) = attempted(
+                    shared,
+                    &record(
+                        &phases,
+                        AttemptOutcome::Scheduled {
+                            node: &c.node,
+                            zones: trace.zones.clone(),
+                            score: c.score,
+                            dra: choice.as_ref(),
+                        },
+                    ),
+                    |_| {},
+                );
                 last_message.remove(&queued.uid);
                 shared.nominations.lock().remove(&queued.uid);
                 crate::reserve::reserve(shared, &pod, &input, &c.node);
@@ -183,6 +179,7 @@ impl Attempts {
                 let target = BindTarget {
                     node: c.node,
                     attempt,
+                    decision,
                     claims,
                     admission,
                 };
@@ -213,10 +210,21 @@ impl Attempts {
                     message = format!("{message} {note}");
                 }
                 phases.push(("preempt", searching.elapsed()));
-                shared.telemetry.attempt(&record(
-                    &phases,
-                    AttemptOutcome::Unschedulable { reason: &message },
-                ));
+                let nominated = match &outcome {
+                    Outcome::Plans(plans) => plans.first().map(|p| p.node.clone()),
+                    _ => None,
+                };
+                attempted(
+                    shared,
+                    &record(&phases, AttemptOutcome::Unschedulable { reason: &message }),
+                    |r| {
+                        r.reasons = reasons.counts();
+                        if let Some(node) = nominated {
+                            r.outcome = DecisionOutcome::Preempting;
+                            r.node = Some(node);
+                        }
+                    },
+                );
                 let parsed = Some(Arc::new(input.filter.clone()));
                 unschedulable(shared, events, &pod, message, parsed, last_message);
                 if let Outcome::Plans(plans) = outcome {
@@ -225,6 +233,37 @@ impl Attempts {
             }
         }
     }
+}
+
+/// An attempt that ended before any decision, out of `nodes`.
+fn undecided<'a>(pod: &'a Pod, nodes: usize, outcome: AttemptOutcome<'a>) -> AttemptRecord<'a> {
+    AttemptRecord {
+        pod,
+        started: SystemTime::now(),
+        phases: &[],
+        decision: None,
+        nodes,
+        feasible: 0,
+        outcome,
+    }
+}
+
+/// Records an attempt: its span, when spans are exported, and its entry in the decision
+/// log, which `complete` finishes. The span's context (for the bind's span) and the
+/// entry's id (for the bind's outcome).
+fn attempted(
+    shared: &Shared,
+    record: &AttemptRecord<'_>,
+    complete: impl FnOnce(&mut DecisionRecord),
+) -> (Option<opentelemetry::Context>, u64) {
+    let span = shared.telemetry.attempt(record);
+    if !shared.decisions.is_on() {
+        return (span, 0);
+    }
+    let mut entry = decisions::from_attempt(record, span.as_ref());
+    complete(&mut entry);
+    let id = shared.decisions.record(entry);
+    (span, id)
 }
 
 /// The claim writes of a pod whose claims `choice` allocates.

@@ -3,6 +3,7 @@
 use crate::affinity::NamespaceLabels;
 use crate::cache::TopologyCache;
 use crate::config::Settings;
+use crate::decisions::DecisionLog;
 use crate::dra::SelectorCache;
 use crate::dra_state::DraStore;
 use crate::events::EventSender;
@@ -115,6 +116,8 @@ pub struct Shared {
     pub dra: RwLock<DraStore>,
     /// DRA device selectors, compiled once per expression.
     pub selectors: Arc<SelectorCache>,
+    /// The recent scheduling attempts, for `GET /debug/decisions`.
+    pub decisions: DecisionLog,
 }
 
 impl Shared {
@@ -127,6 +130,7 @@ impl Shared {
         telemetry: Telemetry,
     ) -> Arc<Self> {
         let queue = SchedulingQueue::new(settings.backoff_initial, settings.backoff_max);
+        let decisions = DecisionLog::new(settings.decision_history);
         Arc::new(Self {
             settings,
             state: RwLock::new(ClusterState::default()),
@@ -146,6 +150,7 @@ impl Shared {
             volumes: RwLock::new(VolumeCatalog::default()),
             dra: RwLock::new(DraStore::default()),
             selectors: Arc::new(SelectorCache::new()),
+            decisions,
         })
     }
 

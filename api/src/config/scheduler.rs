@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 pub const FILE_NAME: &str = "config.yaml";
 /// Port of `/healthz`, `/readyz` and `/metrics`.
 pub const HTTP_PORT: u16 = 8080;
+/// Scheduling attempts the scheduler keeps for `GET /debug/decisions` by default.
+pub const DEFAULT_DECISION_HISTORY: u32 = 512;
+/// The most `decisionHistory` may be.
+pub const MAX_DECISION_HISTORY: u32 = 100_000;
 
 /// `tas-scheduler --config FILE`.
 ///
@@ -57,6 +61,22 @@ pub struct SchedulerConfig {
     /// (`Preferred`).
     #[serde(default, skip_serializing_if = "DraAlignment::is_default")]
     pub dra_alignment: DraAlignment,
+    /// Recent scheduling attempts kept in memory for `GET /debug/decisions` (`kubectl
+    /// tas decisions`, `kubectl tas gather`): 0 (keep none) to
+    /// [`MAX_DECISION_HISTORY`], [`DEFAULT_DECISION_HISTORY`] when unset.
+    #[serde(
+        default = "default_decision_history",
+        skip_serializing_if = "is_default_decision_history"
+    )]
+    pub decision_history: u32,
+}
+
+fn default_decision_history() -> u32 {
+    DEFAULT_DECISION_HISTORY
+}
+
+fn is_default_decision_history(v: &u32) -> bool {
+    *v == DEFAULT_DECISION_HISTORY
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -77,6 +97,7 @@ impl Default for SchedulerConfig {
             node_groups: Vec::new(),
             percentage_of_nodes_to_score: 0,
             dra_alignment: DraAlignment::default(),
+            decision_history: DEFAULT_DECISION_HISTORY,
         }
     }
 }

@@ -83,14 +83,20 @@ async fn editor_client(cluster: &TestCluster, admin: &Client) -> Client {
     editor
 }
 
-#[tokio::test]
-async fn editing_the_object_grants_no_host_path_no_confinement_change_and_no_status() {
-    let cluster = shared();
-    let _logs = cluster.log_guard();
+/// The stack installed, and the editor's client with the object's API.
+async fn installed_with_editor(cluster: &TestCluster) -> (Client, Api<DynamicObject>) {
     let admin = cluster.client().await.unwrap();
     install(cluster).await;
     let editor = editor_client(cluster, &admin).await;
     let api = tas_api(editor.clone());
+    (editor, api)
+}
+
+#[tokio::test]
+async fn editing_the_object_grants_no_host_path_no_confinement_change_and_no_status() {
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let (editor, api) = installed_with_editor(cluster).await;
 
     let group = |updater: Value| json!({"nodeGroups": [{"name": "g", "nodeSelector": {"matchLabels": {"a": "b"}}, "updater": updater}]});
     let apparmor = "container.apparmor.security.beta.kubernetes.io/tas-updater";
@@ -161,4 +167,102 @@ async fn editing_the_object_grants_no_host_path_no_confinement_change_and_no_sta
         Some(403),
         "namespace annotation"
     );
+}
+
+/// `spec.observability`'s certificate source and OTLP protocol, with the editor's token:
+/// values outside their enums are refused by the CRD schema naming the field; no field
+/// names a Secret (the operands mount only `<metrics Service>-tls` of their own
+/// namespace), so one an editor adds is refused or pruned before the operator could see
+/// it; and the editor, who may set `servingCertificate: Secret`, still cannot read that
+/// Secret (nor may the operator, see `operator_token.rs`): the certificate reaches only
+/// the operand's own process, through the kubelet.
+#[tokio::test]
+async fn editing_the_object_names_no_secret_and_no_unknown_protocol() {
+    use k8s_openapi::api::core::v1::Secret;
+
+    let cluster = shared();
+    let _logs = cluster.log_guard();
+    let (editor, api) = installed_with_editor(cluster).await;
+    let observability = |o: Value| json!({"observability": o});
+    for (what, field, value) in [
+        (
+            "a certificate source the operator does not know",
+            "servingCertificate",
+            json!("Bogus"),
+        ),
+        (
+            "the source in another case",
+            "servingCertificate",
+            json!("secret"),
+        ),
+        ("an empty source", "servingCertificate", json!("")),
+        (
+            "a Secret of the editor's choosing in place of the source",
+            "servingCertificate",
+            json!({"name": "admin-token", "namespace": "kube-system"}),
+        ),
+        (
+            "a protocol the operands do not speak",
+            "otlpProtocol",
+            json!("http/json"),
+        ),
+        (
+            "the protocol in another spelling",
+            "otlpProtocol",
+            json!("HTTP/PROTOBUF"),
+        ),
+        (
+            "a protocol that is not a string",
+            "otlpProtocol",
+            json!(4318),
+        ),
+    ] {
+        let spec = observability(json!({ field: value }));
+        let got = refused(api.create(&dry_post(), &object(spec)).await);
+        let (code, message) = got.unwrap_or_else(|| panic!("{what}: accepted"));
+        assert_eq!(code, 422, "{what}: {message}");
+        let path = format!("spec.observability.{field}");
+        assert!(message.contains(&path), "{what}: {message}");
+    }
+
+    // The values of the enums pass.
+    for o in [
+        json!({"servingCertificate": "Secret", "otlpProtocol": "http/protobuf"}),
+        json!({"servingCertificate": "SelfSigned", "otlpProtocol": "grpc"}),
+    ] {
+        api.create(&dry_post(), &object(observability(o.clone())))
+            .await
+            .unwrap_or_else(|e| panic!("{o}: {e}"));
+    }
+
+    // A field naming the Secret does not exist: the API server refuses or prunes it.
+    let named = observability(json!({
+        "servingCertificate": "Secret",
+        "servingCertificateSecret": {"name": "admin-token", "namespace": "kube-system"},
+    }));
+    match api.create(&dry_post(), &object(named)).await {
+        Ok(stored) => {
+            let o = &stored.data["spec"]["observability"];
+            assert_eq!(o["servingCertificate"], "Secret", "{o}");
+            assert!(
+                o.get("servingCertificateSecret").is_none(),
+                "an unknown field reached the stored object: {o}"
+            );
+        }
+        Err(e) => assert!(
+            e.to_string().contains("servingCertificateSecret"),
+            "refused, naming the field: {e}"
+        ),
+    }
+
+    // The editor cannot read the Secret the operands would mount.
+    let secrets = Api::<Secret>::namespaced(editor.clone(), "tas-system");
+    let read = refused(secrets.get("tas-scheduler-metrics-tls").await);
+    assert_eq!(
+        read.map(|(code, _)| code),
+        Some(403),
+        "get the serving Secret"
+    );
+    let listed = refused(Api::<Secret>::all(editor).list(&Default::default()).await);
+    assert_eq!(listed.map(|(code, _)| code), Some(403), "list Secrets");
 }

@@ -64,6 +64,15 @@ fn refusal(e: &kube::Error) -> String {
     }
 }
 
+/// Why a read through the scheduler's Service failed: the proxy path and the API
+/// server's words.
+fn proxy_refusal(e: crate::Error) -> String {
+    match e {
+        crate::Error::Api { what, source } => format!("{what}: {}", refusal(&source)),
+        other => other.to_string(),
+    }
+}
+
 /// The newest `max` Events, oldest first.
 fn newest_events(mut events: Vec<Event>, max: usize) -> Vec<Event> {
     let when = |e: &Event| {
@@ -261,14 +270,7 @@ impl Gatherer {
                 self.bundle.put(RESERVATIONS, text);
                 self.record(what, Some(RESERVATIONS), Ok((n, bytes)));
             }
-            Err(crate::Error::Api {
-                what: asked,
-                source,
-            }) => {
-                let why = format!("{asked}: {}", refusal(&source));
-                self.record(what, Some(RESERVATIONS), Err(why));
-            }
-            Err(e) => self.record(what, Some(RESERVATIONS), Err(e.to_string())),
+            Err(e) => self.record(what, Some(RESERVATIONS), Err(proxy_refusal(e))),
         }
     }
 
@@ -289,10 +291,33 @@ impl Gatherer {
             }
             Err(e) => self.record(what, Some(path), Err(refusal(&e))),
         }
-        self.skip(
-            "the scheduler's decision traces",
-            "the scheduler exports them as OpenTelemetry spans to spec.observability's OTLP endpoint and serves none; find them in your trace backend (span per scheduling attempt, attributes tas.*), and each decision's reasons in scheduler/events.yaml",
+    }
+
+    /// The scheduler's recent scheduling attempts (every one it keeps), through the API
+    /// server's service proxy.
+    pub async fn decision_traces(&mut self, service: &SchedulerService) {
+        let path = crate::decisions::BUNDLE_PATH;
+        let what = format!(
+            "the scheduler's decision traces ({} via services/{}:{}/proxy)",
+            tas_scheduler::debug::DECISIONS_PATH,
+            service.name,
+            service.port
         );
+        let query = tas_scheduler::decisions::DecisionQuery::default();
+        match service.decisions(&self.client, &query).await {
+            Ok(report) => {
+                let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+                let (n, bytes) = (report.decisions.len(), text.len());
+                self.bundle.put(path, text);
+                self.record(what, Some(path), Ok((n, bytes)));
+                if !report.leader
+                    && let Some(entry) = self.manifest.entries.last_mut()
+                {
+                    entry.reason = Some("answered by a replica that does not lead (it schedules nothing); gather again to reach the leader".into());
+                }
+            }
+            Err(e) => self.record(what, Some(path), Err(proxy_refusal(e))),
+        }
     }
 
     /// One namespace: the workloads, ConfigMaps and Services (never Secrets), the pods,

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub const MANIFEST: &str = "manifest.yaml";
 /// `kind` of the manifest, to recognise a bundle.
 pub const KIND: &str = "TASSupportBundle";
+/// The namespace of a pod named without one when reading a bundle (no kubeconfig
+/// context to take it from).
+pub const DEFAULT_NAMESPACE_IN_BUNDLE: &str = "default";
 
 /// What was collected.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

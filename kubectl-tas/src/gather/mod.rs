@@ -9,6 +9,7 @@
 //! cluster/noderesourcetopologies.yaml   every NodeResourceTopology
 //! cluster/kubelet-configs.yaml          per node, the kubelet settings its agent read
 //! scheduler/reservations.json           the scheduler's reserve cache (/debug/reservations)
+//! scheduler/decisions.json              its recent scheduling attempts (/debug/decisions)
 //! scheduler/events.yaml                 the scheduler's decisions (its Events)
 //! namespaces/NS/{daemonsets,deployments,configmaps,services,pods,events}.yaml
 //! namespaces/NS/logs/POD/CONTAINER[.previous].log   bounded by --log-bytes
@@ -18,8 +19,8 @@
 //! operator reports in `status.relatedObjects` (the node agents'), and any
 //! `--gather-namespace`. Secrets are never read; credentials other objects carry are
 //! masked ([`redact`]). A read that fails (a permission the user lacks, a scheduler that
-//! does not answer) is recorded in the manifest and the rest goes on. `status` and
-//! `nodes` read a bundle back with `--from-bundle`.
+//! does not answer) is recorded in the manifest and the rest goes on. `status`,
+//! `nodes` and `decisions` read a bundle back with `--from-bundle`.
 
 pub mod collect;
 pub mod manifest;
@@ -137,6 +138,7 @@ pub async fn gather(
     g.topology(issues).await;
     g.reservations(service).await;
     g.decisions().await;
+    g.decision_traces(service).await;
     for ns in &namespaces {
         g.namespace(ns).await;
     }

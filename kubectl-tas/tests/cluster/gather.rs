@@ -3,7 +3,8 @@
 //! the scheduler's reservations and decisions and the operand namespace's objects;
 //! a Secret's value (in the namespace, and copied into an env var, an annotation and a
 //! ConfigMap) appears nowhere in it; what could not be read is in the manifest; and
-//! `status` / `nodes --from-bundle` read it back.
+//! `status` / `nodes` / `decisions --from-bundle` read it back (the scheduler's attempt
+//! for the pod it just placed among the decisions).
 
 use std::collections::BTreeMap;
 
@@ -174,12 +175,17 @@ async fn gather_writes_a_bundle_without_secrets_that_status_and_nodes_read_back(
             _ => assert!(e.reason.as_deref().is_some_and(|r| !r.is_empty()), "{e:?}"),
         }
     }
-    let traces = manifest
-        .entries
-        .iter()
-        .find(|e| e.what.contains("decision traces"))
-        .expect("a traces entry");
-    assert_eq!(traces.outcome, Outcome::Skipped);
+    assert!(
+        collected("scheduler/decisions.json") >= 1,
+        "the scheduler's attempts: {manifest:#?}"
+    );
+    assert!(
+        manifest
+            .entries
+            .iter()
+            .all(|e| e.outcome != Outcome::Skipped),
+        "nothing skipped: {manifest:#?}"
+    );
 
     // The contents.
     let stack = yaml(&bundle, "topologyawarescheduling.yaml");
@@ -276,6 +282,64 @@ async fn gather_writes_a_bundle_without_secrets_that_status_and_nodes_read_back(
         "{text}"
     );
 
+    // The scheduler's attempt for the pod, from the bundle: bound to a, on one of its
+    // zones (2 CPUs fit either), every node evaluated.
+    let from_bundle: Value = serde_json::from_str(&env.kubectl_tas(&[
+        "decisions",
+        "--pod",
+        &format!("{}/{pod}", env.ns),
+        "-o",
+        "json",
+        "--from-bundle",
+        &archive_arg,
+    ]))
+    .unwrap();
+    assert_eq!(from_bundle["schedulerName"], env.scheduler.as_str());
+    assert_eq!(from_bundle["leader"], true, "{from_bundle:#}");
+    let attempts = from_bundle["decisions"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "one attempt of {pod}: {from_bundle:#}");
+    let attempt = &attempts[0];
+    assert_eq!(attempt["pod"], pod.as_str());
+    assert_eq!(attempt["namespace"], env.ns.as_str());
+    assert_eq!(attempt["outcome"], "bound", "{attempt:#}");
+    assert_eq!(attempt["node"], a.as_str());
+    assert_eq!(
+        attempt["zones"].as_array().map(Vec::len),
+        Some(1),
+        "{attempt:#}"
+    );
+    assert!(attempt["nodesEvaluated"].as_u64() >= Some(1), "{attempt:#}");
+    assert_eq!(attempt["feasibleNodes"], 1, "{attempt:#}");
+    let phases: Vec<&str> = attempt["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(
+        phases,
+        ["snapshot", "prefilter", "filter", "score", "bind"],
+        "{attempt:#}"
+    );
+    let text = env.kubectl_tas(&["decisions", "--pod", &pod, "--from-bundle", &archive_arg]);
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!("{}/{pod}", env.ns)))
+        .unwrap_or_else(|| panic!("a row for {pod}:\n{text}"));
+    assert!(row.contains("bound") && row.contains(&a), "{row}\n{text}");
+    // Another pod's name selects nothing.
+    let none: Value = serde_json::from_str(&env.kubectl_tas(&[
+        "decisions",
+        "--pod",
+        "no-such-pod",
+        "-o",
+        "json",
+        "--from-bundle",
+        &archive_arg,
+    ]))
+    .unwrap();
+    assert_eq!(none["decisions"], json!([]), "{none:#}");
+
     // A directory works the same; a user who may read nothing still gets a bundle
     // whose manifest says, per item, that the API server refused.
     let plain = dir.path().join("as-nobody");
@@ -298,6 +362,13 @@ async fn gather_writes_a_bundle_without_secrets_that_status_and_nodes_read_back(
         !bundle
             .files
             .contains_key("cluster/noderesourcetopologies.yaml")
+    );
+    let decisions = manifest.entry("scheduler/decisions.json").unwrap();
+    assert_eq!(decisions.outcome, Outcome::Failed, "{decisions:?}");
+    let refused = env.kubectl_tas_fails(&["decisions", "--from-bundle", &plain_arg]);
+    assert!(
+        refused.contains("the scheduler's decisions were not gathered"),
+        "{refused}"
     );
     let refused = env.kubectl_tas_fails(&["status", "--from-bundle", &plain_arg]);
     assert!(

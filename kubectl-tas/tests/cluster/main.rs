@@ -168,6 +168,61 @@ async fn nodes_and_explain_see_the_reservations_the_scheduler_holds() {
         "names b: {msg}"
     );
 
+    // decisions, live: the pending pod's newest attempt, with the Event's reasons per
+    // node count; the big pod's, bound to a.
+    let live: Value =
+        serde_json::from_str(&env.kubectl_tas(&["decisions", "--pod", &pending, "-o", "json"]))
+            .unwrap();
+    let newest = &live["decisions"][0];
+    assert_eq!(newest["outcome"], "unschedulable", "{live:#}");
+    assert_eq!(newest["feasibleNodes"], 0, "{live:#}");
+    let message = newest["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("0/") && message.contains(&format!("({a})")),
+        "{live:#}"
+    );
+    // Every node evaluated gives one reason (other tests' nodes share the cluster).
+    let reasons = newest["reasons"].as_array().unwrap();
+    let counted: u64 = reasons.iter().filter_map(|r| r["nodes"].as_u64()).sum();
+    assert_eq!(Some(counted), newest["nodesEvaluated"].as_u64(), "{live:#}");
+    for (node, reason) in [(&a, "largest free zone 0"), (&b, "largest zone 4")] {
+        let r = reasons
+            .iter()
+            .find(|r| {
+                r["named"]
+                    .as_array()
+                    .is_some_and(|n| n.contains(&json!(node)))
+            })
+            .unwrap_or_else(|| panic!("a reason naming {node}: {live:#}"));
+        assert!(
+            r["reason"].as_str().unwrap_or_default().contains(reason),
+            "{r}"
+        );
+        assert_eq!(r["nodes"], 1, "{r}");
+    }
+    let big_attempt: Value = serde_json::from_str(&env.kubectl_tas(&[
+        "decisions",
+        "--pod",
+        &format!("{}/{big}", env.ns),
+        "--limit",
+        "1",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(big_attempt["decisions"][0]["outcome"], "bound");
+    assert_eq!(big_attempt["decisions"][0]["node"], a.as_str());
+    let text = env.kubectl_tas(&["decisions"]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&format!("/{pending}")) && l.contains("unschedulable")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("/{pending}: 0/")),
+        "the why line: {text}"
+    );
+
     // nodes: once kwok runs the pod, a's NRT (fingerprint of no pod) no longer matches
     // the scheduler's pods; b's does.
     let nodes: Value = wait_for("a's fingerprint mismatch", TIMEOUT, || async {

@@ -15,7 +15,7 @@ use tas_api::tas::ServingCertificate;
 /// Where the Secret is mounted in the operand's container.
 pub const SERVING_CERT_DIR: &str = "/etc/tas/serving-cert";
 /// The volume's name in the pod.
-const VOLUME: &str = "serving-cert";
+pub const VOLUME: &str = "serving-cert";
 /// The annotation OpenShift's service CA operator answers with a serving certificate
 /// Secret for the Service's DNS names.
 pub const OPENSHIFT_SERVING_CERT_ANNOTATION: &str =
@@ -72,6 +72,16 @@ pub(crate) fn mount(source: ServingCertificate, service: &str) -> Option<Serving
             },
         }),
     }
+}
+
+/// What to check when an operand pod that mounts the Secret `namespace/secret` waits to
+/// start: the kubelet cannot mount a Secret that is missing or lacks a key, and says so
+/// only in the pod's `FailedMount` Event, which the operator does not read (nor the
+/// Secret: it holds no right on Secrets).
+pub fn missing_secret_hint(namespace: &str, secret: &str) -> String {
+    format!(
+        "it mounts the serving certificate Secret {namespace}/{secret} (spec.observability.servingCertificate: Secret): check that it exists and holds tls.crt and tls.key; the pod's FailedMount Event says which is wrong"
+    )
 }
 
 /// Annotations of the metrics Service `service`: the service CA's, when the

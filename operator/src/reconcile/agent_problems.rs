@@ -117,7 +117,41 @@ fn pod_words(pod: &Pod) -> String {
         let phase = status.phase.as_deref().unwrap_or("Pending");
         words.push(format!("{phase}, not ready"));
     }
+    if let Some(hint) = serving_secret_hint(pod) {
+        words.push(hint);
+    }
     words.join("; ")
+}
+
+/// For a pod whose containers have not started and that mounts the serving certificate
+/// Secret: what to check (a missing Secret, or one without `tls.key`, keeps it there).
+fn serving_secret_hint(pod: &Pod) -> Option<String> {
+    use crate::desired::serving_cert::{VOLUME, missing_secret_hint};
+    let status = pod.status.as_ref();
+    let started = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                let waiting = c.state.as_ref().and_then(|s| s.waiting.as_ref());
+                waiting.is_none_or(|w| w.reason.as_deref() != Some("ContainerCreating"))
+            })
+        });
+    if started || status.is_some_and(|s| s.phase.as_deref() == Some("Running")) {
+        return None;
+    }
+    let secret = pod
+        .spec
+        .as_ref()?
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == VOLUME)?
+        .secret
+        .as_ref()?
+        .secret_name
+        .clone()?;
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    Some(missing_secret_hint(namespace, &secret))
 }
 
 #[cfg(test)]
@@ -192,5 +226,40 @@ mod tests {
             "PodScheduled Unschedulable: 0/3 nodes are available"
         );
         assert_eq!(agent_problem(&pod(json!({})), None), "Pending, not ready");
+    }
+
+    #[test]
+    fn a_pod_waiting_for_its_serving_certificate_says_which_secret_to_check() {
+        let spec = json!({"containers": [{"name": "updater"}], "volumes": [
+            {"name": "serving-cert", "secret": {"secretName": "tas-updater-metrics-tls"}}]});
+        let waiting = json!({"phase": "Pending", "containerStatuses": [{
+            "name": "updater", "ready": false, "restartCount": 0, "image": "x", "imageID": "",
+            "state": {"waiting": {"reason": "ContainerCreating"}}
+        }]});
+        let p = |status: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "tas-node"},
+                "spec": spec, "status": status}))
+            .unwrap()
+        };
+        let words = agent_problem(&p(waiting), None);
+        assert_eq!(
+            words,
+            "container updater waiting, ContainerCreating; it mounts the serving certificate Secret tas-node/tas-updater-metrics-tls (spec.observability.servingCertificate: Secret): check that it exists and holds tls.crt and tls.key; the pod's FailedMount Event says which is wrong"
+        );
+        // No container status yet: the same hint.
+        let pending = agent_problem(&p(json!({"phase": "Pending"})), None);
+        assert!(
+            pending.contains("tas-node/tas-updater-metrics-tls"),
+            "{pending}"
+        );
+        // Started (the Secret was mounted): no hint.
+        let crashing = p(json!({"phase": "Running", "containerStatuses": [{
+            "name": "updater", "ready": false, "restartCount": 1, "image": "x", "imageID": "",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}}
+        }]}));
+        assert!(!agent_problem(&crashing, None).contains("Secret"));
+        // A pod without the volume: no hint.
+        let plain = pod(json!({"phase": "Pending"}));
+        assert_eq!(agent_problem(&plain, None), "Pending, not ready");
     }
 }

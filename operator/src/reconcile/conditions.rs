@@ -104,6 +104,9 @@ pub struct Facts {
     /// Node → why its agent pod is not ready (sorted; at most
     /// [`super::agent_problems::MAX_AGENT_PROBLEMS`]), named in `UpdaterNotReady`.
     pub agent_problems: Vec<(String, String)>,
+    /// `namespace/name` of the Secret the scheduler pods mount their serving
+    /// certificate from (`spec.observability.servingCertificate: Secret`), if any.
+    pub scheduler_serving_secret: Option<(String, String)>,
 }
 
 /// A condition as decided, before timestamps.
@@ -211,10 +214,14 @@ pub fn available(f: &Facts) -> Decided {
     }
     let s = &f.scheduler;
     if !s.exists || s.ready < 1 {
-        let what = if s.exists {
-            format!("0/{} replicas ready", s.desired)
-        } else {
-            "not created".to_owned()
+        let what = match (&f.scheduler_serving_secret, s.exists) {
+            (Some((ns, secret)), true) => format!(
+                "0/{} replicas ready; {}",
+                s.desired,
+                crate::desired::serving_cert::missing_secret_hint(ns, secret)
+            ),
+            (None, true) => format!("0/{} replicas ready", s.desired),
+            (_, false) => "not created".to_owned(),
         };
         return Decided::new(
             AVAILABLE,

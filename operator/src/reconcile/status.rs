@@ -32,7 +32,8 @@ use tas_api::nrt::agent_report::AGENT_PROBLEM;
 use tas_api::nrt::heartbeat;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::{
-    RelatedObject, SchedulerStatus, TopologyAwareScheduling, TopologyAwareSchedulingStatus,
+    RelatedObject, SchedulerStatus, ServingCertificate, TopologyAwareScheduling,
+    TopologyAwareSchedulingStatus,
 };
 
 /// Writing the status failed (transient: retried with backoff).
@@ -285,6 +286,15 @@ fn compute(
         stale_topology: stale_topology.into_iter().collect(),
         missed_heartbeats: missed,
         agent_problems,
+        scheduler_serving_secret: (cr.spec.observability.serving_certificate
+            == ServingCertificate::Secret)
+            .then(|| {
+                let service = crate::desired::names::SCHEDULER_METRICS_SERVICE;
+                (
+                    namespace.to_owned(),
+                    crate::desired::serving_cert::secret_name(service),
+                )
+            }),
     };
     let recheck_in = if facts.stale_topology.is_empty() {
         // One second late, so the node is past the limit when the reconcile runs.

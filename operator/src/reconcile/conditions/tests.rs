@@ -29,7 +29,28 @@ fn healthy() -> Facts {
         stale_topology: vec![],
         missed_heartbeats: 3,
         agent_problems: vec![],
+        scheduler_serving_secret: None,
     }
+}
+
+#[test]
+fn an_unready_scheduler_with_a_secret_certificate_names_the_secret_to_check() {
+    let mut f = healthy();
+    f.scheduler.ready = 0;
+    f.scheduler_serving_secret = Some(("tas".into(), "tas-scheduler-metrics-tls".into()));
+    let a = find_decided(decide(&f), AVAILABLE);
+    assert_eq!((a.status, a.reason.as_str()), (false, SCHEDULER_NOT_READY));
+    assert!(
+        a.message.starts_with("scheduler Deployment tas-scheduler 0/1 replicas ready; it mounts the serving certificate Secret tas/tas-scheduler-metrics-tls"),
+        "{}",
+        a.message
+    );
+    f.scheduler_serving_secret = None;
+    let a = find_decided(decide(&f), AVAILABLE);
+    assert_eq!(
+        a.message,
+        "scheduler Deployment tas-scheduler 0/1 replicas ready"
+    );
 }
 
 fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
