@@ -5,12 +5,15 @@
 //! - [`saturation`]: a mixed workload created until nothing more fits; admitted,
 //!   rejected and pending pods;
 //! - [`scale`]: 5,000 nodes; the scheduler's memory and its own decision times;
-//! - [`updater`]: one real `tas-updater` against the referee's podresources server.
+//! - [`updater`]: one real `tas-updater` against the referee's podresources server;
+//! - [`dra`]: DRA GPUs and NICs beside kubelet-managed CPUs; the share of pods whose
+//!   devices sit on their CPUs' zone, and what allocation costs per pod.
 //!
-//! The first four share the runner ([`crate::run_all`]); each module here turns the
+//! The cluster scenarios share the runner ([`crate::run_all`]); each module here turns the
 //! common [`Options`] into its own and names the columns and goals of its table.
 
 pub mod backlog;
+pub mod dra;
 pub mod paced;
 pub mod saturation;
 pub mod scale;
@@ -33,10 +36,12 @@ pub enum Scenario {
     Scale,
     /// See [`updater`].
     Updater,
+    /// See [`dra`].
+    Dra,
 }
 
 /// Every scenario id the `--scenario` flag takes.
-pub const IDS: [&str; 5] = ["backlog", "paced", "saturation", "scale", "updater"];
+pub const IDS: [&str; 6] = ["backlog", "paced", "saturation", "scale", "updater", "dra"];
 
 impl Scenario {
     /// The scenarios named by `id` (`paced` is one per rate of `rates`).
@@ -47,6 +52,7 @@ impl Scenario {
             "saturation" => vec![Self::Saturation],
             "scale" => vec![Self::Scale],
             "updater" => vec![Self::Updater],
+            "dra" => vec![Self::Dra],
             _ => return None,
         })
     }
@@ -59,6 +65,7 @@ impl Scenario {
             Self::Saturation => "saturation".into(),
             Self::Scale => "scale".into(),
             Self::Updater => "updater".into(),
+            Self::Dra => "dra".into(),
         }
     }
 
@@ -78,6 +85,7 @@ impl Scenario {
             Self::Saturation => "Saturation (mixed workload until nothing more fits)".into(),
             Self::Scale => "Scale (scheduler memory and decision time on a large cluster)".into(),
             Self::Updater => "Updater (one tas-updater against the referee)".into(),
+            Self::Dra => "DRA (GPUs and NICs beside kubelet-managed CPUs)".into(),
         }
     }
 }
@@ -117,6 +125,7 @@ pub fn options(scenario: Scenario, base: &Options, sizes: &Sizes) -> Option<Opti
         Scenario::Paced(rate) => Some(paced::options(base, sizes, rate)),
         Scenario::Saturation => Some(saturation::options(base, sizes)),
         Scenario::Scale => Some(scale::options(base, sizes)),
+        Scenario::Dra => Some(dra::options(base, sizes)),
         Scenario::Updater => None,
     }
 }
@@ -199,6 +208,7 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
         Scenario::Paced(_) => &paced::COLUMNS,
         Scenario::Saturation => &saturation::COLUMNS,
         Scenario::Scale => &scale::COLUMNS,
+        Scenario::Dra => &dra::COLUMNS,
         Scenario::Updater => &[],
     };
     own.iter()
@@ -211,6 +221,7 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
 pub fn schedulers(scenario: Scenario, selected: &[SchedulerKind]) -> Vec<SchedulerKind> {
     match scenario {
         Scenario::Scale => scale::schedulers(selected),
+        Scenario::Dra => dra::schedulers(selected),
         _ => selected.to_vec(),
     }
 }
