@@ -381,6 +381,12 @@ mod tests {
         assert_eq!(tally.topology_errors(), 1, "{tally:?}");
         assert_eq!(tally.other_rejections(), 0, "{tally:?}");
         assert_eq!(tally.unknown_node, 1);
+        // Where the CPU manager put each admitted pod's CPUs: 3 + 3 on one zone each.
+        let zones = |pod: &str| tally.cpu_zones.get(pod).cloned().unwrap_or_default();
+        assert_eq!(zones("a"), BTreeSet::from([0]), "{tally:?}");
+        assert_eq!(zones("b"), BTreeSet::from([1]), "{tally:?}");
+        assert_eq!(zones("e"), BTreeSet::from([1]), "{tally:?}");
+        assert_eq!(tally.cpu_zones.len(), 4, "rejected pods have no CPUs");
         assert_eq!(changed, BTreeSet::from([n0.to_owned(), n1.to_owned()]));
         assert_eq!(referee.ping().await.unwrap(), 0, "the run's nodes are gone");
 
