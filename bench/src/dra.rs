@@ -8,7 +8,7 @@
 //!
 //! Each pod of the workload ([`pod`]) is a Guaranteed pod whose container uses one claim
 //! generated from a template by the control plane's ResourceClaim controller. After a
-//! run, [`judge`] puts each admitted pod's CPU zones (the kubelet referee's answer)
+//! run, [`placements`] puts each admitted pod's CPU zones (the kubelet referee's answer)
 //! next to the zones of the devices in its claims' allocations (read from the API
 //! server, zones from the slices): aligned, unaligned, or unknown.
 
@@ -192,14 +192,30 @@ impl DraFigures {
     }
 }
 
+/// Where one admitted pod's devices went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// Every allocated device on a zone of its CPUs.
+    Aligned,
+    /// Some device elsewhere: the zones of its CPUs and of its devices.
+    Unaligned {
+        /// The zones of its exclusive CPUs (the kubelet's answer).
+        cpus: BTreeSet<u32>,
+        /// The zones of its allocated devices.
+        devices: BTreeSet<u32>,
+    },
+    /// Its claim, allocation or a device's zone was not found.
+    Unknown,
+}
+
 /// Judges every admitted pod of `cpu_zones` (pod name → the zones of its exclusive
 /// CPUs, the kubelet's answer): the devices of the claims it owns (`claims`, their
 /// allocations) and their zones (`device_zones`, from the slices).
-pub fn judge(
+pub fn placements(
     claims: &[ResourceClaim],
     cpu_zones: &BTreeMap<String, BTreeSet<u32>>,
     device_zones: &BTreeMap<DeviceKey, u32>,
-) -> DraFigures {
+) -> BTreeMap<String, Placement> {
     // Pod name → the zones of its allocated devices (`None`: one is unknown).
     let mut pod_devices: BTreeMap<&str, Option<BTreeSet<u32>>> = BTreeMap::new();
     for claim in claims {
@@ -235,17 +251,35 @@ pub fn judge(
             a
         });
     }
+    cpu_zones
+        .iter()
+        .map(|(pod, cpus)| {
+            let placement = match pod_devices.get(pod.as_str()) {
+                Some(Some(devices)) if !devices.is_empty() && devices.is_subset(cpus) => {
+                    Placement::Aligned
+                }
+                Some(Some(devices)) if !devices.is_empty() => Placement::Unaligned {
+                    cpus: cpus.clone(),
+                    devices: devices.clone(),
+                },
+                _ => Placement::Unknown,
+            };
+            (pod.clone(), placement)
+        })
+        .collect()
+}
+
+/// The counts of [`placements`].
+pub fn judge(placements: &BTreeMap<String, Placement>) -> DraFigures {
     let mut figures = DraFigures {
         claims: true,
         ..DraFigures::default()
     };
-    for (pod, cpus) in cpu_zones {
-        match pod_devices.get(pod.as_str()) {
-            Some(Some(devices)) if !devices.is_empty() && devices.is_subset(cpus) => {
-                figures.aligned += 1;
-            }
-            Some(Some(devices)) if !devices.is_empty() => figures.unaligned += 1,
-            _ => figures.unknown += 1,
+    for placement in placements.values() {
+        match placement {
+            Placement::Aligned => figures.aligned += 1,
+            Placement::Unaligned { .. } => figures.unaligned += 1,
+            Placement::Unknown => figures.unknown += 1,
         }
     }
     figures
@@ -295,7 +329,15 @@ mod tests {
             ("d".to_string(), BTreeSet::from([0])),
             ("no-claim".to_string(), BTreeSet::from([0])),
         ]);
-        let figures = judge(&claims, &cpu_zones, &device_zones);
+        let placements = placements(&claims, &cpu_zones, &device_zones);
+        assert_eq!(
+            placements["c"],
+            Placement::Unaligned {
+                cpus: BTreeSet::from([0]),
+                devices: BTreeSet::from([1])
+            }
+        );
+        let figures = judge(&placements);
         assert_eq!(
             (figures.aligned, figures.unaligned, figures.unknown),
             (2, 1, 2)

@@ -21,6 +21,12 @@
 //! SchedulingThroughput: every pod is created first (as fast as the API server takes
 //! them), the watch lists them, and only then does the scheduler start (no warm-up);
 //! the bind-only binder is handed every pending pod at once.
+//!
+//! With DRA claims ([`Mix::Dra`]) the scheduler starts once the controller manager has
+//! generated every pod's claim; after the run the claims are read and each admitted
+//! pod's devices judged against its CPUs ([`crate::dra::placements`]), and the clean-up
+//! waits until the claims are gone. [`run_without_claims`] runs the same pods without
+//! them.
 
 use std::pin::pin;
 use std::time::Duration;
@@ -35,7 +41,7 @@ use tokio::time::Instant;
 use crate::agent::{NodeAgent, Nodes, PublishStats, publish_all};
 use crate::binder::Binder;
 use crate::create::{CreateOutcome, create_pods};
-use crate::dra::DraFigures;
+use crate::dra::{DraFigures, Placement};
 use crate::kubelet::AdmissionTally;
 use crate::metrics::{DecisionTimes, scrape_tas_decisions};
 use crate::procfs::{self, ProcessSample};
@@ -443,11 +449,20 @@ async fn run_variant(
     *lock(&bench.nrt_changed) = Some(changed);
     phases.referee = referee;
     let dra = dra_scenario.then(|| {
-        if with_claims {
-            crate::dra::judge(&claims, &tally.cpu_zones, &bench.device_zones)
-        } else {
-            DraFigures::default()
+        if !with_claims {
+            return DraFigures::default();
         }
+        let placements =
+            crate::dra::placements(&claims, &tally.cpu_zones, &bench.device_zones);
+        for (pod, placement) in &placements {
+            if let Placement::Unaligned { cpus, devices } = placement {
+                eprintln!(
+                    "tas-bench: {} run {round}: {pod}: devices on zone(s) {devices:?}, the kubelet put its CPUs on {cpus:?}",
+                    kind.id()
+                );
+            }
+        }
+        crate::dra::judge(&placements)
     });
     Ok(RunResult {
         dra,

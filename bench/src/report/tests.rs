@@ -378,7 +378,7 @@ fn dra_rows_with_and_without_claims_and_its_figures() {
         assert!(text.contains(row), "{row}\n{text}");
     }
     assert!(
-        text.contains("aligned share of the admitted pods: TAS 100.0 %, kube-scheduler 60.0 % (kubelet rejections: TAS 1, kube-scheduler 1): **met**."),
+        text.contains("aligned share of the admitted pods: TAS 100.0 % (lowest run 100.0 %), kube-scheduler 60.0 % (kubelet rejections: TAS 1, kube-scheduler 1): **met**."),
         "{text}"
     );
     assert!(

@@ -95,6 +95,12 @@ fn figure(v: Option<f64>, format: fn(f64) -> String) -> String {
 pub fn goals(results: &[RunResult]) -> Vec<String> {
     let (tas, kube) = (SchedulerKind::Tas, SchedulerKind::KubeScheduler);
     let share = |kind| median(results, kind, true, |r| r.dra?.aligned_share());
+    // The goal holds only if every run of TAS aligned every pod.
+    let lowest = results
+        .iter()
+        .filter(|r| r.kind == tas)
+        .filter_map(|r| r.dra?.aligned_share())
+        .reduce(f64::min);
     let rejected = |kind| median(results, kind, true, |r| Some(r.rejected() as f64));
     let percent = |v: f64| format!("{v:.1} %");
     let count = |v: f64| format!("{v:.0}");
@@ -114,12 +120,13 @@ pub fn goals(results: &[RunResult]) -> Vec<String> {
     let ms = |v: f64| format!("{v:+.1} ms");
     vec![
         format!(
-            "Goal: DRA devices on the NUMA zone of the pod's CPUs (issue 32) — aligned share of the admitted pods: TAS {}, kube-scheduler {} (kubelet rejections: TAS {}, kube-scheduler {}): {}.",
+            "Goal: DRA devices on the NUMA zone of the pod's CPUs (issue 32) — aligned share of the admitted pods: TAS {} (lowest run {}), kube-scheduler {} (kubelet rejections: TAS {}, kube-scheduler {}): {}.",
             figure(share(tas), percent),
+            figure(lowest, percent),
             figure(share(kube), percent),
             figure(rejected(tas), count),
             figure(rejected(kube), count),
-            verdict(share(tas).map(|v| v >= 100.0)),
+            verdict(lowest.map(|v| v >= 100.0)),
         ),
         format!(
             "What allocation costs per pod (issue 32; a figure, no goal) — TAS decision mean {} µs with claims vs {} µs without ({}); start → last bind, with claims vs without: TAS {} s vs {} s ({}, {} per pod), kube-scheduler {} s vs {} s ({}, {} per pod).",
