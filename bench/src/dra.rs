@@ -124,16 +124,35 @@ where
     Ok(())
 }
 
-/// Waits until `namespace` holds `count` claims (the controller manager generates one
-/// per pod).
-pub async fn wait_claims(client: &Client, namespace: &str, count: usize) -> Result<(), BenchError> {
-    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+/// Waits until `count` pods matching `selector` in `namespace` name their generated
+/// claim in their status (the controller manager creates each claim, then writes its
+/// name into the pod's `status.resourceClaimStatuses`; a scheduler finds the claim
+/// only then).
+pub async fn wait_claims(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    count: usize,
+) -> Result<(), BenchError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = ListParams::default().labels(selector);
     wait_for(
-        format!("{count} ResourceClaims generated in {namespace}"),
+        format!("{count} pods {selector} to name their ResourceClaim"),
         CLAIMS_TIMEOUT,
         || async {
-            let list = claims.list_metadata(&ListParams::default()).await?;
-            Ok::<_, kube::Error>((list.items.len() >= count).then_some(()))
+            let named = pods
+                .list(&list)
+                .await?
+                .items
+                .iter()
+                .filter(|pod| {
+                    pod.status
+                        .as_ref()
+                        .and_then(|s| s.resource_claim_statuses.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.resource_claim_name.is_some()))
+                })
+                .count();
+            Ok::<_, kube::Error>((named >= count).then_some(()))
         },
     )
     .await?;

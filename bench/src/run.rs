@@ -23,7 +23,7 @@
 //! the bind-only binder is handed every pending pod at once.
 //!
 //! With DRA claims ([`Mix::Dra`]) the scheduler starts once the controller manager has
-//! generated every pod's claim; after the run the claims are read and each admitted
+//! generated every pod's claim and named it in the pod's status; after the run the claims are read and each admitted
 //! pod's devices judged against its CPUs ([`crate::dra::placements`]), and the clean-up
 //! waits until the claims are gone. [`run_without_claims`] runs the same pods without
 //! them.
@@ -252,7 +252,8 @@ async fn run_variant(
         if with_claims {
             // The scheduler starts once every pod's claim exists, as every pod does.
             let made = workload.pods - outcome.errors.min(workload.pods);
-            crate::dra::wait_claims(&bench.client, &bench.namespace, made).await?;
+            let selector = format!("{RUN_LABEL}={tag}");
+            crate::dra::wait_claims(&bench.client, &bench.namespace, &selector, made).await?;
         }
         created = Some(outcome);
     } else if kind != SchedulerKind::BindOnly {
