@@ -104,7 +104,8 @@ demo: ## The whole stack on a local control plane with simulated NUMA nodes; pri
 
 # Benchmarks: the criterion micro-benchmarks, then the cluster benchmark (tas-bench: TAS
 # vs kube-scheduler, the scheduler-plugins NUMA plugin and a bind-only ceiling on local
-# control planes, scenarios backlog, paced, updater, saturation and scale, 5 runs each;
+# control planes, scenarios backlog, paced, updater, saturation, scale and dra (DRA
+# devices beside kubelet-managed CPUs: TAS and kube-scheduler only), 5 runs each;
 # about 2.5 hours on 2 cores with the defaults, most of it the NUMA plugin draining
 # 5,000 pods at 15-35/s; bench/README.md says where the time goes). BENCH_ARGS go to
 # tas-bench, e.g.

@@ -44,6 +44,9 @@ pub struct AdmissionTally {
     pub admitted_millicpus: u64,
     /// Admitted pods by the whole CPUs they request (rounded up).
     pub admitted_by_cpus: BTreeMap<u64, usize>,
+    /// The NUMA zones of the exclusive CPUs the CPU manager gave each admitted pod (its
+    /// containers together), by pod name; pods without exclusive CPUs are left out.
+    pub cpu_zones: BTreeMap<String, BTreeSet<u32>>,
 }
 
 impl AdmissionTally {
@@ -106,6 +109,8 @@ enum Request {
 /// What every node's task needs.
 struct Shared {
     referee: Arc<Referee>,
+    /// The zone of every CPU of the machine.
+    cpu_zone: HashMap<u32, u32>,
     run: String,
     add: AddNode,
     calls: Semaphore,
@@ -136,6 +141,11 @@ impl Kubelets {
         settings: KubeletSettings,
         admitted: Option<mpsc::UnboundedSender<Admitted>>,
     ) -> Self {
+        let cpu_zone = machine
+            .zones
+            .iter()
+            .flat_map(|z| z.cpus.iter().map(|&cpu| (cpu, z.id)))
+            .collect();
         let machine = with_cpu_reservation(machine, &settings);
         let add = AddNode {
             machine: convert::machine(&machine),
@@ -145,6 +155,7 @@ impl Kubelets {
         Self {
             shared: Arc::new(Shared {
                 referee,
+                cpu_zone,
                 run: run.to_owned(),
                 add,
                 calls: Semaphore::new(REFEREE_CALLS),
@@ -241,8 +252,20 @@ async fn node_task(
                     if verdict.admit {
                         let millicpus =
                             PodRequest::from_pod(&pod).map_or(0, |r| running_millicpus(&r));
-                        lock(&shared.tally).admit(millicpus);
+                        let zones: BTreeSet<u32> = verdict
+                            .containers
+                            .iter()
+                            .flat_map(|c| &c.cpus)
+                            .filter_map(|cpu| shared.cpu_zone.get(cpu).copied())
+                            .collect();
                         let meta = &pod.metadata;
+                        let mut tally = lock(&shared.tally);
+                        tally.admit(millicpus);
+                        if !zones.is_empty() {
+                            let pod_name = meta.name.clone().unwrap_or_default();
+                            tally.cpu_zones.insert(pod_name, zones);
+                        }
+                        drop(tally);
                         pods.push((
                             meta.namespace.clone().unwrap_or_default(),
                             meta.name.clone().unwrap_or_default(),
@@ -358,6 +381,12 @@ mod tests {
         assert_eq!(tally.topology_errors(), 1, "{tally:?}");
         assert_eq!(tally.other_rejections(), 0, "{tally:?}");
         assert_eq!(tally.unknown_node, 1);
+        // Where the CPU manager put each admitted pod's CPUs: 3 + 3 on one zone each.
+        let zones = |pod: &str| tally.cpu_zones.get(pod).cloned().unwrap_or_default();
+        assert_eq!(zones("a"), BTreeSet::from([0]), "{tally:?}");
+        assert_eq!(zones("b"), BTreeSet::from([1]), "{tally:?}");
+        assert_eq!(zones("e"), BTreeSet::from([1]), "{tally:?}");
+        assert_eq!(tally.cpu_zones.len(), 4, "rejected pods have no CPUs");
         assert_eq!(changed, BTreeSet::from([n0.to_owned(), n1.to_owned()]));
         assert_eq!(referee.ping().await.unwrap(), 0, "the run's nodes are gone");
 

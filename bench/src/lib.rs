@@ -18,6 +18,7 @@ pub mod agent;
 pub mod binder;
 pub mod create;
 pub mod criterion;
+pub mod dra;
 pub mod environment;
 pub mod kubelet;
 pub mod metrics;
@@ -107,6 +108,9 @@ pub struct Bench {
     /// The nodes whose NRT the last run changed (`None`: not known, e.g. before the
     /// first run): the next run resets only these.
     pub nrt_changed: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
+    /// The NUMA zone of every DRA device the nodes publish (empty unless the workload
+    /// has claims, [`workload::Mix::Dra`]).
+    pub device_zones: std::collections::BTreeMap<tas_nodesim::dra_driver::DeviceKey, u32>,
 }
 
 /// Why the benchmark stopped.
@@ -157,7 +161,8 @@ pub enum BenchError {
 
 /// Sets up the cluster and runs every scheduler `options.runs` times, interleaved
 /// (round 1 of each, then round 2, ...) so slow drift of the machine affects all
-/// alike. `progress` is told about each finished run.
+/// alike; with DRA claims ([`workload::Mix::Dra`]) each scheduler's run is followed by
+/// one of the same pods without claims. `progress` is told about each finished run.
 pub async fn run_all(
     options: Options,
     mut progress: impl FnMut(&run::RunResult),
@@ -175,6 +180,11 @@ pub async fn run_all(
             let result = run::run_once(&bench, kind, round).await?;
             progress(&result);
             results.push(result);
+            if bench.options.workload.mix == workload::Mix::Dra {
+                let result = run::run_without_claims(&bench, kind, round).await?;
+                progress(&result);
+                results.push(result);
+            }
         }
     }
     Ok((bench, results))

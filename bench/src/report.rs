@@ -24,30 +24,55 @@ pub struct Section<'a> {
     pub results: &'a [RunResult],
 }
 
-/// The cell of `column` for `kind`: median (min–max) over its runs, `–` without any.
-fn cell(results: &[RunResult], kind: SchedulerKind, column: &Column) -> String {
+/// Which runs of a scheduler a row shows: all of them, or (DRA scenario) those whose
+/// pods had claims or those of the same pods without.
+type Variant = Option<bool>;
+
+fn variant(r: &RunResult) -> Variant {
+    r.dra.map(|d| d.claims)
+}
+
+/// The cell of `column` for `kind`'s runs of `which`: median (min–max) over them, `–`
+/// without any.
+fn cell(results: &[RunResult], kind: SchedulerKind, which: Variant, column: &Column) -> String {
     let values: Vec<f64> = results
         .iter()
-        .filter(|r| r.kind == kind)
+        .filter(|r| r.kind == kind && variant(r) == which)
         .filter_map(|r| (column.value)(r))
         .collect();
     Spread::of(&values).map_or("–".into(), |s| s.render(column.format))
 }
 
-/// The table of one scenario: a row per scheduler that ran.
+/// The table of one scenario: a row per scheduler that ran (two in the DRA scenario:
+/// with claims, and the same pods without).
 pub fn table(section: &Section<'_>) -> String {
     let mut out = String::new();
     let columns = scenarios::columns(section.scenario);
     let titles: Vec<&str> = columns.iter().map(|c| c.title).collect();
     let _ = writeln!(out, "| Scheduler | runs | {} |", titles.join(" | "));
     let _ = writeln!(out, "| --- | ---: |{}", " ---: |".repeat(columns.len()));
+    let mut variants: Vec<Variant> = section.results.iter().map(variant).collect();
+    // With claims first.
+    variants.sort_by_key(|v| std::cmp::Reverse(*v));
+    variants.dedup();
     for kind in &section.options.schedulers {
-        let runs = section.results.iter().filter(|r| r.kind == *kind).count();
-        let cells: Vec<String> = columns
-            .iter()
-            .map(|c| cell(section.results, *kind, c))
-            .collect();
-        let _ = writeln!(out, "| {} | {runs} | {} |", kind.title(), cells.join(" | "));
+        for &which in &variants {
+            let runs = section
+                .results
+                .iter()
+                .filter(|r| r.kind == *kind && variant(r) == which)
+                .count();
+            let cells: Vec<String> = columns
+                .iter()
+                .map(|c| cell(section.results, *kind, which, c))
+                .collect();
+            let title = match which {
+                None => kind.title().to_owned(),
+                Some(true) => format!("{}, pods with claims", kind.title()),
+                Some(false) => format!("{}, same pods without claims", kind.title()),
+            };
+            let _ = writeln!(out, "| {title} | {runs} | {} |", cells.join(" | "));
+        }
     }
     out
 }
@@ -60,6 +85,7 @@ pub fn goals(section: &Section<'_>) -> Vec<String> {
         Scenario::Saturation => scenarios::saturation::goals(section.results),
         Scenario::Scale => scenarios::scale::goals(section.results),
         Scenario::ScaleLarge => scenarios::scale_large::goals(section.results),
+        Scenario::Dra => scenarios::dra::goals(section.results),
         Scenario::Updater => Vec::new(),
     }
 }
@@ -97,12 +123,22 @@ fn setup_line(section: &Section<'_>) -> String {
                 / 1000.0,
             shape.total_cpus()
         ),
+        crate::workload::Mix::Dra => format!(
+            "{} DRA devices per node ({} GPUs and {} NICs per zone, in ResourceSlices with `numaNode` and `pcieRoot`); {} Guaranteed pods of {} CPUs ({} GiB per CPU), each with a claim from a template for one GPU, about 1 in 4 for a GPU and a NIC on one PCIe root (`matchAttribute`); the controller manager generates the claims; each run is followed by one of the same pods without claims",
+            shape.zones * (crate::dra::GPUS_PER_ZONE + crate::dra::NICS_PER_ZONE),
+            crate::dra::GPUS_PER_ZONE,
+            crate::dra::NICS_PER_ZONE,
+            o.workload.pods,
+            sizes.join("/"),
+            o.workload.memory_per_cpu_gib,
+        ),
     };
     let how = match o.mode {
-        Mode::Backlog => format!(
+        Mode::Backlog if o.schedulers.contains(&SchedulerKind::BindOnly) => format!(
             "all created before the scheduler starts; bind-only with {} binds in flight",
             o.binder_concurrency
         ),
+        Mode::Backlog => "all created before the scheduler starts".into(),
         Mode::Paced => format!(
             "created at {} pods/s (at most {} creations in flight)",
             o.rate, o.create_concurrency
@@ -400,7 +436,7 @@ fn describe(kind: SchedulerKind) -> &'static str {
     }
 }
 
-const NOTES: [&str; 11] = [
+const NOTES: [&str; 12] = [
     "Backlog binds/s: pods bound ÷ time from the first to the last bind the runner's watch saw; per-second p50/p90: the binds in each whole second from the first bind (the last, partial second left out), as scheduler_perf's SchedulingThroughput samples them. The scheduler starts after every pod exists and without a warm-up pod, so its CPU includes its start.",
     "First bind and makespan (every scenario): from the scheduler's start — its process spawned (the bind-only binder: started) — to the first and to the last bind of a measured pod the runner's watch saw. In backlog runs the scheduler starts after every pod exists, so these include its start-up (watches listing, leader election); in paced runs they also include the warm-up pod and the creation of the pods. Every scheduler is stopped after its run as the kubelet stops a container (SIGTERM, then SIGKILL after 15 s): killed outright, the TAS scheduler left its Lease held and the next run's scheduler waited the lease duration (15 s) before its first bind, as a successor of a crashed leader must.",
     "Paced bound/s: pods bound ÷ time from the first creation request to the last bind. The achieved creation rate is pods sent ÷ time from the first to the last creation request; where it is below the target, the latencies were taken at that lower rate.",
@@ -412,7 +448,8 @@ const NOTES: [&str; 11] = [
     "Each scheduler starts fresh for each run; in paced runs it must first bind a BestEffort warm-up pod, which is deleted before the measured pods are created.",
     "Updater: one `tas-updater` process with its default flags (periodic-and-events, 10 s period, pods polled every 500 ms, 200 ms debounce, 10 min re-apply) on one node of 2 zones × 16 CPUs whose podresources server, sysfs and kubelet config are the referee's. A change is timed from just before the referee admits (or removes) a 2-CPU Guaranteed pod, whose Pod object is created bound to the node at the same time, to the NRT read (every 10 ms) showing the new free CPU count. The next change starts 1 to 2 s later (spread, so changes do not fall in step with the pod poll), so each finds the agent idle, as most admissions on a node do (back to back, a change rides on the publish the agent's previous write sets off, its watch seeing its own write, and the figure measures that). Peak RSS is `VmHWM` at the end of the run; of it anonymous is `RssAnon` then (heap and stacks), the rest being file-backed pages of the binary (its code, shared with the page cache and reclaimable). Idle writes: every watch event of the node's NRT during the idle window after the last run, extrapolated linearly to an hour.",
     "The machine is shared by the control plane, kwok, the runner and the scheduler: figures compare schedulers on the same machine, not absolute capacity.",
+    "DRA: this scenario's control plane also runs kube-controller-manager, whose ResourceClaim controller generates each pod's claim from its template (the scheduler starts once every pod's status names its claim) and deallocates and deletes it when the pod goes (the next run starts once every claim is gone). A pod is aligned when every device of its claim's allocation (`status.allocation`, read after the run) has a `resource.kubernetes.io/numaNode` (from the ResourceSlices) among the zones of the exclusive CPUs the kubelet referee's CPU manager gave it; the share is over the admitted pods (kubelet rejections are counted apart). The Topology Manager ignores DRA devices, so an unaligned pod runs, with its GPU or NIC across the interconnect. Allocation cost: the TAS scheduler's mean decision time (filter + score, which includes allocating) and start → last bind of each scheduler, with claims against the same pods without claims, in runs of their own.",
 ];
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -21,6 +21,12 @@
 //! SchedulingThroughput: every pod is created first (as fast as the API server takes
 //! them), the watch lists them, and only then does the scheduler start (no warm-up);
 //! the bind-only binder is handed every pending pod at once.
+//!
+//! With DRA claims ([`Mix::Dra`]) the scheduler starts once the controller manager has
+//! generated every pod's claim and named it in the pod's status; after the run the claims are read and each admitted
+//! pod's devices judged against its CPUs ([`crate::dra::placements`]), and the clean-up
+//! waits until the claims are gone. [`run_without_claims`] runs the same pods without
+//! them.
 
 use std::pin::pin;
 use std::time::Duration;
@@ -35,13 +41,14 @@ use tokio::time::Instant;
 use crate::agent::{NodeAgent, Nodes, PublishStats, publish_all};
 use crate::binder::Binder;
 use crate::create::{CreateOutcome, create_pods};
+use crate::dra::{DraFigures, Placement};
 use crate::kubelet::AdmissionTally;
 use crate::metrics::{DecisionTimes, scrape_tas_decisions};
 use crate::procfs::{self, ProcessSample};
 use crate::run_end::{EndRule, Observed, Progress, RunEnd, SETTLE};
 use crate::schedulers::{Launch, SchedulerKind, SchedulerProcess};
 use crate::stats::{per_second_counts, percentile, quantile};
-use crate::workload::{ClusterShape, RUN_LABEL, Workload, guaranteed_pod};
+use crate::workload::{ClusterShape, Mix, RUN_LABEL, Workload, guaranteed_pod};
 use crate::{Bench, BenchError, Mode};
 use tas_testcluster::wait_for;
 
@@ -99,6 +106,9 @@ pub struct RunResult {
     pub binds_after_early_end: Option<usize>,
     /// Wall time of the run's phases.
     pub phases: Phases,
+    /// With DRA claims in the scenario ([`crate::workload::Mix::Dra`]): whether this
+    /// run's pods had them, and where their devices went against their CPUs.
+    pub dra: Option<DraFigures>,
 }
 
 /// Wall time of each phase of a run, for the log (where a full benchmark's hours go).
@@ -157,9 +167,37 @@ pub async fn run_once(
     kind: SchedulerKind,
     round: u32,
 ) -> Result<RunResult, BenchError> {
-    let tag = format!("r{round}");
-    let scheduler_name = kind.scheduler_name(&tag);
+    run_variant(bench, kind, round, false).await
+}
+
+/// Runs `kind` once (round `round`) on the same pods without their DRA claims
+/// ([`Workload::without_claims`]), the baseline of what allocation costs.
+pub async fn run_without_claims(
+    bench: &Bench,
+    kind: SchedulerKind,
+    round: u32,
+) -> Result<RunResult, BenchError> {
+    run_variant(bench, kind, round, true).await
+}
+
+async fn run_variant(
+    bench: &Bench,
+    kind: SchedulerKind,
+    round: u32,
+    without_claims: bool,
+) -> Result<RunResult, BenchError> {
     let options = &bench.options;
+    let (tag, workload) = if without_claims {
+        (
+            format!("r{round}-noclaims"),
+            options.workload.without_claims(),
+        )
+    } else {
+        (format!("r{round}"), options.workload.clone())
+    };
+    let dra_scenario = options.workload.mix == Mix::Dra;
+    let with_claims = workload.mix == Mix::Dra;
+    let scheduler_name = kind.scheduler_name(&tag);
     let machine = options.shape.machine();
     let names = options.shape.node_names();
     let nodes = Nodes {
@@ -197,7 +235,7 @@ pub async fn run_once(
     let start_creator = || {
         tokio::spawn(create_pods(
             pods.clone(),
-            options.workload.clone(),
+            workload.clone(),
             scheduler_name.clone(),
             tag.clone(),
             if backlog { f64::INFINITY } else { options.rate },
@@ -211,6 +249,12 @@ pub async fn run_once(
         let outcome = start_creator()
             .await
             .map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?;
+        if with_claims {
+            // The scheduler starts once every pod's claim exists, as every pod does.
+            let made = workload.pods - outcome.errors.min(workload.pods);
+            let selector = format!("{RUN_LABEL}={tag}");
+            crate::dra::wait_claims(&bench.client, &bench.namespace, &selector, made).await?;
+        }
         created = Some(outcome);
     } else if kind != SchedulerKind::BindOnly {
         let mut spawned = SchedulerProcess::spawn(kind, &options.binaries, &launch)?;
@@ -259,7 +303,7 @@ pub async fn run_once(
         creator = Some(start_creator());
     }
 
-    let n = options.workload.pods;
+    let n = workload.pods;
     let mut bound_at: Vec<Option<Instant>> = vec![None; n];
     let mut submitted = vec![false; n];
     let allocatable = options.shape.allocatable();
@@ -365,6 +409,12 @@ pub async fn run_once(
         binder.stop().await;
     }
     let (kubelets, published) = agent.stop().await;
+    // Where the devices went, before the pods (and so their claims) go.
+    let claims = if with_claims {
+        crate::dra::claims(&bench.client, &bench.namespace).await?
+    } else {
+        Vec::new()
+    };
     let created = match (created, creator) {
         (Some(outcome), _) => outcome,
         (None, Some(handle)) => handle
@@ -385,6 +435,9 @@ pub async fn run_once(
     // side.
     let clean_up = async {
         delete_pods(&pods, &selector).await?;
+        if dra_scenario {
+            crate::dra::wait_claims_gone(&bench.client, &bench.namespace).await?;
+        }
         Ok::<_, BenchError>(phase.elapsed())
     };
     let referee = async {
@@ -396,7 +449,24 @@ pub async fn run_once(
     let (tally, changed, referee) = referee?;
     *lock(&bench.nrt_changed) = Some(changed);
     phases.referee = referee;
+    let dra = dra_scenario.then(|| {
+        if !with_claims {
+            return DraFigures::default();
+        }
+        let placements =
+            crate::dra::placements(&claims, &tally.cpu_zones, &bench.device_zones);
+        for (pod, placement) in &placements {
+            if let Placement::Unaligned { cpus, devices } = placement {
+                eprintln!(
+                    "tas-bench: {} run {round}: {pod}: devices on zone(s) {devices:?}, the kubelet put its CPUs on {cpus:?}",
+                    kind.id()
+                );
+            }
+        }
+        crate::dra::judge(&placements)
+    });
     Ok(RunResult {
+        dra,
         tally,
         phases,
         published,
@@ -463,6 +533,7 @@ fn summarise(
         end: RunEnd::default(),
         binds_after_early_end: None,
         phases: Phases::default(),
+        dra: None,
     }
 }
 

@@ -1,9 +1,11 @@
 //! The benchmark cluster: a private control plane with kwok, the CRDs, a namespace
 //! and the nodes, Ready and untainted.
 //!
-//! No kube-controller-manager runs (pods are created directly; it would only add load),
-//! so nobody removes the `node.kubernetes.io/not-ready` taint the API server puts on
-//! every new node: the runner removes it once kwok reports the node Ready.
+//! No kube-controller-manager runs (pods are created directly; it would only add load)
+//! unless the pods have DRA claims from templates, which it generates (the DRA
+//! scenario also gets the test driver's classes, slices and templates,
+//! [`crate::dra::install`]). Whoever puts the `node.kubernetes.io/not-ready` taint on
+//! every new node, the runner removes it once kwok reports the node Ready.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use tas_nodesim::referee::Referee;
 
 use crate::schedulers::SchedulerKind;
+use crate::workload::Mix;
 use crate::{Bench, BenchError, Options};
 use tas_testcluster::{ClusterOptions, KWOK_NODE_LABEL, TestCluster, create_fake_node, wait_for};
 
@@ -28,8 +31,12 @@ pub async fn setup(options: Options) -> Result<Bench, BenchError> {
     check_binaries(&options)?;
     // The kubelet of every node; without it there is nothing to judge the runs.
     let referee = Arc::new(Referee::start()?);
+    // DRA claims come from templates: the controller manager's ResourceClaim
+    // controller generates them, and deletes them when their pod goes.
+    let dra = options.workload.mix == Mix::Dra;
     let cluster = TestCluster::start(ClusterOptions {
         kwok: true,
+        controller_manager: dra,
         startup_timeout: Duration::from_secs(120),
         ..ClusterOptions::default()
     })?;
@@ -51,7 +58,13 @@ pub async fn setup(options: Options) -> Result<Bench, BenchError> {
         .await?;
     wait_nodes_ready(&client, shape.nodes).await?;
     untaint_nodes(&client, &shape.node_names()).await?;
+    let device_zones = if dra {
+        crate::dra::install(&client, &namespace, shape).await?
+    } else {
+        Default::default()
+    };
     Ok(Bench {
+        device_zones,
         cluster,
         client,
         namespace,

@@ -156,6 +156,9 @@ pub enum Mix {
     /// The saturation mix (see [`saturation_pod`]): Guaranteed pods of `cpu_sizes` CPUs,
     /// some also asking for a device or hugepages, and some Burstable pods.
     Mixed,
+    /// Guaranteed pods of `cpu_sizes` CPUs, each with a DRA claim for a GPU (some a GPU
+    /// and a NIC) from a template ([`crate::dra::pod`]).
+    Dra,
 }
 
 impl Workload {
@@ -184,6 +187,19 @@ impl Workload {
         self.cpu_sizes.get(pick).copied().unwrap_or(1)
     }
 
+    /// The same pods without their DRA claims (the baseline of what allocation costs);
+    /// other workloads unchanged.
+    pub fn without_claims(&self) -> Self {
+        let mix = match self.mix {
+            Mix::Dra => Mix::Guaranteed,
+            other => other,
+        };
+        Self {
+            mix,
+            ..self.clone()
+        }
+    }
+
     /// CPUs asked for by all pods together.
     pub fn total_cpus(&self) -> u64 {
         (0..self.pods).map(|i| u64::from(self.cpus(i))).sum()
@@ -192,8 +208,10 @@ impl Workload {
     /// Pod `i` for `scheduler`, labelled with `run`: one container whose requests equal
     /// its limits (Guaranteed, so the kubelet pins its CPUs and memory).
     pub fn pod(&self, i: usize, scheduler: &str, run: &str) -> Pod {
-        if self.mix == Mix::Mixed {
-            return saturation_pod(self, i, scheduler, run);
+        match self.mix {
+            Mix::Mixed => return saturation_pod(self, i, scheduler, run),
+            Mix::Dra => return crate::dra::pod(self, i, scheduler, run),
+            Mix::Guaranteed => {}
         }
         let cpus = self.cpus(i);
         let memory = format!("{}Gi", u64::from(cpus) * self.memory_per_cpu_gib);
@@ -306,7 +324,7 @@ pub fn pod_with(
 }
 
 /// A well-mixed 64-bit hash (splitmix64's finaliser): spreads consecutive indexes.
-fn splitmix64(x: u64) -> u64 {
+pub(crate) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -18,6 +18,9 @@ use tas_bench::schedulers::{Binaries, SchedulerKind};
 use tas_bench::workload::{ClusterShape, Mix, Workload};
 use tas_bench::{Mode, Options, run_all};
 
+mod support;
+use support::tas_scheduler;
+
 /// The Lease duration of the scheduler's default configuration: a second scheduler
 /// that has to wait the Lease out binds nothing for at least this long.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -25,23 +28,6 @@ const LEASE_DURATION: Duration = Duration::from_secs(15);
 /// stall detector, not a speed figure (start-up on a loaded machine takes a few
 /// seconds at most).
 const FIRST_BIND_DEADLINE: Duration = Duration::from_secs(10);
-
-/// `tas-scheduler` of the same build as this test (`target/<profile>/`).
-fn tas_scheduler() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let found = exe
-        .ancestors()
-        .skip(1)
-        .take(2)
-        .map(|dir| dir.join("tas-scheduler"))
-        .find(|path| path.is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "no tas-scheduler next to {}: build it with `cargo build -p tas-scheduler`",
-            exe.display()
-        )
-    })
-}
 
 fn options() -> Options {
     Options {

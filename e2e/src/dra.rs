@@ -1,7 +1,9 @@
-//! Dynamic Resource Allocation objects and waits the DRA tests share: a device class,
-//! a node-local ResourceSlice of GPUs with the standard `numaNode` attribute, claims
-//! and templates for one GPU, a Guaranteed pod using one, and the waits for the claim
-//! the control plane generates, the pod running and the claim's allocation.
+//! Dynamic Resource Allocation objects and waits the DRA tests share: the test driver's
+//! objects (a device class, a node-local ResourceSlice of GPUs with the standard
+//! `numaNode` attribute, claims and templates for one GPU; built by
+//! [`tas_nodesim::dra_driver`], which the benchmark uses too), a Guaranteed pod using
+//! one, and the waits for the claim the control plane generates, the pod running and
+//! the claim's allocation.
 
 use std::time::Duration;
 
@@ -11,6 +13,8 @@ use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use tas_testcluster::{NODE_SIM_LABEL, wait_for};
+
+pub use tas_nodesim::dra_driver::{device_class, gpu_claim, gpu_claim_template, gpu_slice};
 
 /// How long each wait of these helpers gives the stack.
 pub const TIMEOUT: Duration = Duration::from_secs(120);
@@ -27,29 +31,6 @@ where
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => panic!("creating {}: {e}", object.name_any()),
     }
-}
-
-/// A DeviceClass named `driver` that selects every device of that driver.
-pub fn device_class(driver: &str) -> Value {
-    json!({"metadata": {"name": driver}, "spec": {"selectors": [
-        {"cel": {"expression": format!("device.driver == '{driver}'")}}]}})
-}
-
-/// A node-local ResourceSlice of `driver` on `node` (one pool, one slice) with these
-/// devices and their NUMA zones (`resource.kubernetes.io/numaNode`), in slice order.
-pub fn gpu_slice(driver: &str, node: &str, gpus: &[(&str, u32)]) -> Value {
-    let devices: Vec<Value> = gpus
-        .iter()
-        .map(|(name, zone)| {
-            json!({"name": name, "attributes": {
-                "resource.kubernetes.io/numaNode": {"int": zone}}})
-        })
-        .collect();
-    json!({
-        "metadata": {"name": format!("{node}-{driver}")},
-        "spec": {"driver": driver, "nodeName": node, "devices": devices,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
-    })
 }
 
 /// A Guaranteed pod of 4 CPUs whose container uses `claim` (a pod claim entry named
@@ -70,24 +51,6 @@ pub fn gpu_pod(name: &str, scheduler: &str, placement: Value, claim: Value) -> P
         spec.extend(extra.clone());
     }
     serde_json::from_value(pod).expect("pod")
-}
-
-/// A claim for one device of `class`, with extra request fields.
-pub fn gpu_claim(name: &str, class: &str, extra: Value) -> Value {
-    let mut exactly = json!({"deviceClassName": class, "count": 1});
-    if let (Some(e), Some(x)) = (exactly.as_object_mut(), extra.as_object()) {
-        e.extend(x.clone());
-    }
-    json!({
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
-    })
-}
-
-/// The claim template of [`gpu_claim`].
-pub fn gpu_claim_template(name: &str, class: &str) -> Value {
-    let claim = gpu_claim(name, class, json!({}));
-    json!({"metadata": claim["metadata"], "spec": {"spec": claim["spec"]}})
 }
 
 /// The node the pod is bound to.

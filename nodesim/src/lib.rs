@@ -22,8 +22,11 @@
 //!
 //! [`dra_referee`] is the same idea for DRA: kube-scheduler's own structured-parameters
 //! allocator as a child process, which judges whether claims can be allocated on a node.
+//! [`dra_driver`] builds what a DRA driver publishes for such nodes (device classes,
+//! ResourceSlices per NUMA zone with the standard attributes) and the claims for them.
 
 pub mod controller;
+pub mod dra_driver;
 pub mod dra_referee;
 pub mod kubelet_server;
 pub mod machine;

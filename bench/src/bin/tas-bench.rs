@@ -23,10 +23,13 @@ use tas_testcluster::Tools;
 /// binds/s), paced (creation at 200 and 1,000 pods/s; creation → bound latency),
 /// saturation (a mixed workload until nothing more fits; pods admitted, rejected,
 /// pending), scale (5,000 nodes; scheduler memory and its own decision times),
-/// scale-15k (15,000 nodes and a 30,000-pod backlog; memory, decision times, binds/s) and
-/// updater (one tas-updater against the referee's podresources server). Each cluster
-/// scenario runs TAS, kube-scheduler with the scheduler-plugins NUMA plugin,
-/// kube-scheduler and a bind-only ceiling, interleaved over several runs; every
+/// scale-15k (15,000 nodes and a 30,000-pod backlog; memory, decision times, binds/s),
+/// updater (one tas-updater against the referee's podresources server) and dra (DRA
+/// GPUs and NICs beside kubelet-managed CPUs: the share of pods whose devices sit on
+/// their CPUs' zone, TAS and kube-scheduler, and what allocation costs per pod). Each
+/// cluster scenario runs TAS, kube-scheduler with the scheduler-plugins NUMA plugin,
+/// kube-scheduler and a bind-only ceiling (those that apply), interleaved over several
+/// runs; every
 /// placement is admitted by the kubelet referee, the nodes' kubelets. Needs the control-plane binaries
 /// ($TAS_TOOLS_BIN; the scheduler-plugins build for numa-plugin), the referee
 /// ($TAS_REFEREE_BIN) and release tas-scheduler and tas-updater binaries; `make bench`
@@ -51,13 +54,14 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Scenarios to run, in order: backlog, paced, updater, saturation, scale, scale-15k. The
+    /// Scenarios to run, in order: backlog, paced, updater, saturation, scale, scale-15k,
+    /// dra. The
     /// updater's idle window (its writes per hour) runs on beside the scenarios after it
     /// that measure no speed (saturation); the next one that does waits for it.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "backlog,paced,updater,saturation,scale,scale-15k"
+        default_value = "backlog,paced,updater,saturation,scale,scale-15k,dra"
     )]
     scenario: Vec<String>,
     /// Smoke test: every scenario scaled down (tens of nodes, a few hundred pods), 1 run
@@ -373,7 +377,7 @@ async fn main() -> anyhow::Result<()> {
         );
         let outcome = run_all(options.clone(), |r| {
             eprintln!(
-                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, first bind {:.2?} and last {:.2?} after start, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}; {}",
+                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, first bind {:.2?} and last {:.2?} after start, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}{}; {}",
                 r.kind.id(),
                 r.round,
                 r.end.id(),
@@ -397,6 +401,12 @@ async fn main() -> anyhow::Result<()> {
                 r.tally.rejected,
                 r.pending(),
                 r.decisions,
+                r.dra
+                    .map(|d| format!(
+                        ", DRA: claims {}, aligned {}, unaligned {}, unknown {}",
+                        d.claims, d.aligned, d.unaligned, d.unknown
+                    ))
+                    .unwrap_or_default(),
                 r.phases,
             );
         })

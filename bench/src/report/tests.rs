@@ -12,7 +12,7 @@ use crate::scenarios::updater::UpdaterRun;
 use crate::schedulers::Binaries;
 use crate::workload::{ClusterShape, Mix, Workload};
 
-fn options(runs: u32, schedulers: Vec<SchedulerKind>) -> Options {
+pub(crate) fn options(runs: u32, schedulers: Vec<SchedulerKind>) -> Options {
     Options {
         shape: ClusterShape {
             nodes: 10,
@@ -83,6 +83,7 @@ fn result(kind: SchedulerKind, round: u32, rate: f64, p99_ms: u64) -> RunResult 
         end: RunEnd::AllBound,
         binds_after_early_end: None,
         phases: crate::run::Phases::default(),
+        dra: None,
     }
 }
 
@@ -328,6 +329,64 @@ fn updater_section_extrapolates_idle_writes() {
     assert!(text.contains("**met**."), "{text}");
     assert!(
         text.contains("- Updater: NRT visible p99 < 1 s — 700 ms: **met**."),
+        "{text}"
+    );
+}
+
+#[test]
+fn dra_rows_with_and_without_claims_and_its_figures() {
+    use crate::dra::DraFigures;
+    let kinds = vec![SchedulerKind::Tas, SchedulerKind::KubeScheduler];
+    let run = |kind, claims: bool, aligned, unaligned, mean: Option<f64>, makespan: f64| {
+        let mut r = result(kind, 1, 1.0, 1);
+        r.dra = Some(DraFigures {
+            claims,
+            aligned: if claims { aligned } else { 0 },
+            unaligned: if claims { unaligned } else { 0 },
+            unknown: 0,
+        });
+        r.decisions = mean.map(|mean| DecisionTimes {
+            count: 100,
+            mean,
+            p50: 0.0003,
+            p99: 0.001,
+        });
+        r.makespan = Some(Duration::from_secs_f64(makespan));
+        r
+    };
+    let results = vec![
+        run(SchedulerKind::Tas, true, 10, 0, Some(0.0005), 2.0),
+        run(SchedulerKind::Tas, false, 0, 0, Some(0.0004), 1.5),
+        run(SchedulerKind::KubeScheduler, true, 6, 4, None, 1.9),
+        run(SchedulerKind::KubeScheduler, false, 0, 0, None, 1.6),
+    ];
+    let mut o = options(1, kinds);
+    o.workload.mix = Mix::Dra;
+    o.mode = Mode::Backlog;
+    let section = Section {
+        scenario: Scenario::Dra,
+        options: &o,
+        results: &results,
+    };
+    let text = render(&env(), &[section], None, &[]);
+    for row in [
+        "| TAS scheduler, pods with claims | 1 | 100.0 | 0 | 500 | 300 |",
+        "| TAS scheduler, same pods without claims | 1 | – | – | 400 | 300 |",
+        "| kube-scheduler (default profile, NUMA-unaware), pods with claims | 1 | 60.0 | 4 | – | – |",
+        "| kube-scheduler (default profile, NUMA-unaware), same pods without claims | 1 | – | – |",
+    ] {
+        assert!(text.contains(row), "{row}\n{text}");
+    }
+    assert!(
+        text.contains("aligned share of the admitted pods: TAS 100.0 % (lowest run 100.0 %), kube-scheduler 60.0 % (kubelet rejections: TAS 1, kube-scheduler 1): **met**."),
+        "{text}"
+    );
+    assert!(
+        text.contains("TAS decision mean 500 µs with claims vs 400 µs without (1.25×); start → last bind, with claims vs without: TAS 2.00 s vs 1.50 s (1.33×, +5.0 ms per pod), kube-scheduler 1.90 s vs 1.60 s (1.19×, +3.0 ms per pod)."),
+        "{text}"
+    );
+    assert!(
+        text.contains("24 DRA devices per node (4 GPUs and 2 NICs per zone"),
         "{text}"
     );
 }

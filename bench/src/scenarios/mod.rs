@@ -7,12 +7,15 @@
 //! - [`scale`]: 5,000 nodes; the scheduler's memory and its own decision times;
 //! - [`scale_large`]: 15,000 nodes and a 30,000-pod backlog; memory, decision times,
 //!   binds per second;
-//! - [`updater`]: one real `tas-updater` against the referee's podresources server.
+//! - [`updater`]: one real `tas-updater` against the referee's podresources server;
+//! - [`dra`]: DRA GPUs and NICs beside kubelet-managed CPUs; the share of pods whose
+//!   devices sit on their CPUs' zone, and what allocation costs per pod.
 //!
-//! The first four share the runner ([`crate::run_all`]); each module here turns the
+//! The cluster scenarios share the runner ([`crate::run_all`]); each module here turns the
 //! common [`Options`] into its own and names the columns and goals of its table.
 
 pub mod backlog;
+pub mod dra;
 pub mod paced;
 pub mod saturation;
 pub mod scale;
@@ -38,16 +41,19 @@ pub enum Scenario {
     ScaleLarge,
     /// See [`updater`].
     Updater,
+    /// See [`dra`].
+    Dra,
 }
 
 /// Every scenario id the `--scenario` flag takes.
-pub const IDS: [&str; 6] = [
+pub const IDS: [&str; 7] = [
     "backlog",
     "paced",
     "saturation",
     "scale",
     "scale-15k",
     "updater",
+    "dra",
 ];
 
 impl Scenario {
@@ -60,6 +66,7 @@ impl Scenario {
             "scale" => vec![Self::Scale],
             "scale-15k" => vec![Self::ScaleLarge],
             "updater" => vec![Self::Updater],
+            "dra" => vec![Self::Dra],
             _ => return None,
         })
     }
@@ -73,6 +80,7 @@ impl Scenario {
             Self::Scale => "scale".into(),
             Self::ScaleLarge => "scale-15k".into(),
             Self::Updater => "updater".into(),
+            Self::Dra => "dra".into(),
         }
     }
 
@@ -95,6 +103,7 @@ impl Scenario {
                 "Scale, 15,000 nodes (memory, decision time and a 30,000-pod backlog)".into()
             }
             Self::Updater => "Updater (one tas-updater against the referee)".into(),
+            Self::Dra => "DRA (GPUs and NICs beside kubelet-managed CPUs)".into(),
         }
     }
 }
@@ -135,6 +144,7 @@ pub fn options(scenario: Scenario, base: &Options, sizes: &Sizes) -> Option<Opti
         Scenario::Saturation => Some(saturation::options(base, sizes)),
         Scenario::Scale => Some(scale::options(base, sizes)),
         Scenario::ScaleLarge => Some(scale_large::options(base, sizes)),
+        Scenario::Dra => Some(dra::options(base, sizes)),
         Scenario::Updater => None,
     }
 }
@@ -218,6 +228,7 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
         Scenario::Saturation => &saturation::COLUMNS,
         Scenario::Scale => &scale::COLUMNS,
         Scenario::ScaleLarge => &scale_large::COLUMNS,
+        Scenario::Dra => &dra::COLUMNS,
         Scenario::Updater => &[],
     };
     own.iter()
@@ -230,6 +241,7 @@ pub fn columns(scenario: Scenario) -> Vec<&'static Column> {
 pub fn schedulers(scenario: Scenario, selected: &[SchedulerKind]) -> Vec<SchedulerKind> {
     match scenario {
         Scenario::Scale | Scenario::ScaleLarge => scale::schedulers(selected),
+        Scenario::Dra => dra::schedulers(selected),
         _ => selected.to_vec(),
     }
 }

@@ -30,22 +30,29 @@ pub fn schedulers(selected: &[SchedulerKind]) -> Vec<SchedulerKind> {
         .collect()
 }
 
-fn micros(v: Option<f64>) -> Option<f64> {
+/// Seconds as microseconds, if finite.
+pub(super) fn micros(v: Option<f64>) -> Option<f64> {
     v.filter(|v| v.is_finite()).map(|v| v * 1e6)
 }
 
+/// The TAS scheduler's mean decision time (its histogram).
+pub const DECISION_MEAN: Column = Column {
+    title: "decision mean µs",
+    value: |r| micros(r.decisions.map(|d| d.mean)),
+    format: whole,
+};
+
+/// The TAS scheduler's median decision time (its histogram).
+pub const DECISION_P50: Column = Column {
+    title: "decision p50 µs",
+    value: |r| micros(r.decisions.map(|d| d.p50)),
+    format: whole,
+};
+
 /// Decision time (the scheduler's histogram) and creation → bound p99.
 pub const COLUMNS: [Column; 4] = [
-    Column {
-        title: "decision mean µs",
-        value: |r| micros(r.decisions.map(|d| d.mean)),
-        format: whole,
-    },
-    Column {
-        title: "decision p50 µs",
-        value: |r| micros(r.decisions.map(|d| d.p50)),
-        format: whole,
-    },
+    DECISION_MEAN,
+    DECISION_P50,
     Column {
         title: "decision p99 µs",
         value: |r| micros(r.decisions.map(|d| d.p99)),
