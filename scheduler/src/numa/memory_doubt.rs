@@ -14,13 +14,21 @@
 //! The scheduler does see the refusal: the pod's phase turns `Failed` with the
 //! kubelet's rejection message. From then on, a zone of a multi-zone group that a
 //! container admitted before the refused one could have taken alone is *doubted* while
-//! it still shows that group: its cells may be the group or the zone alone, so no
-//! memory allocation of the memory manager's replay may land on it, alone or with
-//! others. Its hints stay those of the NRT's groups: taking every hint on the zone
-//! away instead would make the memory manager look indifferent to the Topology
-//! Manager's merge, which then picks zones the kubelet's own hints would not (the
-//! differential test found such false-admits). The doubt ends when the zone no longer
-//! shows the group (its group's blocks left, which resets the kubelet's cells).
+//! it still shows that group: its cells may be the group or the zone alone (still
+//! assigned: the group's blocks remain). Only two things differ between the two: the
+//! zone alone becomes one of the memory manager's hints, and the group stops being one
+//! (a multi-zone hint over a zone holding single-zone cells) and is refused. So the fit
+//! replays the memory manager in every world the doubted zones allow (each one with
+//! the group's cells or its own; `2^n` replays, hints and merges included) and the pod
+//! fits only when it fits in all of them; its placement is the one of the groups the
+//! NRT shows. With more doubted zones than [`crate::numa::fit`] replays worlds for, or
+//! more zones than it replays the memory manager for, no memory allocation may land on
+//! a doubted zone, alone or with others, while the hints stay those of the NRT's
+//! groups (taking every hint on the zone away instead would make the memory manager
+//! look indifferent to the Topology Manager's merge, which then picks zones the
+//! kubelet's own hints would not; the differential test found such false-admits).
+//! The doubt ends when the zone no longer shows the group (its group's blocks left,
+//! which resets the kubelet's cells).
 
 use tas_api::nrt::TopologyManagerPolicy;
 

@@ -1,7 +1,8 @@
-//! Groups doubted after a kubelet refusal ([`crate::numa::memory_doubt`]): the zones
-//! of a multi-zone group the NRT still shows take memory neither as the group nor
-//! alone, on nodes whose kubelet can split a group (`Static` memory manager under
-//! `best-effort` or `none`); elsewhere a refusal changes nothing.
+//! Groups doubted after a kubelet refusal ([`crate::numa::memory_doubt`]): each zone
+//! of a multi-zone group the NRT still shows may hold the group's cells or its own,
+//! and a pod fits only when it fits in every such world, on nodes whose kubelet can
+//! split a group (`Static` memory manager under `best-effort` or `none`); elsewhere a
+//! refusal changes nothing.
 
 use super::memory_group_cases::{GROUP_0_1, group_on_0_1, grouped, memory_pod};
 use super::*;
@@ -45,10 +46,13 @@ fn a_doubted_group_takes_no_more_memory() {
     }
 }
 
-/// A doubted zone is not taken alone either (its cells may still be the group's):
-/// 1Gi goes to zone 2, and with zone 2 full nowhere.
+/// A doubted zone's cells are the group's or its own, and the pod fits when it fits
+/// either way. 1Gi: with the group, it goes to zone 2 (zones 0 and 1 serve only the
+/// group's hint); with zone 0 split, to zone 0. With zone 2 full it still fits: the
+/// group's hint {0,1} holds it, and a split zone 0 or 1 holds it alone. The reported
+/// placement is the one of the groups the object shows.
 #[test]
-fn a_doubted_zone_takes_no_single_zone_memory() {
+fn a_doubted_zone_takes_memory_every_world_places() {
     let pod = memory_pod(&["1Gi"]);
     for scope in ["container", "pod"] {
         let (node, _) = doubted(grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1));
@@ -59,7 +63,30 @@ fn a_doubted_zone_takes_no_single_zone_memory() {
             vec![("cpu", "4", "4", "4"), ("memory", "0", "4Gi", "4Gi")],
         );
         let (full, _) = doubted(grouped("best-effort", scope, &zones, &GROUP_0_1));
-        assert!(try_fit(&full, &pod).is_err(), "{scope}");
+        assert_eq!(try_fit(&full, &pod), Ok(Some(vec![0, 1])), "{scope}");
+    }
+}
+
+/// 2Gi with zone 2 full: the group's hint {0,1} holds it (1Gi + 4Gi free), but where
+/// the kubelet left zone 0 single only zone 0's 1Gi could take it, and the pod is
+/// refused in that world; so the scheduler refuses.
+#[test]
+fn a_pod_one_world_refuses_is_refused() {
+    let mut zones = group_on_0_1();
+    zones[2] = (
+        2,
+        vec![("cpu", "4", "4", "4"), ("memory", "0", "4Gi", "4Gi")],
+    );
+    let pod = memory_pod(&["2Gi"]);
+    for scope in ["container", "pod"] {
+        let node = grouped("best-effort", scope, &zones, &GROUP_0_1);
+        assert_eq!(
+            try_fit(&node, &pod),
+            Ok(Some(vec![0, 1])),
+            "{scope}: before"
+        );
+        let (node, _) = doubted(node);
+        assert!(try_fit(&node, &pod).is_err(), "{scope}: after");
     }
 }
 
