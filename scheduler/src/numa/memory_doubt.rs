@@ -3,9 +3,9 @@
 //! The kubelet's `Static` memory manager keeps, per NUMA zone, the group (`Cells`) of
 //! the newest allocation that touched the zone, and resets it only when the zone's
 //! assignment count falls to 0. It checks group consistency only for multi-zone
-//! allocations, so under `best-effort` and `none` (where the Topology Manager may hand
-//! it a single zone no memory hint named) a container's memory can go to one zone of a
-//! multi-zone group, and the zone's cells become that zone alone. When the kubelet then
+//! allocations, so under `best-effort` (where the Topology Manager may hand it a single
+//! zone no memory hint named) a container's memory can go to one zone of a multi-zone
+//! group, and the zone's cells become that zone alone. When the kubelet then
 //! refuses the pod part-way (a later container's devices, CPUs or memory are missing),
 //! the containers it already allocated are removed again, but the zone keeps its new
 //! cells while the group's blocks remain. The node agent never sees the refused pod
@@ -30,10 +30,11 @@
 //! The doubt ends when the zone no longer shows the group (its group's blocks left,
 //! which resets the kubelet's cells).
 
-use tas_api::nrt::TopologyManagerPolicy;
+use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
 use super::NumaSet;
 use super::request::PodRequest;
+use super::resources::{ResourceKind, Resources};
 use super::topology::NodeTopology;
 
 /// The zones of one node whose memory manager group a kubelet refusal put in doubt.
@@ -56,13 +57,16 @@ impl MemoryDoubt {
 
     /// Records that the node's kubelet refused the pod asking for `refused` (`None`
     /// when its request is unreadable), with `view` the node as the scheduler sees it
-    /// then. A refusal can split a group only with the memory manager `Static` under
-    /// the `best-effort` or `none` policy, for a Guaranteed pod (the only class whose
-    /// memory is pinned) with a container admitted before the refused one: the
-    /// kubelet allocates container by container, the memory manager last of its
-    /// managers, so the refused container leaves no memory allocation of its own. A
-    /// zone of a multi-zone group is doubted when such an earlier container's memory
-    /// fits in what the zone has free. Returns whether a zone was added.
+    /// then (what it may have free at most). A refusal can split a group only with the
+    /// memory manager `Static` under the `best-effort` policy (see [`splits_groups`]),
+    /// for a Guaranteed pod (the only class whose memory is pinned) with a container
+    /// admitted before the refused one: the kubelet allocates container by container,
+    /// the memory manager last of its managers, so the refused container leaves no
+    /// memory allocation of its own. A zone of a multi-zone group is doubted when such
+    /// an earlier container could have been handed the zone alone (another provider's
+    /// hints may narrow the merge: [`could_narrow`]) and its memory fits in what the
+    /// zone has free. Returns
+    /// whether a zone was added.
     pub fn note_refusal(&mut self, view: &NodeTopology, refused: Option<&PodRequest>) -> bool {
         if !splits_groups(view) {
             return false;
@@ -70,7 +74,7 @@ impl MemoryDoubt {
         let earlier = match refused {
             Some(r) if !r.is_guaranteed() => return false,
             Some(r) => match r.containers().split_last() {
-                Some((_, earlier)) if !earlier.is_empty() => Some(earlier),
+                Some((_, earlier)) if !earlier.is_empty() => Some((r, earlier)),
                 _ => return false,
             },
             None => None,
@@ -82,17 +86,24 @@ impl MemoryDoubt {
                 continue;
             }
             let id = view.numa_ids()[zone];
-            let fits_alone = earlier.is_none_or(|containers| {
+            let split_here = earlier.is_none_or(|(pod, containers)| {
                 containers.iter().any(|c| {
-                    c.resources
-                        .entries()
-                        .iter()
-                        .filter(|r| r.kind.is_memory())
-                        .all(|r| view.available(id, &r.name).unwrap_or(0) >= r.amount)
+                    let hinted = match view.scope() {
+                        TopologyManagerScope::Container => {
+                            could_narrow(view, &c.resources, c.exclusive_cpu)
+                        }
+                        TopologyManagerScope::Pod => could_narrow(view, pod.numa_request(), true),
+                    };
+                    hinted
+                        && c.resources
+                            .entries()
+                            .iter()
+                            .filter(|r| r.kind.is_memory())
+                            .all(|r| view.available(id, &r.name).unwrap_or(0) >= r.amount)
                 })
             });
             let entry = (id, view.numa_set(group));
-            if fits_alone && !self.zones.contains(&entry) {
+            if split_here && !self.zones.contains(&entry) {
                 self.zones.push(entry);
                 added = true;
             }
@@ -125,11 +136,28 @@ fn shows(view: &NodeTopology, id: u32, group: NumaSet) -> bool {
         .is_ok_and(|zone| view.numa_set(view.memory_group_mask(zone)) == group)
 }
 
-/// Whether the node's kubelet can leave a zone of a multi-zone group with other cells.
+/// Whether the node's kubelet can leave a zone of a multi-zone group with other cells:
+/// the memory manager `Static` under `best-effort`. The memory manager never hints a
+/// zone of a multi-zone group alone, so a container's memory goes to such a zone alone
+/// only when the Topology Manager hands it that zone: under `best-effort` when another
+/// provider's hint narrows the merge to it. Under `none` it hands no hint, and the
+/// memory manager takes its own best hint (extended only over its own hints); under
+/// `restricted` and `single-numa-node` a merge narrower than every memory hint is not
+/// preferred and the pod is refused before any allocation.
 fn splits_groups(view: &NodeTopology) -> bool {
-    view.static_memory()
-        && matches!(
-            view.policy(),
-            TopologyManagerPolicy::BestEffort | TopologyManagerPolicy::None
-        )
+    view.static_memory() && view.policy() == TopologyManagerPolicy::BestEffort
+}
+
+/// Whether a hint provider other than the memory manager has hints for `request` (a
+/// container's, or the pod's in `pod` scope) that can narrow the `best-effort` merge to
+/// one zone of a group: the CPU manager `static` for exclusive CPUs (`exclusive_cpu`),
+/// the device manager for a device resource some zone reports. Any of their hints that
+/// holds the zone but not the rest of its group narrows the group's memory hint to that
+/// zone, whatever their widths, so no amount rules it out.
+fn could_narrow(view: &NodeTopology, request: &Resources, exclusive_cpu: bool) -> bool {
+    request.entries().iter().any(|r| match r.kind {
+        ResourceKind::Cpu => exclusive_cpu && view.static_cpus(),
+        ResourceKind::Device => view.reports(&r.name),
+        _ => false,
+    })
 }

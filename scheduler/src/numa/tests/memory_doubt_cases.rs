@@ -1,12 +1,24 @@
 //! Groups doubted after a kubelet refusal ([`crate::numa::memory_doubt`]): each zone
 //! of a multi-zone group the NRT still shows may hold the group's cells or its own,
 //! and a pod fits only when it fits in every such world, on nodes whose kubelet can
-//! split a group (`Static` memory manager under `best-effort` or `none`); elsewhere a
-//! refusal changes nothing.
+//! split a group (`Static` memory manager under `best-effort`), after a refused pod
+//! whose earlier container another hint provider could have narrowed to one zone;
+//! elsewhere a refusal changes nothing.
 
-use super::memory_group_cases::{GROUP_0_1, group_on_0_1, grouped, memory_pod};
+use super::memory_group_cases::{GROUP_0_1, group_on_0_1, grouped_with_cpus, memory_pod};
 use super::*;
 use crate::numa::{MemoryDoubt, NumaSet};
+
+/// A node with the CPU manager `static` (its hints can narrow the merge to one zone)
+/// whose zones carry these `memoryManagerGroup` values.
+fn grouped(
+    policy: &str,
+    scope: &str,
+    zones: &[(u32, Vec<ZoneResource<'_>>)],
+    groups: &[(u32, &str)],
+) -> NodeTopology {
+    grouped_with_cpus("static", policy, scope, zones, groups)
+}
 
 fn two_containers() -> PodRequest {
     PodRequest::from_pod(&memory_pod(&["1Gi", "1Gi"])).expect("valid")
@@ -26,7 +38,7 @@ fn doubted(mut node: NodeTopology) -> (NodeTopology, MemoryDoubt) {
 fn a_doubted_group_takes_no_more_memory() {
     let pod = memory_pod(&["5Gi"]);
     for scope in ["container", "pod"] {
-        for policy in ["best-effort", "none"] {
+        for policy in ["best-effort"] {
             let node = grouped(policy, scope, &group_on_0_1(), &GROUP_0_1);
             assert!(try_fit(&node, &pod).is_ok(), "{policy}/{scope}: before");
             let (node, doubt) = doubted(node);
@@ -94,7 +106,7 @@ fn a_pod_one_world_refuses_is_refused() {
 /// memory, a refusal doubts nothing.
 #[test]
 fn only_nodes_that_can_split_a_group_doubt() {
-    for policy in ["restricted", "single-numa-node"] {
+    for policy in ["none", "restricted", "single-numa-node"] {
         let node = grouped(policy, "container", &group_on_0_1(), &GROUP_0_1);
         let mut doubt = MemoryDoubt::default();
         assert!(!doubt.note_refusal(&node, None), "{policy}");
@@ -156,4 +168,32 @@ fn only_zones_an_earlier_container_fits_in_are_doubted() {
     let mut view = node.clone();
     doubt.apply(&mut view);
     assert!(!view.memory_zone_doubted(0) && view.memory_zone_doubted(1));
+}
+
+/// Under `best-effort` the memory manager gets one zone of a group alone only when
+/// another hint provider narrows the merge to it: with the CPU manager `none` and no
+/// devices, the merge is the memory manager's own hints, which never name such a zone,
+/// so a refusal doubts nothing; neither does one of a pod without exclusive CPUs. With
+/// the CPU manager `static` an earlier container's exclusive CPUs may narrow it.
+#[test]
+fn only_a_container_another_provider_narrows_can_split() {
+    for scope in ["container", "pod"] {
+        let no_cpus = grouped_with_cpus("none", "best-effort", scope, &group_on_0_1(), &GROUP_0_1);
+        let mut doubt = MemoryDoubt::default();
+        assert!(
+            !doubt.note_refusal(&no_cpus, Some(&two_containers())),
+            "{scope}"
+        );
+        let node = grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1);
+        let shared = PodRequest::from_pod(&pod(vec![
+            guaranteed("c0", &[("cpu", "500m"), ("memory", "1Gi")]),
+            guaranteed("c1", &[("cpu", "500m"), ("memory", "1Gi")]),
+        ]))
+        .expect("valid");
+        assert!(!doubt.note_refusal(&node, Some(&shared)), "{scope}");
+        assert!(
+            doubt.note_refusal(&node, Some(&two_containers())),
+            "{scope}"
+        );
+    }
 }
