@@ -33,7 +33,7 @@
 use tas_api::nrt::{TopologyManagerPolicy, TopologyManagerScope};
 
 use super::NumaSet;
-use super::request::PodRequest;
+use super::request::{ContainerKind, PodRequest};
 use super::resources::{ResourceKind, Resources};
 use super::topology::NodeTopology;
 
@@ -90,9 +90,11 @@ impl MemoryDoubt {
                 containers.iter().any(|c| {
                     let hinted = match view.scope() {
                         TopologyManagerScope::Container => {
-                            could_narrow(view, &c.resources, c.exclusive_cpu)
+                            could_narrow(view, zone, group, &c.resources, c.exclusive_cpu, pod)
                         }
-                        TopologyManagerScope::Pod => could_narrow(view, pod.numa_request(), true),
+                        TopologyManagerScope::Pod => {
+                            could_narrow(view, zone, group, pod.numa_request(), true, pod)
+                        }
                     };
                     hinted
                         && c.resources
@@ -148,16 +150,43 @@ fn splits_groups(view: &NodeTopology) -> bool {
     view.static_memory() && view.policy() == TopologyManagerPolicy::BestEffort
 }
 
-/// Whether a hint provider other than the memory manager has hints for `request` (a
-/// container's, or the pod's in `pod` scope) that can narrow the `best-effort` merge to
-/// one zone of a group: the CPU manager `static` for exclusive CPUs (`exclusive_cpu`),
-/// the device manager for a device resource some zone reports. Any of their hints that
-/// holds the zone but not the rest of its group narrows the group's memory hint to that
-/// zone, whatever their widths, so no amount rules it out.
-fn could_narrow(view: &NodeTopology, request: &Resources, exclusive_cpu: bool) -> bool {
-    request.entries().iter().any(|r| match r.kind {
-        ResourceKind::Cpu => exclusive_cpu && view.static_cpus(),
-        ResourceKind::Device => view.reports(&r.name),
-        _ => false,
+/// Whether a hint provider other than the memory manager could narrow the
+/// `best-effort` merge for `request` (a container's, or the pod's in `pod` scope) to
+/// zone index `zone` of the multi-zone group `group`: the memory manager's only hint on
+/// the zone is the group, and the merge intersects it with one hint per provider, so
+/// some provider needs a hint holding the zone but none of the group's other zones.
+/// That is the CPU manager `static` for exclusive CPUs (`exclusive_cpu`), or the device
+/// manager for a device resource, with enough free outside the group's other zones
+/// (reusable CPUs and devices of `pod`'s init containers counted as free, as the
+/// kubelet's hints count them).
+fn could_narrow(
+    view: &NodeTopology,
+    zone: usize,
+    group: u64,
+    request: &Resources,
+    exclusive_cpu: bool,
+    pod: &PodRequest,
+) -> bool {
+    let others = group & !(1 << zone);
+    let outside = |name: &str| -> i64 {
+        (0..view.zone_count())
+            .filter(|z| others >> z & 1 == 0)
+            .filter_map(|z| view.available(view.numa_ids()[z], name))
+            .fold(0i64, i64::saturating_add)
+    };
+    let reusable = |name: &str| -> i64 {
+        pod.containers()
+            .iter()
+            .filter(|c| c.kind == ContainerKind::Init)
+            .map(|c| c.resources.get(name))
+            .fold(0i64, i64::saturating_add)
+    };
+    request.entries().iter().any(|r| {
+        let aligned = match r.kind {
+            ResourceKind::Cpu => exclusive_cpu && view.static_cpus(),
+            ResourceKind::Device => view.reports(&r.name),
+            _ => false,
+        };
+        aligned && outside(&r.name).saturating_add(reusable(&r.name)) >= r.amount
     })
 }

@@ -174,10 +174,23 @@ fn only_zones_an_earlier_container_fits_in_are_doubted() {
 /// another hint provider narrows the merge to it: with the CPU manager `none` and no
 /// devices, the merge is the memory manager's own hints, which never name such a zone,
 /// so a refusal doubts nothing; neither does one of a pod without exclusive CPUs. With
-/// the CPU manager `static` an earlier container's exclusive CPUs may narrow it.
+/// the CPU manager `static` exclusive CPUs may narrow it, when a CPU hint can hold the
+/// zone without the rest of the group: zones 0 and 2 (or 1 and 2) have 8 CPUs free, so
+/// an earlier container asking for 9 (in `pod` scope: a pod asking for 9 in all) can
+/// never be narrowed to zone 0 or 1, one asking for 8 can.
 #[test]
 fn only_a_container_another_provider_narrows_can_split() {
-    for scope in ["container", "pod"] {
+    let two = |first: &str, second: &str| {
+        PodRequest::from_pod(&pod(vec![
+            guaranteed("c0", &[("cpu", first), ("memory", "1Gi")]),
+            guaranteed("c1", &[("cpu", second), ("memory", "1Gi")]),
+        ]))
+        .expect("valid")
+    };
+    for (scope, wide, narrow) in [
+        ("container", two("9", "1"), two("8", "1")),
+        ("pod", two("8", "1"), two("7", "1")),
+    ] {
         let no_cpus = grouped_with_cpus("none", "best-effort", scope, &group_on_0_1(), &GROUP_0_1);
         let mut doubt = MemoryDoubt::default();
         assert!(
@@ -185,15 +198,11 @@ fn only_a_container_another_provider_narrows_can_split() {
             "{scope}"
         );
         let node = grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1);
-        let shared = PodRequest::from_pod(&pod(vec![
-            guaranteed("c0", &[("cpu", "500m"), ("memory", "1Gi")]),
-            guaranteed("c1", &[("cpu", "500m"), ("memory", "1Gi")]),
-        ]))
-        .expect("valid");
-        assert!(!doubt.note_refusal(&node, Some(&shared)), "{scope}");
         assert!(
-            doubt.note_refusal(&node, Some(&two_containers())),
+            !doubt.note_refusal(&node, Some(&two("500m", "500m"))),
             "{scope}"
         );
+        assert!(!doubt.note_refusal(&node, Some(&wide)), "{scope}");
+        assert!(doubt.note_refusal(&node, Some(&narrow)), "{scope}");
     }
 }
