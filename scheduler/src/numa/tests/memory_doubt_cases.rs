@@ -38,23 +38,19 @@ fn doubted(mut node: NodeTopology) -> (NodeTopology, MemoryDoubt) {
 fn a_doubted_group_takes_no_more_memory() {
     let pod = memory_pod(&["5Gi"]);
     for scope in ["container", "pod"] {
-        for policy in ["best-effort"] {
-            let node = grouped(policy, scope, &group_on_0_1(), &GROUP_0_1);
-            assert!(try_fit(&node, &pod).is_ok(), "{policy}/{scope}: before");
-            let (node, doubt) = doubted(node);
-            assert_eq!(
-                doubt.zones(),
-                &[
-                    (0, NumaSet::from_ids([0, 1])),
-                    (1, NumaSet::from_ids([0, 1]))
-                ]
-            );
-            assert!(node.memory_zone_doubted(0) && node.memory_zone_doubted(1));
-            assert!(!node.memory_zone_doubted(2));
-            if policy == "best-effort" {
-                assert!(try_fit(&node, &pod).is_err(), "{policy}/{scope}: after");
-            }
-        }
+        let node = grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1);
+        assert!(try_fit(&node, &pod).is_ok(), "{scope}: before");
+        let (node, doubt) = doubted(node);
+        assert_eq!(
+            doubt.zones(),
+            &[
+                (0, NumaSet::from_ids([0, 1])),
+                (1, NumaSet::from_ids([0, 1]))
+            ]
+        );
+        assert!(node.memory_zone_doubted(0) && node.memory_zone_doubted(1));
+        assert!(!node.memory_zone_doubted(2));
+        assert!(try_fit(&node, &pod).is_err(), "{scope}: after");
     }
 }
 
