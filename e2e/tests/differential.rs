@@ -521,6 +521,8 @@ async fn run_node(
             request.containers().len(),
         );
         let case = json!({
+            // `TAS_DIFF_NODES` takes the index after `node-`.
+            "node": node,
             "machine": machine,
             "kubelet": kubelet_json,
             "podsOnNode": on_node.iter().map(|(_, _, p, _)| p).collect::<Vec<_>>(),
