@@ -128,8 +128,10 @@ const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 /// 1/0 on every minor. Before the memory doubt replayed both worlds of a doubted zone
 /// and doubted only after refusals another hint provider could have narrowed: updater
 /// 3/3 and 3/4. Those left on the updater's view only are `best-effort`, pod scope,
-/// memory manager `Static` ("no NUMA zones to extend the topology hint with"), not
-/// classified further. The one on both
+/// memory manager `Static`, SMT ("no NUMA zones to extend the topology hint with"):
+/// node 92 on every minor (it stays without any doubt: not classified further) and on
+/// v1.36 and v1.37 one on node 128 (gone without the doubt: a zone still doubted that
+/// the kubelet had not split). The one on both
 /// views, `restricted`, container scope, no SMT: an init container's 3 CPUs that the
 /// next two app containers took, which the scheduler follows both ways (taken or left,
 /// see `numa::containers`) since the NRT does not say which CPUs are whose.
