@@ -137,9 +137,26 @@ const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 /// see `numa::containers`) since the NRT does not say which CPUs are whose.
 const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[1, 2], [1, 0]];
 
-/// The same for the large seed (30,000 attempts per minor, 15,000 per kind of
-/// machine), measured with v1.34.4 (see the CHANGELOG for the figures).
-const KNOWN_LARGE_FALSE_REJECTS: [[u64; 2]; 2] = [[u64::MAX, u64::MAX], [u64::MAX, u64::MAX]];
+/// The same for the large seed (30,000 attempts, about 15,000 per kind of machine),
+/// measured with v1.34.4 only, so the ratchet holds for v1.34 (other minors are not
+/// bounded until measured): updater 7/27 (0/34/283 false-admits/false-rejects/zone
+/// mismatches; before this ratchet 17/35, 0/52/269), true state 2/19 (0/21/216,
+/// unchanged). The 21 on both views are `restricted` and `single-numa-node`, container
+/// scope, mostly SMT: init containers' CPUs the scheduler follows both ways (see
+/// `numa::containers`). The 13 on the updater's view only: 5 under `best-effort` and 2
+/// under `restricted` refused by the memory manager, 5 under `none` ("no NUMA zones
+/// with enough free memory", where no zone is doubted any more: init containers'
+/// memory holdings), 1 other; not classified further.
+const KNOWN_LARGE_FALSE_REJECTS: [[u64; 2]; 2] = [[7, 27], [2, 19]];
+
+/// [`KNOWN_LARGE_FALSE_REJECTS`] for the minors it was measured with.
+fn known_large_false_rejects(version: &str) -> [[u64; 2]; 2] {
+    if version.starts_with("v1.34.") {
+        KNOWN_LARGE_FALSE_REJECTS
+    } else {
+        [[u64::MAX; 2]; 2]
+    }
+}
 
 /// What a run may find: false-admits on the true state and on the updater's view (in
 /// that order), false-rejects per view in the report's order (updater, true state) and
@@ -194,7 +211,7 @@ async fn scheduler_agrees_with_the_kubelet_large() {
             v,
             [KNOWN_LARGE_FALSE_ADMITS, KNOWN_LARGE_AGENT_FALSE_ADMITS],
             KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS,
-            KNOWN_LARGE_FALSE_REJECTS,
+            known_large_false_rejects(v),
         )
     })
     .await;
