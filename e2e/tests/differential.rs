@@ -145,8 +145,8 @@ const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[1, 2], [1, 0]];
 /// scope, mostly SMT: init containers' CPUs the scheduler follows both ways (see
 /// `numa::containers`). The 13 on the updater's view only: 5 under `best-effort` and 2
 /// under `restricted` refused by the memory manager, 5 under `none` ("no NUMA zones
-/// with enough free memory", where no zone is doubted any more: init containers'
-/// memory holdings), 1 other; not classified further.
+/// with enough free memory"; no zone is doubted under `none` any more, so likely init
+/// containers' memory holdings), 1 other; not classified further.
 const KNOWN_LARGE_FALSE_REJECTS: [[u64; 2]; 2] = [[7, 27], [2, 19]];
 
 /// [`KNOWN_LARGE_FALSE_REJECTS`] for the minors it was measured with.
