@@ -21,9 +21,10 @@
 //! when they change.
 //!
 //! The test fails on any false-admit on the true-state view (there the NRT says exactly
-//! what the kubelet has, so admitting a pod the kubelet refuses is a bug of the model)
-//! and on more false-admits on the updater's view than known. False-rejects and zone
-//! mismatches are reported.
+//! what the kubelet has, so admitting a pod the kubelet refuses is a bug of the model),
+//! on more false-admits on the updater's view than known, and on more false-rejects on
+//! either view, on machines with or without SMT, than known. Zone mismatches are
+//! reported.
 //!
 //! Every supported kubelet minor is judged: `TAS_REFEREE_BINS` lists one referee per
 //! minor (`v1.34.4=PATH,v1.35.4=PATH,...`, set by `make test` and `make bench` from
@@ -121,19 +122,71 @@ const KNOWN_LARGE_AGENT_FALSE_ADMITS: u64 = 0;
 const KNOWN_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 
+/// False-rejects the default seed may find per view (updater, true state) and machine
+/// (no SMT, SMT), at most over every minor (3,000 attempts each, 1,500 per kind of
+/// machine). Measured: updater 1/1 (v1.34, v1.35) and 1/2 (v1.36, v1.37), true state
+/// 1/0 on every minor. Before the memory doubt replayed both worlds of a doubted zone
+/// and doubted only after refusals another hint provider could have narrowed: updater
+/// 3/3 and 3/4. Those left on the updater's view only are `best-effort`, pod scope,
+/// memory manager `Static`, SMT ("no NUMA zones to extend the topology hint with"):
+/// node 92 on every minor (it stays without any doubt: not classified further) and on
+/// v1.36 and v1.37 one on node 128 (gone without the doubt: a zone still doubted that
+/// the kubelet had not split). The one on both
+/// views, `restricted`, container scope, no SMT: an init container's 3 CPUs that the
+/// next two app containers took, which the scheduler follows both ways (taken or left,
+/// see `numa::containers`) since the NRT does not say which CPUs are whose.
+const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[1, 2], [1, 0]];
+
+/// The same for the large seed (30,000 attempts, about 15,000 per kind of machine),
+/// measured with v1.34.4 only, so the ratchet holds for v1.34 (other minors are not
+/// bounded until measured): updater 7/27 (0/34/283 false-admits/false-rejects/zone
+/// mismatches; before this ratchet 17/35, 0/52/269), true state 2/19 (0/21/216,
+/// unchanged). The 21 on both views are `restricted` and `single-numa-node`, container
+/// scope, mostly SMT: init containers' CPUs the scheduler follows both ways (see
+/// `numa::containers`). The 13 on the updater's view only: 5 under `best-effort` and 2
+/// under `restricted` refused by the memory manager, 5 under `none` ("no NUMA zones
+/// with enough free memory"; no zone is doubted under `none` any more, so likely init
+/// containers' memory holdings), 1 other; not classified further.
+const KNOWN_LARGE_FALSE_REJECTS: [[u64; 2]; 2] = [[7, 27], [2, 19]];
+
+/// [`KNOWN_LARGE_FALSE_REJECTS`] for the minors it was measured with.
+fn known_large_false_rejects(version: &str) -> [[u64; 2]; 2] {
+    if version.starts_with("v1.34.") {
+        KNOWN_LARGE_FALSE_REJECTS
+    } else {
+        [[u64::MAX; 2]; 2]
+    }
+}
+
+/// What a run may find: false-admits on the true state and on the updater's view (in
+/// that order), false-rejects per view in the report's order (updater, true state) and
+/// machine (no SMT, SMT).
+#[derive(Clone, Copy)]
+struct Known {
+    false_admits: [u64; 2],
+    false_rejects: [[u64; 2]; 2],
+}
+
 /// The known false-admits on both views for a kubelet version (`v1.36.3`), `base`
 /// being those of every minor.
-fn known_for(version: &str, base: [u64; 2], v136: [u64; 2]) -> [u64; 2] {
+fn known_for(version: &str, base: [u64; 2], v136: [u64; 2], false_rejects: [[u64; 2]; 2]) -> Known {
     if std::env::var("TAS_DIFF_SEED").is_ok() {
-        return [0, u64::MAX];
+        return Known {
+            false_admits: [0, u64::MAX],
+            false_rejects: [[u64::MAX; 2]; 2],
+        };
     }
     let minor = version
         .strip_prefix("v1.")
         .and_then(|v| v.split('.').next())
         .and_then(|m| m.parse::<u32>().ok());
-    match minor {
+    let false_admits = match minor {
         Some(m) if m >= 36 => [base[0] + v136[0], base[1] + v136[1]],
         _ => base,
+    };
+    Known {
+        false_admits,
+        false_rejects,
     }
 }
 
@@ -144,6 +197,7 @@ async fn scheduler_agrees_with_the_kubelet() {
             v,
             [KNOWN_FALSE_ADMITS, KNOWN_AGENT_FALSE_ADMITS],
             KNOWN_V136_DEVICE_HINT_FALSE_ADMITS,
+            KNOWN_FALSE_REJECTS,
         )
     })
     .await;
@@ -157,6 +211,7 @@ async fn scheduler_agrees_with_the_kubelet_large() {
             v,
             [KNOWN_LARGE_FALSE_ADMITS, KNOWN_LARGE_AGENT_FALSE_ADMITS],
             KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS,
+            known_large_false_rejects(v),
         )
     })
     .await;
@@ -199,7 +254,7 @@ fn referees() -> Vec<(String, PathBuf)> {
 
 /// Runs the test against every referee, one after the other (each runs its nodes side
 /// by side), and fails at the end with every minor's failures.
-async fn run_every_minor(seed: u64, nodes: usize, allowed: impl Fn(&str) -> [u64; 2]) {
+async fn run_every_minor(seed: u64, nodes: usize, allowed: impl Fn(&str) -> Known) {
     let mut failed = Vec::new();
     for (version, binary) in referees() {
         let start = std::time::Instant::now();
@@ -223,16 +278,17 @@ async fn run_every_minor(seed: u64, nodes: usize, allowed: impl Fn(&str) -> [u64
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// `allowed`: the false-admits known on the true-state view and on the updater's.
-/// Returns what went wrong (more false-admits than known), empty when nothing did.
+/// `known`: the false-admits and false-rejects known on each view. Returns what went
+/// wrong (more than known), empty when nothing did.
 async fn run(
     version: &str,
     referee: Referee,
     seed: u64,
     nodes: usize,
-    [allowed, allowed_agent]: [u64; 2],
+    known: Known,
     parallel: usize,
 ) -> Vec<String> {
+    let [allowed, allowed_agent] = known.false_admits;
     let parallel = std::env::var("TAS_DIFF_PARALLEL")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -291,6 +347,23 @@ async fn run(
             "fewer false-admits on the updater's view than known ({agent} < {allowed_agent}): \
              lower the KNOWN_*AGENT_FALSE_ADMITS"
         );
+    }
+    for (view, name) in report::VIEWS.iter().enumerate() {
+        let found = report.false_rejects(view);
+        for (machine, kind) in ["no SMT", "SMT"].iter().enumerate() {
+            let (found, allowed) = (found[machine], known.false_rejects[view][machine]);
+            if found > allowed {
+                problems.push(format!(
+                    "{found} false-rejects on the {name} view, machines with {kind}; \
+                     {allowed} are known (see the table and cases above)"
+                ));
+            } else if allowed != u64::MAX && found < allowed {
+                println!(
+                    "fewer false-rejects on the {name} view, machines with {kind}, than \
+                     known ({found} < {allowed}): lower the KNOWN_*FALSE_REJECTS"
+                );
+            }
+        }
     }
     problems
 }
@@ -467,6 +540,8 @@ async fn run_node(
             request.containers().len(),
         );
         let case = json!({
+            // `TAS_DIFF_NODES` takes the index after `node-`.
+            "node": node,
             "machine": machine,
             "kubelet": kubelet_json,
             "podsOnNode": on_node.iter().map(|(_, _, p, _)| p).collect::<Vec<_>>(),

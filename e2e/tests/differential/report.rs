@@ -125,6 +125,11 @@ impl Report {
         self.rows[view].values().map(|r| r.false_admits).sum()
     }
 
+    /// False-rejects seen through `view`, on machines without SMT and with it.
+    pub fn false_rejects(&self, view: usize) -> [u64; 2] {
+        self.by_smt[view].map(|r| r.false_rejects)
+    }
+
     fn row(&mut self, view: usize, policy: &str, scope: &str) -> &mut Row {
         self.rows[view]
             .entry((policy.to_owned(), scope.to_owned()))

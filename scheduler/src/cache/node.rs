@@ -442,7 +442,7 @@ impl NodeEntry {
             tracing::info!(
                 node = view.name(),
                 zones = ?self.memory_doubt.zones(),
-                "the kubelet refused a pod part-way: zones of memory manager groups it may have split take no pinned memory until their group leaves"
+                "the kubelet refused a pod part-way: zones of memory manager groups it may have split are judged as holding their group and as holding single-zone memory, until their group leaves"
             );
             self.memory_doubt.apply(Arc::make_mut(view));
         }

@@ -21,6 +21,19 @@
 //! remain, both outcomes are followed: it took them (counted off first) or it left them
 //! (kept, on the zones that still have free CPUs). The pod fits only when every
 //! outcome does; the placement reported is the one where reusable CPUs are taken first.
+//!
+//! What would make the rule as narrow as the kubelet's, and what the NRT lacks for it:
+//! the CPU manager's hints must hold every zone of `cpusToReuse`, and whether a
+//! container empties it depends on which CPUs `takeByTopology` picks. On a machine with
+//! one thread per core whose NUMA nodes each sit in one socket (and without
+//! `prefer-align-cpus-by-uncorecache`), it picks a single-zone hint's free cores in
+//! ascending core id; every allocation then takes a prefix of a zone's allocatable
+//! CPUs, so the init containers' CPUs stay a prefix and a container aligned on their
+//! one zone takes them first (the second outcome cannot happen). With SMT it takes
+//! whole free cores before the lone threads an odd init request leaves, and which
+//! threads those are depends on core ids. The NRT carries per zone only counts: not
+//! the threads per core, the socket layout, the CPU ids, nor the CPU manager's policy
+//! options, so the scheduler follows both outcomes everywhere.
 
 use super::align::{Goal, MEMORY_GROUP, Reqs, align, all_zones, allocate};
 use super::fit::UnfitCode;

@@ -102,11 +102,47 @@ fn fit_recorded(
         check_cpu_count(node, pod)?;
     }
     // The memory manager pins memory of Guaranteed pods under every policy.
-    let mut memory = if pod.is_guaranteed() && node.static_memory() {
+    let memory = if pod.is_guaranteed() && node.static_memory() {
         MemoryManager::new(node, node.free())
     } else {
         None
     };
+    let doubted = node.doubted_memory();
+    match memory {
+        Some(mm) if doubted != 0 && doubted.count_ones() <= MAX_DOUBTED_ZONES => {
+            // Each doubted zone holds its group's cells or its own: the pod fits when
+            // it fits in every world; the placement is the one of the NRT's groups.
+            let mut first = None;
+            let mut split = 0u64;
+            loop {
+                let world = mm.clone().in_world(split);
+                let placement = fit_in(node, pod, node_level, containers, Some(world))?;
+                first.get_or_insert(placement);
+                split = split.wrapping_sub(doubted) & doubted;
+                if split == 0 {
+                    break;
+                }
+            }
+            Ok(first.unwrap_or_else(Placement::unconstrained))
+        }
+        memory => fit_in(node, pod, node_level, containers, memory),
+    }
+}
+
+/// Doubted memory zones up to this are settled by fitting the pod in every world they
+/// allow (`2^n` fits); beyond, no memory goes to a doubted zone.
+const MAX_DOUBTED_ZONES: u32 = 4;
+
+/// [`fit_recorded`] against one state of the memory manager (`None`: it pins nothing,
+/// or there are too many zones to replay it).
+fn fit_in(
+    node: &NodeTopology,
+    pod: &PodRequest,
+    node_level: &dyn Fn(&str) -> bool,
+    containers: bool,
+    mut memory: Option<MemoryManager<'_>>,
+) -> Result<Placement, UnfitCode> {
+    let policy = node.policy();
     let goal = match policy {
         TopologyManagerPolicy::None => {
             if let Some(mm) = memory.as_mut() {

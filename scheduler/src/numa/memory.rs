@@ -50,6 +50,9 @@ pub(crate) struct MemoryManager<'n> {
     assigned: [bool; MAX_ZONES],
     /// What regular init containers left to reuse: (zone set, resource, amount).
     reusable: Vec<(u64, u32, i64)>,
+    /// Zone-index mask of the zones whose cells are not known (the node's doubted
+    /// zones, until [`Self::in_world`] settles them): no allocation goes there.
+    doubted: u64,
 }
 
 impl<'n> MemoryManager<'n> {
@@ -70,7 +73,22 @@ impl<'n> MemoryManager<'n> {
             cells,
             assigned,
             reusable: Vec::new(),
+            doubted: node.doubted_memory(),
         })
+    }
+
+    /// This state in one of the worlds a doubt allows ([`super::memory_doubt`]): the
+    /// doubted zones in `split` hold their own cells (the kubelet left them single when
+    /// it refused a pod part-way; their group's allocation keeps them assigned), the
+    /// other doubted zones hold the group their object shows. Nothing is doubted then.
+    pub(crate) fn in_world(mut self, split: u64) -> Self {
+        for z in bits(split & self.doubted) {
+            let z = z as usize;
+            self.cells[z] = 1 << z;
+            self.assigned[z] = true;
+        }
+        self.doubted = 0;
+        self
     }
 
     /// Whether the memory manager's grouping rules let memory go to exactly `mask`
@@ -190,7 +208,7 @@ impl<'n> MemoryManager<'n> {
         }
         // Whether the kubelet's cells of a doubted zone are its group's or its own, an
         // allocation there may be refused; the hints above are the NRT's either way.
-        if mask & self.node.doubted_memory() != 0 {
+        if mask & self.doubted != 0 {
             return Err(MemoryRefusal::Doubted);
         }
         let nres = self.node.resource_count();

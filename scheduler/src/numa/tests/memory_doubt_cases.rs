@@ -1,11 +1,24 @@
-//! Groups doubted after a kubelet refusal ([`crate::numa::memory_doubt`]): the zones
-//! of a multi-zone group the NRT still shows take memory neither as the group nor
-//! alone, on nodes whose kubelet can split a group (`Static` memory manager under
-//! `best-effort` or `none`); elsewhere a refusal changes nothing.
+//! Groups doubted after a kubelet refusal ([`crate::numa::memory_doubt`]): each zone
+//! of a multi-zone group the NRT still shows may hold the group's cells or its own,
+//! and a pod fits only when it fits in every such world, on nodes whose kubelet can
+//! split a group (`Static` memory manager under `best-effort`), after a refused pod
+//! whose earlier container another hint provider could have narrowed to one zone;
+//! elsewhere a refusal changes nothing.
 
-use super::memory_group_cases::{GROUP_0_1, group_on_0_1, grouped, memory_pod};
+use super::memory_group_cases::{GROUP_0_1, group_on_0_1, grouped_with_cpus, memory_pod};
 use super::*;
 use crate::numa::{MemoryDoubt, NumaSet};
+
+/// A node with the CPU manager `static` (its hints can narrow the merge to one zone)
+/// whose zones carry these `memoryManagerGroup` values.
+fn grouped(
+    policy: &str,
+    scope: &str,
+    zones: &[(u32, Vec<ZoneResource<'_>>)],
+    groups: &[(u32, &str)],
+) -> NodeTopology {
+    grouped_with_cpus("static", policy, scope, zones, groups)
+}
 
 fn two_containers() -> PodRequest {
     PodRequest::from_pod(&memory_pod(&["1Gi", "1Gi"])).expect("valid")
@@ -25,30 +38,29 @@ fn doubted(mut node: NodeTopology) -> (NodeTopology, MemoryDoubt) {
 fn a_doubted_group_takes_no_more_memory() {
     let pod = memory_pod(&["5Gi"]);
     for scope in ["container", "pod"] {
-        for policy in ["best-effort", "none"] {
-            let node = grouped(policy, scope, &group_on_0_1(), &GROUP_0_1);
-            assert!(try_fit(&node, &pod).is_ok(), "{policy}/{scope}: before");
-            let (node, doubt) = doubted(node);
-            assert_eq!(
-                doubt.zones(),
-                &[
-                    (0, NumaSet::from_ids([0, 1])),
-                    (1, NumaSet::from_ids([0, 1]))
-                ]
-            );
-            assert!(node.memory_zone_doubted(0) && node.memory_zone_doubted(1));
-            assert!(!node.memory_zone_doubted(2));
-            if policy == "best-effort" {
-                assert!(try_fit(&node, &pod).is_err(), "{policy}/{scope}: after");
-            }
-        }
+        let node = grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1);
+        assert!(try_fit(&node, &pod).is_ok(), "{scope}: before");
+        let (node, doubt) = doubted(node);
+        assert_eq!(
+            doubt.zones(),
+            &[
+                (0, NumaSet::from_ids([0, 1])),
+                (1, NumaSet::from_ids([0, 1]))
+            ]
+        );
+        assert!(node.memory_zone_doubted(0) && node.memory_zone_doubted(1));
+        assert!(!node.memory_zone_doubted(2));
+        assert!(try_fit(&node, &pod).is_err(), "{scope}: after");
     }
 }
 
-/// A doubted zone is not taken alone either (its cells may still be the group's):
-/// 1Gi goes to zone 2, and with zone 2 full nowhere.
+/// A doubted zone's cells are the group's or its own, and the pod fits when it fits
+/// either way. 1Gi: with the group, it goes to zone 2 (zones 0 and 1 serve only the
+/// group's hint); with zone 0 split, to zone 0. With zone 2 full it still fits: the
+/// group's hint {0,1} holds it, and a split zone 0 or 1 holds it alone. The reported
+/// placement is the one of the groups the object shows.
 #[test]
-fn a_doubted_zone_takes_no_single_zone_memory() {
+fn a_doubted_zone_takes_memory_every_world_places() {
     let pod = memory_pod(&["1Gi"]);
     for scope in ["container", "pod"] {
         let (node, _) = doubted(grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1));
@@ -59,7 +71,30 @@ fn a_doubted_zone_takes_no_single_zone_memory() {
             vec![("cpu", "4", "4", "4"), ("memory", "0", "4Gi", "4Gi")],
         );
         let (full, _) = doubted(grouped("best-effort", scope, &zones, &GROUP_0_1));
-        assert!(try_fit(&full, &pod).is_err(), "{scope}");
+        assert_eq!(try_fit(&full, &pod), Ok(Some(vec![0, 1])), "{scope}");
+    }
+}
+
+/// 2Gi with zone 2 full: the group's hint {0,1} holds it (1Gi + 4Gi free), but where
+/// the kubelet left zone 0 single only zone 0's 1Gi could take it, and the pod is
+/// refused in that world; so the scheduler refuses.
+#[test]
+fn a_pod_one_world_refuses_is_refused() {
+    let mut zones = group_on_0_1();
+    zones[2] = (
+        2,
+        vec![("cpu", "4", "4", "4"), ("memory", "0", "4Gi", "4Gi")],
+    );
+    let pod = memory_pod(&["2Gi"]);
+    for scope in ["container", "pod"] {
+        let node = grouped("best-effort", scope, &zones, &GROUP_0_1);
+        assert_eq!(
+            try_fit(&node, &pod),
+            Ok(Some(vec![0, 1])),
+            "{scope}: before"
+        );
+        let (node, _) = doubted(node);
+        assert!(try_fit(&node, &pod).is_err(), "{scope}: after");
     }
 }
 
@@ -67,7 +102,7 @@ fn a_doubted_zone_takes_no_single_zone_memory() {
 /// memory, a refusal doubts nothing.
 #[test]
 fn only_nodes_that_can_split_a_group_doubt() {
-    for policy in ["restricted", "single-numa-node"] {
+    for policy in ["none", "restricted", "single-numa-node"] {
         let node = grouped(policy, "container", &group_on_0_1(), &GROUP_0_1);
         let mut doubt = MemoryDoubt::default();
         assert!(!doubt.note_refusal(&node, None), "{policy}");
@@ -129,4 +164,41 @@ fn only_zones_an_earlier_container_fits_in_are_doubted() {
     let mut view = node.clone();
     doubt.apply(&mut view);
     assert!(!view.memory_zone_doubted(0) && view.memory_zone_doubted(1));
+}
+
+/// Under `best-effort` the memory manager gets one zone of a group alone only when
+/// another hint provider narrows the merge to it: with the CPU manager `none` and no
+/// devices, the merge is the memory manager's own hints, which never name such a zone,
+/// so a refusal doubts nothing; neither does one of a pod without exclusive CPUs. With
+/// the CPU manager `static` exclusive CPUs may narrow it, when a CPU hint can hold the
+/// zone without the rest of the group: zones 0 and 2 (or 1 and 2) have 8 CPUs free, so
+/// an earlier container asking for 9 (in `pod` scope: a pod asking for 9 in all) can
+/// never be narrowed to zone 0 or 1, one asking for 8 can.
+#[test]
+fn only_a_container_another_provider_narrows_can_split() {
+    let two = |first: &str, second: &str| {
+        PodRequest::from_pod(&pod(vec![
+            guaranteed("c0", &[("cpu", first), ("memory", "1Gi")]),
+            guaranteed("c1", &[("cpu", second), ("memory", "1Gi")]),
+        ]))
+        .expect("valid")
+    };
+    for (scope, wide, narrow) in [
+        ("container", two("9", "1"), two("8", "1")),
+        ("pod", two("8", "1"), two("7", "1")),
+    ] {
+        let no_cpus = grouped_with_cpus("none", "best-effort", scope, &group_on_0_1(), &GROUP_0_1);
+        let mut doubt = MemoryDoubt::default();
+        assert!(
+            !doubt.note_refusal(&no_cpus, Some(&two_containers())),
+            "{scope}"
+        );
+        let node = grouped("best-effort", scope, &group_on_0_1(), &GROUP_0_1);
+        assert!(
+            !doubt.note_refusal(&node, Some(&two("500m", "500m"))),
+            "{scope}"
+        );
+        assert!(!doubt.note_refusal(&node, Some(&wide)), "{scope}");
+        assert!(doubt.note_refusal(&node, Some(&narrow)), "{scope}");
+    }
 }

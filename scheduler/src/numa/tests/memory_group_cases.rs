@@ -17,9 +17,20 @@ pub(super) fn grouped(
     zones: &[(u32, Vec<ZoneResource<'_>>)],
     groups: &[(u32, &str)],
 ) -> NodeTopology {
+    grouped_with_cpus(CPU_NONE.1, policy, scope, zones, groups)
+}
+
+/// [`grouped`] with the CPU manager `cpu_policy`.
+pub(super) fn grouped_with_cpus(
+    cpu_policy: &str,
+    policy: &str,
+    scope: &str,
+    zones: &[(u32, Vec<ZoneResource<'_>>)],
+    groups: &[(u32, &str)],
+) -> NodeTopology {
     let mut nrt = nrt_with(policy, scope, zones, flat_distance);
     nrt.attributes
-        .push(AttributeInfo::new(CPU_NONE.0, CPU_NONE.1));
+        .push(AttributeInfo::new(CPU_NONE.0, cpu_policy));
     for &(id, value) in groups {
         let zone = nrt
             .zones
