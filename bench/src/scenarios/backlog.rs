@@ -27,13 +27,16 @@ pub fn options(base: &Options, sizes: &Sizes) -> Options {
     options
 }
 
+/// Binds per second over the drain, first to last bind.
+pub const BIND_RATE: Column = Column {
+    title: "binds/s (first → last bind)",
+    value: |r| Some(r.bind_rate),
+    format: one_decimal,
+};
+
 /// Average binds/s, per-second median and 90th percentile.
 pub const COLUMNS: [Column; 3] = [
-    Column {
-        title: "binds/s (first → last bind)",
-        value: |r| Some(r.bind_rate),
-        format: one_decimal,
-    },
+    BIND_RATE,
     Column {
         title: "binds/s per second p50",
         value: |r| r.per_second_p50,

@@ -5,7 +5,7 @@
 //! that large. TAS and kube-scheduler run; the NUMA plugin and the bind-only ceiling
 //! are left out, as in [`super::scale`].
 
-use super::{Column, Sizes, median, one_decimal, times, verdict};
+use super::{Column, Sizes, median, times, verdict};
 use crate::run::RunResult;
 use crate::schedulers::SchedulerKind;
 use crate::{Mode, Options};
@@ -21,27 +21,11 @@ pub fn options(base: &Options, sizes: &Sizes) -> Options {
     options
 }
 
-fn micros(v: Option<f64>) -> Option<f64> {
-    v.filter(|v| v.is_finite()).map(|v| v * 1e6)
-}
-
 /// Binds per second over the drain and TAS's decision times.
 pub const COLUMNS: [Column; 3] = [
-    Column {
-        title: "binds/s (first → last bind)",
-        value: |r| Some(r.bind_rate),
-        format: one_decimal,
-    },
-    Column {
-        title: "decision mean µs",
-        value: |r| micros(r.decisions.map(|d| d.mean)),
-        format: super::whole,
-    },
-    Column {
-        title: "decision p99 µs",
-        value: |r| micros(r.decisions.map(|d| d.p99)),
-        format: super::whole,
-    },
+    super::backlog::BIND_RATE,
+    super::scale::DECISION_MEAN,
+    super::scale::DECISION_P99,
 ];
 
 /// The goals: TAS's peak RSS < 200 MiB at this size; TAS drains at least as fast as
