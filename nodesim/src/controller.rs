@@ -10,8 +10,10 @@
 //!   its resources.
 //!
 //! Pods are handled one at a time in watch order; after each (re)list, in creation
-//! order, as the kubelet sorts the pods it is handed. A status patch is repeated when a
-//! later event still shows the pod without it, so a failed patch heals. Pods already
+//! order, as the kubelet sorts the pods it is handed. A status patch that failed (the
+//! API server restarting, say) is repeated every [`RESYNC`] until it lands or the pod is
+//! gone, as the kubelet's status manager does, and when a later event still shows the
+//! pod without it. Pods already
 //! Running when the controller starts (a simulator restart) are admitted again without
 //! a new patch unless they no longer fit.
 
@@ -41,6 +43,8 @@ pub const CONTROLLER_NAME: &str = "tas-nodesim";
 
 const PATCH_ATTEMPTS: u32 = 3;
 const PATCH_RETRY: Duration = Duration::from_millis(200);
+/// How often status patches that failed are tried again.
+const RESYNC: Duration = Duration::from_secs(2);
 
 /// The simulated nodes by name, shared by the simulator (which adds and removes nodes
 /// at run time) and its controller.
@@ -57,6 +61,8 @@ pub struct Controller {
     rejected: HashMap<String, Rejection>,
     /// Start times of admitted pods.
     started: HashMap<PodKey, String>,
+    /// Pods whose last status patch failed, by UID: handled again every [`RESYNC`].
+    unwritten: HashMap<String, Pod>,
 }
 
 impl Controller {
@@ -89,6 +95,7 @@ impl Controller {
             added,
             rejected: HashMap::new(),
             started: HashMap::new(),
+            unwritten: HashMap::new(),
         }
     }
 
@@ -103,9 +110,15 @@ impl Controller {
         let mut synced = Some(synced);
         let mut listing: Vec<Pod> = Vec::new();
         let mut added = self.added.take();
+        let mut resync = tokio::time::interval(RESYNC);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 () = &mut shutdown => break,
+                _ = resync.tick(), if !self.unwritten.is_empty() => {
+                    self.rewrite().await;
+                    continue;
+                }
                 Some(node) = recv(&mut added) => {
                     self.registered(&node).await;
                     continue;
@@ -182,6 +195,15 @@ impl Controller {
         }
         let uids: BTreeSet<String> = present.iter().filter_map(|p| p.uid()).collect();
         self.rejected.retain(|uid, _| uids.contains(uid));
+        self.unwritten.retain(|uid, _| uids.contains(uid));
+    }
+
+    /// Handles again the pods whose status patch failed.
+    async fn rewrite(&mut self) {
+        let pods: Vec<Pod> = self.unwritten.drain().map(|(_, p)| p).collect();
+        for pod in &pods {
+            self.apply(pod).await;
+        }
     }
 
     async fn forget(&mut self, pod: &Pod) {
@@ -194,6 +216,7 @@ impl Controller {
         }
         if let Some(uid) = pod.uid() {
             self.rejected.remove(&uid);
+            self.unwritten.remove(&uid);
         }
     }
 
@@ -256,9 +279,23 @@ impl Controller {
         }
     }
 
-    async fn patch(&self, pod: &Pod, patch: serde_json::Value) {
+    /// Writes `patch` to the pod's status; a pod whose write failed is kept in
+    /// `unwritten` to be handled again.
+    async fn patch(&mut self, pod: &Pod, patch: serde_json::Value) {
+        let written = self.try_patch(pod, patch).await;
+        if let Some(uid) = pod.uid() {
+            if written {
+                self.unwritten.remove(&uid);
+            } else {
+                self.unwritten.insert(uid, pod.clone());
+            }
+        }
+    }
+
+    /// Whether the patch landed (or the pod is gone).
+    async fn try_patch(&self, pod: &Pod, patch: serde_json::Value) -> bool {
         let Some(namespace) = pod.namespace() else {
-            return;
+            return true;
         };
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         let params = PatchParams::apply(CONTROLLER_NAME);
@@ -268,20 +305,21 @@ impl Controller {
                 .patch_status(&name, &params, &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     debug!(pod = %name, %namespace, "pod gone before its status was written");
-                    return;
+                    return true;
                 }
                 Err(error) if attempt < PATCH_ATTEMPTS => {
                     debug!(pod = %name, %namespace, %error, attempt, "status patch failed; retrying");
                     tokio::time::sleep(PATCH_RETRY * attempt).await;
                 }
                 Err(error) => {
-                    warn!(pod = %name, %namespace, %error, "cannot write the pod's status")
+                    warn!(pod = %name, %namespace, %error, "cannot write the pod's status; will retry")
                 }
             }
         }
+        false
     }
 
     async fn publish(&self, pod: &Pod, rejection: &Rejection) {

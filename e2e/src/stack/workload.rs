@@ -88,9 +88,12 @@ pub async fn wait_settled(
     let deadline = Instant::now() + timeout;
     let mut previous: Option<WorkloadOutcome> = None;
     let mut unchanged_since = Instant::now();
+    // What the pods without an outcome look like, for the timeout's message.
+    let mut undecided_pods = String::new();
     loop {
         let observed = async {
             let list = pods.list(&ListParams::default()).await?.items;
+            undecided_pods = describe_undecided(&list);
             let explained: BTreeMap<String, String> = events
                 .list(&ListParams::default())
                 .await?
@@ -122,7 +125,8 @@ pub async fn wait_settled(
         }
         if Instant::now() > deadline {
             return Err(StackError(format!(
-                "the workload in {namespace} did not settle within {timeout:?}: {previous:?}"
+                "the workload in {namespace} did not settle within {timeout:?}: {previous:?}; \
+                 without an outcome: {undecided_pods}"
             )));
         }
         tokio::time::sleep(POLL).await;
@@ -174,6 +178,45 @@ fn classify(
     out.topology_affinity_errors.sort();
     out.other_failures.sort();
     out
+}
+
+/// Each pod that is neither Running, Failed nor unbound: its node, phase and
+/// conditions (e.g. bound but never reported started).
+fn describe_undecided(pods: &[Pod]) -> String {
+    let described: Vec<String> = pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Running" | "Failed")
+            )
+        })
+        .map(|p| {
+            let status = p.status.clone().unwrap_or_default();
+            let conditions: Vec<String> = status
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| format!("{}={}", c.type_, c.status))
+                .collect();
+            format!(
+                "{} on {} phase {} [{}]",
+                p.name_any(),
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+                status.phase.unwrap_or_default(),
+                conditions.join(",")
+            )
+        })
+        .collect();
+    if described.is_empty() {
+        "none bound".to_owned()
+    } else {
+        described.join("; ")
+    }
 }
 
 fn zones_of(sim: &Simulator, node: &str, pod: &Pod) -> BTreeSet<u32> {

@@ -33,7 +33,7 @@ pub async fn restart(
         let log = stack.runner.log(&p.namespace, &p.pod).unwrap_or_default();
         let expired: Vec<&str> = log
             .lines()
-            .filter(|l| l.contains("410") || l.contains("too old") || l.contains("Expired"))
+            .filter(|l| l.contains("too old resource version") || l.contains("Expired"))
             .collect();
         println!(
             "  {fault}: {} log lines on expired watches: {}",

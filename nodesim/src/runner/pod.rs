@@ -120,11 +120,20 @@ pub async fn run(
     let mut started = false;
     let mut tick = tokio::time::interval(SYNC_PERIOD);
     let mut deleting = false;
+    // A status write that failed (the API server restarting, say) is written again on
+    // the next sync, as the kubelet's status manager does: without that, a Ready
+    // change made while the API server was away would never reach it.
+    let mut unwritten = false;
+    let mut retry = tokio::time::interval(SYNC_PERIOD);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     if let Err(e) = &prepared {
         set_waiting(&view, &e.reason, &e.message);
     }
     loop {
         tokio::select! {
+            _ = retry.tick(), if unwritten => {
+                unwritten = !write_status(&api, &name, &view).await;
+            }
             _ = tick.tick(), if prepared.is_ok() && !deleting => {
                 let current = pod_rx.borrow().clone();
                 let synced = volumes.sync(&ctx.client, &current, &dir.join("volumes"), &host).await;
@@ -145,10 +154,7 @@ pub async fn run(
                 }
             }
             () = changed.notified() => {
-                let status = view.lock().unwrap_or_else(PoisonError::into_inner).status();
-                if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
-                    tracing::debug!(pod = %name, error = %e, "writing the pod status");
-                }
+                unwritten = !write_status(&api, &name, &view).await;
             }
             r = pod_rx.changed(), if !deleting => {
                 let gone = r.is_err();
@@ -195,6 +201,23 @@ pub async fn run(
     drop(mount_txs);
     if let Ok(network) = prepared {
         network.destroy().await;
+    }
+}
+
+/// Writes the pod's status as the view has it; whether the API server took it.
+async fn write_status(api: &Api<Pod>, name: &str, view: &Mutex<PodView>) -> bool {
+    let status = view.lock().unwrap_or_else(PoisonError::into_inner).status();
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+    {
+        Ok(_) => true,
+        // Gone: nothing left to write.
+        Err(kube::Error::Api(e)) if e.code == 404 => true,
+        Err(e) => {
+            tracing::debug!(pod = %name, error = %e, "writing the pod status; retrying");
+            false
+        }
     }
 }
 
