@@ -74,6 +74,10 @@ pub struct Options {
     /// is reported Unschedulable and nothing changed for [`run_end::SETTLE`]
     /// ([`run_end`]); off: only all bound or the idle timeout end it.
     pub early_end: bool,
+    /// In backlog runs of pods with claims, whether the scheduler starts only once
+    /// every pod's claim exists; off: the control plane creates the claims while the
+    /// scheduler runs, as in a cluster, and pods met before theirs are retried.
+    pub wait_for_claims: bool,
     /// The scheduler binaries.
     pub binaries: Binaries,
     /// Where the NodeResourceTopology CRD manifests are.

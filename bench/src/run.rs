@@ -249,7 +249,7 @@ async fn run_variant(
         let outcome = start_creator()
             .await
             .map_err(|e| BenchError::Setup(format!("pod creation: {e}")))?;
-        if with_claims {
+        if with_claims && options.wait_for_claims {
             // The scheduler starts once every pod's claim exists, as every pod does.
             let made = workload.pods - outcome.errors.min(workload.pods);
             let selector = format!("{RUN_LABEL}={tag}");

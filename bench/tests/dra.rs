@@ -52,6 +52,7 @@ fn options() -> Options {
         nrt_debounce: std::time::Duration::from_millis(200),
         idle_timeout: std::time::Duration::from_secs(60),
         early_end: true,
+        wait_for_claims: true,
         binaries: Binaries {
             tas: tas_scheduler(),
             kube_scheduler: tools.binary("kube-scheduler"),

@@ -58,6 +58,7 @@ fn options() -> Options {
         nrt_debounce: Duration::from_millis(200),
         idle_timeout: Duration::from_secs(60),
         early_end: true,
+        wait_for_claims: true,
         binaries: Binaries {
             tas: tas_scheduler(),
             kube_scheduler: PathBuf::new(),

@@ -8,11 +8,16 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::ResourceClaim;
-use kube::api::PostParams;
-use kube::{Api, ResourceExt};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use kube::api::DeleteParams;
+use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use tas_testcluster::{NODE_SIM_LABEL, wait_for};
+use tas_nodesim::Scenario;
+use tas_testcluster::{
+    NODE_SIM_LABEL, TestCluster, apply_crds_from_dir, crd_dir, create_or_keep, wait_for,
+};
+
+use crate::in_process::InProcessStack;
 
 pub use tas_nodesim::dra_driver::{device_class, gpu_claim, gpu_claim_template, gpu_slice};
 
@@ -25,12 +30,79 @@ pub async fn create<K>(api: &Api<K>, object: Value)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    let object: K = serde_json::from_value(object).expect("object");
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating {}: {e}", object.name_any()),
-    }
+    let name = object["metadata"]["name"].clone();
+    create_or_keep(api, object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+}
+
+/// One simulated node for a DRA test: `single-numa-node` in pod scope with the static
+/// CPU manager, two zones of 8 CPUs and 8Gi, labelled `label` = `group`.
+pub fn two_zone_node(label: &str, group: &str) -> Scenario {
+    Scenario::from_yaml(&format!(
+        "nodes:
+- name: {group}
+  topologyManagerPolicy: single-numa-node
+  topologyManagerScope: pod
+  cpuManagerPolicy: static
+  labels: {{ {label}: {group} }}
+  zones:
+  - {{ count: 2, cpus: 8, memory: 8Gi }}
+"
+    ))
+    .expect("scenario")
+}
+
+/// The zone of `device` among `gpus` (device, zone).
+pub fn zone_of(gpus: &[(&str, u32)], device: &str) -> u32 {
+    gpus.iter()
+        .find(|(d, _)| *d == device)
+        .map(|(_, z)| *z)
+        .unwrap_or_else(|| panic!("unknown device {device}"))
+}
+
+/// A DRA test's stack on the shared control plane: the CRDs, the class of `driver`,
+/// an [`InProcessStack`] of one [`two_zone_node`] labelled `label`, and that node's
+/// slice of `gpus` (device, zone); the client, the stack and the node.
+pub async fn start_stack(
+    prefix: &str,
+    label: &str,
+    driver: &str,
+    gpus: &[(&str, u32)],
+) -> (Client, InProcessStack, String) {
+    let cluster = TestCluster::shared().expect("cluster");
+    let client = cluster.client().await.expect("client");
+    apply_crds_from_dir(&client, &crd_dir())
+        .await
+        .expect("CRDs");
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    classes
+        .list(&Default::default())
+        .await
+        .expect("the control plane serves resource.k8s.io/v1");
+    create(&classes, device_class(driver)).await;
+    let stack = InProcessStack::start(
+        &client,
+        prefix,
+        |group| two_zone_node(label, group),
+        json!({}),
+    )
+    .await
+    .expect("stack");
+    let node = stack.sim.nodes().keys().next().expect("a node").clone();
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    create(&slices, gpu_slice(driver, &node, gpus)).await;
+    (client, stack, node)
+}
+
+/// Deletes the slice [`start_stack`] created on `node` and stops the stack.
+pub async fn stop_stack(client: &Client, stack: InProcessStack, node: &str, driver: &str) {
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    slices
+        .delete(&format!("{node}-{driver}"), &DeleteParams::default())
+        .await
+        .expect("slice deleted");
+    stack.stop().await;
 }
 
 /// A Guaranteed pod of 4 CPUs whose container uses `claim` (a pod claim entry named

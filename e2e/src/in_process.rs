@@ -28,7 +28,8 @@ pub struct InProcessStack {
     pub scheduler: String,
     /// The simulated nodes.
     pub sim: Simulator,
-    updaters: Vec<tokio::task::JoinHandle<()>>,
+    /// The updater agent of each node.
+    updaters: Vec<(String, tokio::task::JoinHandle<()>)>,
     scheduler_task: tokio::task::JoinHandle<()>,
     _work: tempfile::TempDir,
 }
@@ -56,7 +57,7 @@ impl InProcessStack {
         let nodes: Vec<String> = sim.nodes().keys().cloned().collect();
         let mut updaters = Vec::new();
         for node in &nodes {
-            updaters.push(start_updater(client, &sim, node)?);
+            updaters.push((node.clone(), start_updater(client, &sim, node)?));
         }
         let nrts: Api<tas_api::nrt::v1alpha2::NodeResourceTopology> = Api::all(client.clone());
         for n in &nodes {
@@ -81,10 +82,30 @@ impl InProcessStack {
         })
     }
 
+    /// Stops the updater agent of `node`: its NodeResourceTopology stays as last
+    /// published (the scheduler sees the pods bound since only through its own
+    /// reservations) until [`Self::resume_updater`].
+    pub fn pause_updater(&mut self, node: &str) {
+        self.updaters.retain(|(n, task)| {
+            if n == node {
+                task.abort();
+            }
+            n != node
+        });
+    }
+
+    /// Starts the updater agent of `node` again (after [`Self::pause_updater`]).
+    pub fn resume_updater(&mut self, client: &Client, node: &str) -> Result<(), StackError> {
+        self.pause_updater(node);
+        let task = start_updater(client, &self.sim, node)?;
+        self.updaters.push((node.to_owned(), task));
+        Ok(())
+    }
+
     /// Stops the scheduler, the updaters and the simulated nodes.
     pub async fn stop(self) {
         self.scheduler_task.abort();
-        for u in self.updaters {
+        for (_, u) in self.updaters {
             u.abort();
         }
         self.sim.shutdown().await;

@@ -12,20 +12,16 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tas_e2e::dra::{
-    self, create, device_class, generated_claim, gpu_claim, gpu_claim_template, gpu_slice, node_of,
-    wait_running,
+    self, create, generated_claim, gpu_claim, gpu_claim_template, node_of, wait_running,
 };
 use tas_e2e::in_process::InProcessStack;
-use tas_nodesim::Scenario;
 use tas_nodesim::request::PodKey;
-use tas_testcluster::{TestCluster, apply_crds_from_dir, crd_dir, wait_for};
+use tas_testcluster::wait_for;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const LABEL: &str = "e2e.tas.dev/dra";
@@ -33,21 +29,6 @@ const LABEL: &str = "e2e.tas.dev/dra";
 const GPU: &str = "gpu.example.com";
 /// The slice's GPUs and their NUMA zones, in slice order.
 const GPUS: [(&str, u32); 2] = [("gpu-0", 1), ("gpu-1", 0)];
-
-fn scenario(group: &str) -> Scenario {
-    Scenario::from_yaml(&format!(
-        "nodes:
-- name: {group}
-  topologyManagerPolicy: single-numa-node
-  topologyManagerScope: pod
-  cpuManagerPolicy: static
-  labels: {{ {LABEL}: {group} }}
-  zones:
-  - {{ count: 2, cpus: 8, memory: 8Gi }}
-"
-    ))
-    .expect("scenario")
-}
 
 /// A Guaranteed pod of 4 CPUs on the group's node whose container uses `claim`.
 fn gpu_pod(name: &str, scheduler: &str, group: &str, claim: Value) -> Pod {
@@ -90,38 +71,14 @@ async fn allocated_device(claims: &Api<ResourceClaim>, claim: &str, pod: &Pod) -
 }
 
 fn zone_of(device: &str) -> u32 {
-    GPUS.iter()
-        .find(|(d, _)| *d == device)
-        .map(|(_, z)| *z)
-        .unwrap_or_else(|| panic!("unknown device {device}"))
+    dra::zone_of(&GPUS, device)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_are_allocated_on_the_numa_zone_of_the_pods_cpus() {
-    let cluster = TestCluster::shared().expect("cluster");
-    let client = cluster.client().await.expect("client");
-    apply_crds_from_dir(&client, &crd_dir())
-        .await
-        .expect("CRDs");
-    let classes: Api<DeviceClass> = Api::all(client.clone());
-    classes
-        .list(&Default::default())
-        .await
-        .expect("the control plane serves resource.k8s.io/v1");
-    create(&classes, device_class(GPU)).await;
-
-    let stack = InProcessStack::start(&client, "dra", scenario, json!({}))
-        .await
-        .expect("stack");
-    let node = stack.sim.nodes().keys().next().expect("a node").clone();
-    let slices: Api<ResourceSlice> = Api::all(client.clone());
-    create(&slices, gpu_slice(GPU, &node, &GPUS)).await;
+    let (client, stack, node) = dra::start_stack("dra", LABEL, GPU, &GPUS).await;
     run(&client, &stack, &node).await;
-    slices
-        .delete(&format!("{node}-{GPU}"), &DeleteParams::default())
-        .await
-        .expect("slice deleted");
-    stack.stop().await;
+    dra::stop_stack(&client, stack, &node, GPU).await;
 }
 
 async fn run(client: &Client, stack: &InProcessStack, node: &str) {

@@ -297,10 +297,16 @@ fn finish(
             shared.metrics.attempt("error");
             record.error = Some((e.code(), e.to_string()));
             shared.telemetry.bind(target.attempt.as_ref(), &record);
+            let failure = match e.stale_claim() {
+                Some(claim) => format!(
+                    "binding to {node} failed: ResourceClaim {claim} changed since TAS read it (409 Conflict), so the allocation chosen from it was not written"
+                ),
+                None => format!("binding to {node} failed: {e}"),
+            };
             shared.decisions.settle(
                 target.decision,
                 DecisionOutcome::BindFailed,
-                Some(format!("binding to {node} failed: {e}")),
+                Some(format!("{failure}; retried with back-off")),
                 Some(record.duration),
             );
             unreserve(shared, uid, node);
@@ -310,7 +316,7 @@ fn finish(
                 shared.metrics.dra_allocation("failed");
                 events.failed(
                     pod,
-                    format!("binding to {node} failed: {e}; the claims written for the pod are undone and it is retried"),
+                    format!("{failure}; the claims written for the pod are undone and it is retried with back-off"),
                     true,
                 );
             }
@@ -342,7 +348,29 @@ mod tests {
 
     /// A reserved pod on `node-a` and what finishing its bind with `outcome` left.
     fn finish_with(outcome: Result<(), WriteError>) -> (Arc<Shared>, Pod, Finished) {
+        finish_in(shared(), outcome)
+    }
+
+    /// [`finish_with`] for a pod the queue handed out for its attempt.
+    fn finish_queued(outcome: Result<(), WriteError>) -> (Arc<Shared>, Pod, Finished) {
         let shared = shared();
+        {
+            let mut queue = shared.queue.lock();
+            queue.add(crate::queue::QueuedPod {
+                uid: "uid-big".into(),
+                key: "default/big".into(),
+                priority: 0,
+                created: 0,
+            });
+            assert!(queue.pop(Instant::now()).is_some());
+        }
+        finish_in(shared, outcome)
+    }
+
+    fn finish_in(
+        shared: Arc<Shared>,
+        outcome: Result<(), WriteError>,
+    ) -> (Arc<Shared>, Pod, Finished) {
         let pod = pod("big", &[], json!({"containers": guaranteed_container(4)}));
         reserve(&shared, &pod, &input(&pod), "node-a");
         let target = BindTarget {
@@ -416,6 +444,26 @@ mod tests {
             "deleted"
         );
         assert!(!reserved_on_a(&shared));
+    }
+
+    /// A claim write refused with 409 (the claim changed since it was read): the bind
+    /// was not sent, the reservation is freed and the pod waits in the back-off queue
+    /// (not dropped as a bind's own 409 is: the pod is still unbound).
+    #[test]
+    fn a_conflict_on_a_claim_write_requeues_the_pod_with_back_off() {
+        let status = kube::core::Status::failure("modified", "Conflict").with_code(409);
+        let conflict = WriteError::Claim {
+            claim: "ns/gpu".into(),
+            source: Box::new(WriteError::Api(kube::Error::Api(Box::new(status)))),
+        };
+        assert_eq!(conflict.stale_claim(), Some("ns/gpu"));
+        let (shared, _, finished) = finish_queued(Err(conflict));
+        assert_eq!(finished, Finished::Refused);
+        assert!(!shared.is_in_flight("uid-big"));
+        assert!(!reserved_on_a(&shared));
+        let mut queue = shared.queue.lock();
+        assert!(queue.contains("uid-big"), "requeued, not lost");
+        assert!(queue.pop(Instant::now()).is_none(), "after a back-off");
     }
 
     /// A definite refusal still frees the reservation at once.

@@ -7,7 +7,7 @@
 
 use crate::bind::{self, BindTarget, ClaimWrites};
 use crate::cache;
-use crate::cycle::dra::{DraChoice, DraInput};
+use crate::cycle::dra::{DraChoice, DraInput, DraOutcome, settled};
 use crate::cycle::{CycleSettings, Decision, PodInput};
 use crate::decision_trace::decide_traced;
 use crate::decisions::{self, DecisionOutcome, DecisionRecord};
@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use tas_api::tas::DraAlignment;
 
 /// How long a pod that keeps failing for the same reasons waits for its next
 /// `FailedScheduling` Event (which then extends the open series).
@@ -146,6 +147,20 @@ impl Attempts {
                         return;
                     }
                 };
+                if let Some(reason) = choice
+                    .as_ref()
+                    .and_then(|dra| unsettled_zones(shared, &c.node, &input, dra))
+                {
+                    shared.metrics.attempt("unschedulable");
+                    let message = format!("DRA: {reason}.");
+                    attempted(
+                        shared,
+                        &record(&phases, AttemptOutcome::Unschedulable { reason: &message }),
+                        |r| r.node = Some(c.node.clone()),
+                    );
+                    unschedulable(shared, events, &pod, message, None, last_message);
+                    return;
+                }
                 let (attempt, decision) = attempted(
                     shared,
                     &record(
@@ -264,6 +279,27 @@ fn attempted(
     complete(&mut entry);
     let id = shared.decisions.record(entry);
     (span, id)
+}
+
+/// Under `draAlignment: Required`, why the kubelet may not give the pod's CPUs the
+/// zones of the devices `choice` lines up with them on `node` (pods in flight there
+/// make its free room uncertain, [`crate::cycle::dra::settled`]).
+fn unsettled_zones(
+    shared: &Shared,
+    node: &str,
+    input: &PodInput,
+    choice: &DraChoice,
+) -> Option<String> {
+    if shared.settings.dra_alignment != DraAlignment::Required
+        || choice.outcome != DraOutcome::Aligned
+    {
+        return None;
+    }
+    let devices = choice.zones.as_ref()?;
+    let (view, upper) = shared.cache.zone_bounds(node)?;
+    let state = shared.state.read();
+    let info = state.node(node)?;
+    settled::unsettled(&view, &upper, &input.request, info, devices)
 }
 
 /// The claim writes of a pod whose claims `choice` allocates.

@@ -36,6 +36,7 @@ mod https;
 mod kubeconfig;
 mod namespace;
 mod nodes;
+mod objects;
 mod pods;
 mod ports;
 mod process;
@@ -55,6 +56,7 @@ pub use nodes::{
     FakeNode, KWOK_NODE_ANNOTATION, KWOK_NODE_LABEL, create_fake_node, wait_node_ready,
     wait_node_schedulable,
 };
+pub use objects::create_or_keep;
 pub use pods::{is_marked_unschedulable, wait_pod_running};
 pub use ports::free_ports;
 pub use process::{Component, tail_lines};

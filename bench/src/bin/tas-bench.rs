@@ -150,6 +150,11 @@ struct RunArgs {
     /// could have ended early (to check that rule).
     #[arg(long)]
     no_early_end: bool,
+    /// In the dra scenario, start the scheduler without waiting for the pods' claims:
+    /// the control plane creates them while it runs, as in a cluster, and pods met
+    /// before their claim are retried.
+    #[arg(long)]
+    no_claim_wait: bool,
     /// The tas-scheduler binary [default: next to tas-bench].
     #[arg(long)]
     tas_scheduler: Option<PathBuf>,
@@ -254,6 +259,7 @@ impl RunArgs {
             nrt_debounce: Duration::from_millis(self.nrt_debounce_ms),
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             early_end: !self.no_early_end,
+            wait_for_claims: !self.no_claim_wait,
             binaries: Binaries {
                 tas: self.sibling(&self.tas_scheduler, "tas-scheduler")?,
                 kube_scheduler: tools.binary("kube-scheduler"),

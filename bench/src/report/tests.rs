@@ -41,6 +41,7 @@ pub(crate) fn options(runs: u32, schedulers: Vec<SchedulerKind>) -> Options {
         nrt_debounce: Duration::from_millis(200),
         idle_timeout: Duration::from_secs(60),
         early_end: true,
+        wait_for_claims: true,
         binaries: Binaries {
             tas: PathBuf::new(),
             kube_scheduler: PathBuf::new(),

@@ -107,7 +107,7 @@ pub use resync::{NodeResync, ResyncOutcome, ResyncReport};
 pub use stopped::{StoppedWriter, stopped_writers_note};
 pub use views::Views;
 
-use crate::numa::{NumaSet, PodRequest, Resources};
+use crate::numa::{NodeTopology, NumaSet, PodRequest, Resources};
 use node::{NodeEntry, Reservation};
 use pod::ObservedPod;
 use store::State;
@@ -318,6 +318,20 @@ impl TopologyCache {
         state.nodes.get(node)?.reservation(uid)?.zones
     }
 
+    /// The view of `node` (at most what is free) and an upper bound of what is free
+    /// ([`node::NodeEntry::settled_upper_bound`]): the kubelet's free amounts lie
+    /// between the two. When the NUMA fit of a pod gives the same zones on both, the
+    /// kubelet gives it those zones whatever the pods in flight took (what the DRA
+    /// alignment needs, [`crate::cycle::dra::settled`]). `None` without a usable view.
+    pub fn zone_bounds(&self, node: &str) -> Option<(Arc<NodeTopology>, NodeTopology)> {
+        let state = self.read();
+        let entry = state.nodes.get(node)?;
+        let Some(Ok(view)) = entry.view() else {
+            return None;
+        };
+        Some((view, entry.settled_upper_bound()?))
+    }
+
     /// Adds back exactly what [`Self::reserve`] subtracted for pod `uid` on `node`.
     /// Returns whether there was such a reservation.
     pub fn unreserve(&self, node: &str, uid: &str) -> bool {
@@ -345,6 +359,7 @@ impl TopologyCache {
         };
         let phase = PodPhase::of(pod);
         let releasing = pod::releasing(pod);
+        let terminating = pod.metadata.deletion_timestamp.is_some();
         let refused = pod::kubelet_refused(pod);
         let mut state = self.write();
         match state.pod_nodes.get(&id.uid) {
@@ -360,7 +375,7 @@ impl TopologyCache {
                         if refused && !was_failed {
                             e.note_refusal(PodRequest::from_pod(pod).ok().as_ref());
                         }
-                        e.observe_pod(&id.uid, phase, releasing)
+                        e.observe_pod(&id.uid, phase, releasing, terminating)
                     });
                     return PodBound::Updated;
                 }
@@ -417,6 +432,7 @@ impl TopologyCache {
                     bound_at: now,
                     footprint,
                     releasing,
+                    terminating,
                     init_holdings,
                     pending_holdings,
                 },

@@ -286,6 +286,31 @@ impl NodeEntry {
     /// usable view, a footprint is unknown, or departed records were dropped that the
     /// view's NRT may still count.
     pub(crate) fn upper_bound(&self) -> Option<NodeTopology> {
+        self.bound(|_| true, ObservedPod::may_release)
+    }
+
+    /// What the node may have free at most for the pods now bound to it, the bound
+    /// deciding whether a pod's zone is settled
+    /// ([`super::TopologyCache::zone_bounds`]): [`Self::upper_bound`], except that
+    /// the pods in flight whose reservation holds one zone stay on it (the kubelet
+    /// gives each that zone), and that running pods able to finish on their own are
+    /// taken to hold what they hold (one may finish any time, but waiting for all of
+    /// them would keep a pod waiting for as long as a batch job runs).
+    pub(crate) fn settled_upper_bound(&self) -> Option<NodeTopology> {
+        self.bound(
+            |zones| zones.is_none_or(|z| z.len() > 1),
+            |p| p.terminating || p.phase.is_terminal(),
+        )
+    }
+
+    /// The NRT the view was built from with the reservations `returned` (by their
+    /// zone sets) given back on their zones, and the departed pods and the observed pods
+    /// `released` says give back, on every zone.
+    fn bound(
+        &self,
+        returned: impl Fn(Option<NumaSet>) -> bool,
+        released: impl Fn(&ObservedPod) -> bool,
+    ) -> Option<NodeTopology> {
         let Some(Ok(view)) = &self.view else {
             return None;
         };
@@ -295,7 +320,7 @@ impl NodeEntry {
             return None;
         }
         let mut upper = (**view).clone();
-        for r in self.reservations.values() {
+        for r in self.reservations.values().filter(|r| returned(r.zones)) {
             match r.zones {
                 Some(zones) => upper.unreserve_on_zones(&r.amounts, zones),
                 None => upper.unreserve_on_every_zone(&r.amounts),
@@ -304,7 +329,7 @@ impl NodeEntry {
         for d in &self.departed {
             upper.unreserve_on_every_zone(d.footprint.as_ref()?);
         }
-        for p in self.pods.values().filter(|p| p.may_release()) {
+        for p in self.pods.values().filter(|p| released(p)) {
             upper.unreserve_on_every_zone(p.footprint.as_ref()?);
         }
         Some(upper)
@@ -407,7 +432,13 @@ impl NodeEntry {
     /// Records the phase of a pod bound here and whether it is terminating or can
     /// finish on its own; widens the reservations when it may now release what it
     /// holds. Returns whether the pod is known.
-    pub(crate) fn observe_pod(&mut self, uid: &str, phase: PodPhase, releasing: bool) -> bool {
+    pub(crate) fn observe_pod(
+        &mut self,
+        uid: &str,
+        phase: PodPhase,
+        releasing: bool,
+        terminating: bool,
+    ) -> bool {
         let held = self.holding(uid).map(<[InitHolding]>::to_vec);
         let Some(pod) = self.pods.get_mut(uid) else {
             return false;
@@ -415,6 +446,7 @@ impl NodeEntry {
         let before = pod.may_release();
         pod.phase = phase;
         pod.releasing |= releasing;
+        pod.terminating |= terminating;
         if !before && pod.may_release() {
             if let Some(held) = held {
                 self.shift_holdings(&held, Shift::Release);

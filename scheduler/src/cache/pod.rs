@@ -142,6 +142,8 @@ pub(crate) struct ObservedPod {
     /// Terminating, or able to finish on its own (`restartPolicy` other than
     /// `Always`): the kubelet may release what it holds before the cache hears of it.
     pub(crate) releasing: bool,
+    /// Being deleted (`deletionTimestamp` set).
+    pub(crate) terminating: bool,
     /// What its regular init containers keep that node agents do not report
     /// ([`crate::numa::init_holdings`]): held back on the view while the pod has no
     /// reservation and cannot release (see `NodeEntry::holding`).

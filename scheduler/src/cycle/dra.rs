@@ -24,8 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tas_api::tas::DraAlignment;
 
 use crate::dra::{
-    AllocateError, Allocation, AllocationInput, DEFAULT_MAX_STEPS, NodeDevices, PcieRootZones,
-    SelectorCache, ZoneRule, Zones, allocate,
+    AllocateError, Allocation, AllocationInput, DEFAULT_MAX_STEPS, DeviceId, NodeDevices,
+    PcieRootZones, SelectorCache, ZoneRule, Zones, allocate,
 };
 use crate::dra_state::DraSnapshot;
 use crate::filter::NodeInfo;
@@ -143,6 +143,17 @@ impl DraInput {
     /// the pod on that node, `None`: no zones to line up with); see the module
     /// documentation. The error is the node's reason, for a human.
     pub fn fit(&self, node: &NodeInfo, zones: Option<NumaSet>) -> Result<DraChoice, String> {
+        self.fit_with(node, zones, &self.cluster.in_use)
+    }
+
+    /// [`Self::fit`] with `in_use` as the devices nobody else may be given (the
+    /// preemption search: without the devices the victims' eviction frees).
+    pub fn fit_with(
+        &self,
+        node: &NodeInfo,
+        zones: Option<NumaSet>,
+        in_use: &HashSet<DeviceId>,
+    ) -> Result<DraChoice, String> {
         let gathered;
         let devices = match self.cluster.devices.get(node.name()) {
             Some(devices) => devices.as_ref(),
@@ -153,7 +164,7 @@ impl DraInput {
         };
         let Some(zones) = zones.map(|z| z.iter().collect::<Zones>()) else {
             return self
-                .allocate(devices, &ZoneRule::Any)
+                .allocate(devices, &ZoneRule::Any, in_use)
                 .map(|allocation| DraChoice {
                     allocation,
                     outcome: DraOutcome::Unconstrained,
@@ -165,25 +176,33 @@ impl DraInput {
             zones: zones.clone(),
             allow_unknown: false,
         };
-        let error = match self.allocate(devices, &within) {
-            Ok(allocation) => {
-                // Devices of claims allocated before are not moved: they may lie
-                // elsewhere, and nothing on this node can change that.
-                let outcome = if allocation.aligned {
-                    DraOutcome::Aligned
-                } else {
-                    DraOutcome::Unaligned
-                };
+        let error = match self.allocate(devices, &within, in_use) {
+            Ok(allocation) if allocation.aligned => {
                 return Ok(DraChoice {
                     allocation,
-                    outcome,
+                    outcome: DraOutcome::Aligned,
                     zones: Some(zones),
                 });
+            }
+            // Devices of claims allocated before (by an earlier attempt, or for
+            // another pod sharing the claim) are not moved, and the kubelet puts the
+            // CPUs where it will, blind to them: off the zones, only `Preferred`
+            // takes the node.
+            Ok(allocation) => {
+                return match self.alignment {
+                    DraAlignment::Preferred => Ok(DraChoice {
+                        allocation,
+                        outcome: DraOutcome::Unaligned,
+                        zones: Some(zones),
+                    }),
+                    DraAlignment::Required => Err(misaligned(&allocation, &zones)
+                        .unwrap_or_else(|| "DRA devices are not aligned".to_owned())),
+                };
             }
             Err(e) if e.is_permanent() => return Err(reason(&e)),
             Err(e) => e,
         };
-        match self.allocate(devices, &ZoneRule::Any) {
+        match self.allocate(devices, &ZoneRule::Any, in_use) {
             Ok(allocation) => match self.alignment {
                 DraAlignment::Preferred => Ok(DraChoice {
                     allocation,
@@ -203,11 +222,12 @@ impl DraInput {
         &self,
         devices: &NodeDevices,
         rule: &ZoneRule,
+        in_use: &HashSet<DeviceId>,
     ) -> Result<Allocation, AllocateError> {
         let input = AllocationInput {
             claims: &self.claims,
             classes: &self.cluster,
-            in_use: &self.cluster.in_use,
+            in_use,
             zone_rule: rule,
             max_steps: DEFAULT_MAX_STEPS,
         };
@@ -269,6 +289,8 @@ fn list(zones: &Zones) -> String {
         .collect::<Vec<_>>()
         .join(",")
 }
+
+pub mod settled;
 
 #[cfg(test)]
 mod tests;

@@ -214,6 +214,26 @@ impl DraStore {
         freed
     }
 
+    /// Every allocated claim reserved for some consumer: the consumers' uids and the
+    /// claim's devices (what evicting all of them would free, for preemption).
+    pub fn reserved_allocations(&self) -> Vec<(Vec<String>, Vec<DeviceId>)> {
+        self.claims
+            .values()
+            .filter_map(|claim| {
+                let consumers: Vec<String> = claim
+                    .status
+                    .as_ref()?
+                    .reserved_for
+                    .as_ref()?
+                    .iter()
+                    .map(|r| r.uid.clone())
+                    .collect();
+                let devices = allocated_devices(claim);
+                (!consumers.is_empty() && !devices.is_empty()).then_some((consumers, devices))
+            })
+            .collect()
+    }
+
     /// Holds pod `uid`'s new devices of `allocation` until the claim watch shows them
     /// allocated, their claim is deleted, or [`Self::release`] drops them.
     pub fn hold(&mut self, uid: &str, allocation: &Allocation) {

@@ -9,7 +9,8 @@
 //!    while an earlier round of its own is still settling ([`nominated`]).
 //! 2. [`victims::plans`]: per node, the smallest set of lower-priority victims whose
 //!    eviction makes the pod pass every filter; the NUMA view after an eviction is
-//!    estimated by the zone rule of [`numa_rule`]; PodDisruptionBudgets ([`pdb`]) rank
+//!    estimated by the zone rule of [`numa_rule`], the DRA devices of claims only
+//!    victims use counted free ([`dra_rule`]); PodDisruptionBudgets ([`pdb`]) rank
 //!    the plans. The best few are kept.
 //! 3. [`execute::run`] (background task): evict through the Eviction API, falling back
 //!    to the next plan on a budget refusal; set `status.nominatedNodeName`; Events
@@ -18,6 +19,7 @@
 //!    cache's view of the node shows room — after the victims are gone and the node's
 //!    NRT says so — so a wrong zone guess never reaches the kubelet.
 
+pub mod dra_rule;
 pub mod execute;
 pub mod nominated;
 pub mod numa_rule;
@@ -94,11 +96,18 @@ pub fn attempt_with(
     }
     shared.metrics.preemption_searches.inc();
     let budgets = shared.budgets.read().clone();
+    let holders = match pod.dra {
+        Some(_) => dra_rule::Holders::from_store(&shared.dra.read()),
+        None => dra_rule::Holders::default(),
+    };
+    let context = victims::Context {
+        budgets: &budgets,
+        holders: &holders,
+        s: settings,
+    };
     let plans = snapshot.with(shared, pod, |cluster, lookup| {
         let reserved = |node: &str, uid: &str| shared.cache.reserved_amounts(node, uid);
-        victims::plans(
-            pod, cluster, lookup, reserved, &budgets, settings, PLANS_KEPT,
-        )
+        victims::plans_with(pod, cluster, lookup, reserved, &context, PLANS_KEPT)
     });
     if plans.is_empty() {
         Outcome::NotHelpful

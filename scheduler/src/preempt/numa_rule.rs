@@ -31,28 +31,32 @@ use std::collections::HashMap;
 
 use tas_api::nrt::numa_placement::ContainerRef;
 
-use crate::numa::{NodeTopology, Resources, pins};
+use crate::numa::{NodeTopology, NumaSet, Resources, pins};
 use crate::pod_meta::PodMeta;
 use tas_api::tas::NodesWithoutTopology;
 
 /// Whether `pod` passes the NUMA fit of `view` (the node's current cache view) once
 /// `victims` are gone; `reserved` gives the cache's reservation of a victim on this
-/// node. `node` is the node without the victims (for node-level resources).
-pub fn fits_without<R>(
+/// node. `node` is the node without the victims (for node-level resources). A
+/// placement counts only when `accept` takes its zones (`None`: no zones to line up
+/// with); the zone guesses of the module documentation are tried in turn until one is.
+pub fn fits_without<R, A>(
     pod: &PodInput,
     node: &NodeInfo,
     view: &TopologyView,
     victims: &[&PodMeta],
     reserved: R,
     s: &CycleSettings,
+    accept: A,
 ) -> bool
 where
     R: Fn(&str) -> Option<Resources>,
+    A: Fn(Option<NumaSet>) -> bool,
 {
     let topology = match view {
         TopologyView::Unpublished if crate::cycle::numa_sensitive(&pod.request) => return false,
         TopologyView::Missing | TopologyView::Unpublished => {
-            return s.nodes_without_topology == NodesWithoutTopology::Schedule;
+            return s.nodes_without_topology == NodesWithoutTopology::Schedule && accept(None);
         }
         TopologyView::Invalid(_) => return false,
         TopologyView::Known(t) => t,
@@ -83,7 +87,10 @@ where
             },
         }
     }
-    if numa_fit(&base, &pod.request, node).is_ok() {
+    let taken = |topology: &NodeTopology| {
+        numa_fit(topology, &pod.request, node).is_ok_and(|placement| accept(placement.zones))
+    };
+    if taken(&base) {
         return true;
     }
     if somewhere.is_empty() {
@@ -92,7 +99,7 @@ where
     base.numa_ids().iter().any(|&zone| {
         let mut guess = base.clone();
         guess.release_on_zone(zone, &somewhere);
-        numa_fit(&guess, &pod.request, node).is_ok()
+        taken(&guess)
     })
 }
 

@@ -11,7 +11,9 @@
 //!    still not be enough.
 //! 2. A set of victims "works" when, with the victims taken out, the node passes the
 //!    node-level filters, the spread and inter-pod affinity filters (their counts
-//!    updated), and the NUMA fit under [`super::numa_rule`].
+//!    updated), the NUMA fit under [`super::numa_rule`] and, for a pod with resource
+//!    claims, their allocation on the zones of that fit, the devices of claims only
+//!    victims use counted free ([`super::dra_rule`]).
 //! 3. With at most [`EXACT_SEARCH_LIMIT`] candidates every subset is tried, smallest
 //!    first, and the best working set by [`Plan::rank`] wins: fewest PodDisruptionBudget
 //!    violations, then fewest victims, then the lowest highest priority, then the
@@ -28,6 +30,7 @@
 
 use std::sync::Arc;
 
+use super::dra_rule::{self, Holders};
 use super::numa_rule;
 use super::pdb::Budgets;
 use crate::cycle::{ClusterView, CycleSettings, PodInput, PreFilter, TopologyView};
@@ -84,6 +87,44 @@ where
     F: Fn(&str) -> TopologyView,
     R: Fn(&str, &str) -> Option<Resources>,
 {
+    let none = Holders::default();
+    let context = Context {
+        budgets,
+        holders: &none,
+        s,
+    };
+    plans_with(pod, cluster, topology, reserved, &context, limit)
+}
+
+/// What a victim search reads besides the pod and the nodes.
+pub struct Context<'a> {
+    /// PodDisruptionBudgets.
+    pub budgets: &'a Budgets,
+    /// The claims whose devices evictions may free ([`dra_rule`]).
+    pub holders: &'a Holders,
+    /// The cycle's settings.
+    pub s: &'a CycleSettings,
+}
+
+/// [`plans`], with the claims of the cluster: a pod with resource claims needs its
+/// devices too, counting those its victims' claims free.
+pub fn plans_with<F, R>(
+    pod: &PodInput,
+    cluster: &ClusterView<'_>,
+    topology: F,
+    reserved: R,
+    context: &Context<'_>,
+    limit: usize,
+) -> Vec<Plan>
+where
+    F: Fn(&str) -> TopologyView,
+    R: Fn(&str, &str) -> Option<Resources>,
+{
+    let Context {
+        budgets,
+        holders,
+        s,
+    } = *context;
     let pre = PreFilter::prepare(pod, cluster);
     let mut found = Vec::new();
     for node in cluster.nodes {
@@ -95,6 +136,7 @@ where
             pre: &pre,
             view: &view,
             reserved: &reserved_here,
+            holders,
             s,
         };
         if let Some(plan) = search.best(budgets) {
@@ -116,6 +158,7 @@ struct NodeSearch<'a> {
     pre: &'a PreFilter<'a>,
     view: &'a TopologyView,
     reserved: &'a dyn Fn(&str) -> Option<Resources>,
+    holders: &'a Holders,
     s: &'a CycleSettings,
 }
 
@@ -203,7 +246,19 @@ impl NodeSearch<'_> {
                 return false;
             }
         }
-        numa_rule::fits_without(self.pod, &node, self.view, victims, self.reserved, self.s)
+        let devices = |zones| match &self.pod.dra {
+            Some(dra) => dra_rule::fits_without(dra, self.holders, &node, zones, victims),
+            None => true,
+        };
+        numa_rule::fits_without(
+            self.pod,
+            &node,
+            self.view,
+            victims,
+            self.reserved,
+            self.s,
+            devices,
+        )
     }
 
     /// Every subset, smallest first; indices of the best working one.

@@ -80,6 +80,15 @@ impl WriteError {
             _ => None,
         }
     }
+
+    /// The claim (`namespace/name`) whose write was refused with 409 Conflict: it
+    /// changed since the version the write was made against.
+    pub fn stale_claim(&self) -> Option<&str> {
+        match self {
+            Self::Claim { claim, source } if source.code() == Some(409) => Some(claim),
+            _ => None,
+        }
+    }
 }
 
 /// The one leadership check of every write, and the timeout that bounds it.

@@ -3,6 +3,7 @@
 //! binary for leader election) under a unique scheduler name, on its own labelled nodes,
 //! so the tests share one control plane without seeing each other's pods.
 
+mod dra_conflict;
 mod events;
 mod fault_proxy;
 mod fence;
@@ -58,6 +59,13 @@ pub async fn env(prefix: &str) -> Env {
 impl Env {
     /// Start an in-process scheduler with this env's scheduler name.
     pub fn start_scheduler(&mut self, extra: Value) {
+        let client = self.client.clone();
+        self.start_scheduler_with(client, extra);
+    }
+
+    /// [`Self::start_scheduler`], the scheduler reaching the API server through
+    /// `client` (a [`fault_proxy::FaultProxy`]'s).
+    pub fn start_scheduler_with(&mut self, client: kube::Client, extra: Value) {
         let mut config = json!({
             "schedulerName": self.scheduler,
             "cache": {"resyncPeriod": "1s"},
@@ -73,7 +81,6 @@ impl Env {
             &serde_json::from_value(config).expect("config"),
         )
         .expect("valid config");
-        let client = self.client.clone();
         // Secured as in production: a self-signed certificate, /metrics authorised by
         // the API server.
         let http = tas_runtime::http::Endpoint {

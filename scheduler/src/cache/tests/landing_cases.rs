@@ -315,3 +315,30 @@ fn narrowed_reservations_survive_a_rebuild_on_their_zones() {
         "clean: the latest object itself"
     );
 }
+
+/// The bounds a DRA pod's zone is judged between: the view holds `b` (zone 1, but
+/// zone 0 was possible as far as the NRT shows) back on both zones; the upper bound
+/// keeps `a`, certainly on zone 0, there and gives `b` back, so a 2-CPU pod fits zone 0
+/// in it (the kubelet's choice) but only zone 1 in the view.
+#[test]
+fn zone_bounds_keep_the_pods_whose_zone_is_certain() {
+    let cache = cache();
+    let now = Instant::now();
+    cache.update_nrt(node("single-numa-node", "pod", &[(8, 8), (8, 8)]));
+    let six = |name| pod(name, &[("cpu", "6"), ("memory", "1Gi")]);
+    reserve(&cache, NODE, &six("a"), now);
+    reserve(&cache, NODE, &six("b"), now);
+    assert_eq!(
+        cache.reserved_zones(NODE, "uid-a"),
+        Some(NumaSet::from_ids([0]))
+    );
+    assert_eq!(cache.reserved_zones(NODE, "uid-b"), None, "0 or 1");
+    let (view, upper) = cache.zone_bounds(NODE).expect("bounds");
+    let cpus = |t: &crate::numa::NodeTopology| {
+        (0..2)
+            .map(|z| t.available(z, "cpu").expect("cpu") / 1000)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(cpus(&view), [-4, 2]);
+    assert_eq!(cpus(&upper), [2, 8]);
+}

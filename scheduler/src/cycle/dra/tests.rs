@@ -239,3 +239,35 @@ fn a_selector_failing_at_runtime_fails_the_node_with_its_message() {
         "{message}"
     );
 }
+
+/// The pod's own claim already allocated (by an earlier attempt whose bind failed
+/// before the undo landed, or for a pod sharing it) on zone 1, where the kubelet will
+/// not put the pod's CPUs: `Required` refuses the node rather than bind with the GPU
+/// across the interconnect; `Preferred` takes it, unaligned.
+#[test]
+fn an_allocated_claim_off_the_cpus_zone_refuses_the_node_under_required() {
+    for alignment in [DraAlignment::Required, DraAlignment::Preferred] {
+        let mut input = pod(&DraStore::default(), "4", true, alignment);
+        let dra = Arc::get_mut(input.dra.as_mut().expect("claims")).expect("unshared");
+        dra.claims = vec![allocated(
+            claim("ns", "c", DRIVER, 1),
+            "a",
+            "a",
+            &["gpu-0"],
+            &[],
+        )];
+        dra.cluster = self::store().snapshot();
+        let fit = dra_choice(&input, &node("a"), topology("a")).expect("claims");
+        match alignment {
+            DraAlignment::Required => assert_eq!(
+                fit.expect_err("gpu-0 of a is on zone 1"),
+                "DRA devices of claim ns/c are not on NUMA zone(s) 0 where the kubelet will put the pod's CPUs"
+            ),
+            DraAlignment::Preferred => {
+                let choice = fit.expect("taken, unaligned");
+                assert_eq!(choice.outcome, DraOutcome::Unaligned);
+                assert!(choice.allocation.claims[0].result.is_none(), "not moved");
+            }
+        }
+    }
+}
