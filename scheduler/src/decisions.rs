@@ -351,7 +351,7 @@ impl DecisionLog {
         self.capacity
     }
 
-    /// Whether anything is kept (worth measuring the zones of a decision for).
+    /// Whether anything is kept (worth building a record for).
     pub fn is_on(&self) -> bool {
         self.capacity > 0
     }
