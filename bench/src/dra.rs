@@ -28,7 +28,7 @@ use tas_nodesim::dra_driver::{
 use tas_testcluster::wait_for;
 
 use crate::BenchError;
-use crate::workload::{ClusterShape, Workload, guaranteed_pod, splitmix64};
+use crate::workload::{ClusterShape, Workload, splitmix64};
 
 /// The GPU driver, and the class selecting its devices.
 pub const GPU_DRIVER: &str = "gpu.example.com";
@@ -56,15 +56,7 @@ pub fn wants_nic(i: usize) -> bool {
 /// Pod `i` of `workload` with its claim: the Guaranteed pod of its CPUs and memory
 /// whose container uses a claim from [`GPU_TEMPLATE`] or [`GPU_NIC_TEMPLATE`].
 pub fn pod(workload: &Workload, i: usize, scheduler: &str, run: &str) -> Pod {
-    let cpus = workload.cpus(i);
-    let memory = format!("{}Gi", u64::from(cpus) * workload.memory_per_cpu_gib);
-    let mut pod = guaranteed_pod(
-        &Workload::pod_name(scheduler, i),
-        scheduler,
-        run,
-        &cpus.to_string(),
-        &memory,
-    );
+    let mut pod = workload.guaranteed_pod(i, scheduler, run);
     let template = if wants_nic(i) {
         GPU_NIC_TEMPLATE
     } else {

@@ -213,14 +213,23 @@ impl Workload {
             Mix::Dra => return crate::dra::pod(self, i, scheduler, run),
             Mix::Guaranteed => {}
         }
-        let cpus = self.cpus(i);
-        let memory = format!("{}Gi", u64::from(cpus) * self.memory_per_cpu_gib);
+        self.guaranteed_pod(i, scheduler, run)
+    }
+
+    /// Memory of pod `i`: [`Self::memory_per_cpu_gib`] per CPU, as a quantity.
+    pub fn memory(&self, i: usize) -> String {
+        format!("{}Gi", u64::from(self.cpus(i)) * self.memory_per_cpu_gib)
+    }
+
+    /// Pod `i` of the [`Mix::Guaranteed`] mix, whatever the workload's: its CPUs and
+    /// memory only, what the other mixes add to.
+    pub fn guaranteed_pod(&self, i: usize, scheduler: &str, run: &str) -> Pod {
         guaranteed_pod(
             &Self::pod_name(scheduler, i),
             scheduler,
             run,
-            &cpus.to_string(),
-            &memory,
+            &self.cpus(i).to_string(),
+            &self.memory(i),
         )
     }
 }
@@ -254,7 +263,7 @@ pub fn mixed_kind(i: usize) -> MixedKind {
 /// Pod `i` of the saturation mix.
 pub fn saturation_pod(workload: &Workload, i: usize, scheduler: &str, run: &str) -> Pod {
     let cpus = workload.cpus(i);
-    let memory = format!("{}Gi", u64::from(cpus) * workload.memory_per_cpu_gib);
+    let memory = workload.memory(i);
     let name = Workload::pod_name(scheduler, i);
     let (requests, limits) = match mixed_kind(i) {
         MixedKind::Guaranteed => {

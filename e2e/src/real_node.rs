@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
@@ -17,7 +18,7 @@ use tas_testcluster::real_node::{RealNode, RealNodeCluster, RealNodeOptions};
 use tas_testcluster::{TestCluster, Tools};
 
 use crate::chart::CHART_DIR;
-use crate::stack::{SAMPLE_NODE_LABEL, SAMPLE_NODE_LABEL_VALUE};
+use crate::stack::{SAMPLE_NODE_LABEL, SAMPLE_NODE_LABEL_VALUE, wait_available};
 
 mod verdicts;
 
@@ -108,6 +109,46 @@ impl RealNodeTest {
             kubeconfig,
             work,
         })
+    }
+
+    /// Installs TAS as a cluster admin does, on this node: the image archives built and
+    /// imported into its containerd, the node labelled for the sample object, the
+    /// release namespace ([`NAMESPACE`], Pod Security `restricted`) and the workloads'
+    /// ([`WORKLOADS`], `privileged`) created, `helm install` with helm's home in
+    /// [`Self::helm_home`], then the object `Available` within `timeout`. Says on stderr
+    /// what each step took and the images' digests.
+    pub async fn install_tas(&self, timeout: Duration) {
+        let started = Instant::now();
+        let (archives, digests) = build_images(&self.work.path().join("images"));
+        for archive in &archives {
+            self.node.import_image(archive).expect("ctr images import");
+        }
+        eprintln!(
+            "images built and imported in {:.1?}:\n{digests}",
+            started.elapsed()
+        );
+        select_for_sample(&self.client, self.node.name())
+            .await
+            .expect("node labelled");
+        for (ns, level) in [(NAMESPACE, "restricted"), (WORKLOADS, "privileged")] {
+            create_namespace(&self.client, ns, level)
+                .await
+                .expect("namespace created");
+        }
+        let installed = Instant::now();
+        helm_install(&self.helm_home(), &self.kubeconfig, NAMESPACE, &[]);
+        let took = wait_available(&self.client, 1, timeout)
+            .await
+            .expect("Available on the real node");
+        eprintln!(
+            "helm install → Available in {:.1?} ({took:.1?} after the object)",
+            installed.elapsed()
+        );
+    }
+
+    /// helm's home (config, cache, data) for this test's `helm` commands.
+    pub fn helm_home(&self) -> PathBuf {
+        self.work.path().join("helm")
     }
 }
 

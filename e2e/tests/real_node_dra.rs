@@ -36,11 +36,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tas_api::tas::DEFAULT_SCHEDULER_NAME;
 use tas_e2e::dra;
-use tas_e2e::real_node::{
-    NAMESPACE, RealNodeTest, WORKLOADS, build_images, create_namespace, helm_install,
-    select_for_sample,
-};
-use tas_e2e::stack::wait_available;
+use tas_e2e::real_node::{RealNodeTest, WORKLOADS};
 use tas_testcluster::real_node::{DraOptions, RealNode, RealNodeOptions, guaranteed_pod};
 use tas_testcluster::wait_for;
 
@@ -76,27 +72,7 @@ async fn tas_aligns_a_dra_gpu_with_the_cpus_on_a_real_kubelet() {
         started.elapsed()
     );
 
-    let (archives, _) = build_images(&test.work.path().join("images"));
-    for archive in &archives {
-        test.node.import_image(archive).expect("ctr images import");
-    }
-    select_for_sample(&client, test.node.name())
-        .await
-        .expect("node labelled");
-    for (ns, level) in [(NAMESPACE, "restricted"), (WORKLOADS, "privileged")] {
-        create_namespace(&client, ns, level)
-            .await
-            .expect("namespace created");
-    }
-    helm_install(
-        &test.work.path().join("helm"),
-        &test.kubeconfig,
-        NAMESPACE,
-        &[],
-    );
-    wait_available(&client, 1, TIMEOUT)
-        .await
-        .expect("Available on the real node");
+    test.install_tas(TIMEOUT).await;
     eprintln!("[{:>5.1?}] TAS installed and Available", started.elapsed());
 
     dra::create(

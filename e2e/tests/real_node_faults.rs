@@ -21,10 +21,10 @@ use tas_api::nrt::agent_report::AGENT_PROBLEM;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::tas::TopologyAwareScheduling;
 use tas_e2e::real_node::{
-    NAMESPACE, build_images, create_namespace, helm_install, select_for_sample,
+    NAMESPACE, RealNodeTest, build_images, create_namespace, helm_install, select_for_sample,
 };
 use tas_e2e::stack::AGENTS_NAMESPACE;
-use tas_testcluster::real_node::{RealNodeCluster, RealNodeOptions};
+use tas_testcluster::real_node::RealNodeOptions;
 use tas_testcluster::wait_for;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -59,15 +59,18 @@ async fn faults_on_the_real_path_give_clear_errors() {
         kube_proxy: true,
         ..RealNodeOptions::new("real-node-faults")
     };
-    let Some(RealNodeCluster { mut node, cluster }) =
-        RealNodeCluster::start_for_test("real_node_faults", options).await
+    // Bindings drop in reverse order: the node before its cluster.
+    let Some(RealNodeTest {
+        cluster: _cluster,
+        mut node,
+        client,
+        kubeconfig,
+        work,
+    }) = RealNodeTest::start("real_node_faults", options).await
     else {
         return;
     };
     let started = Instant::now();
-    let client = cluster.client().await.expect("a client");
-    let kubeconfig = cluster.kubeconfig_path().to_string_lossy().into_owned();
-    let work = tempfile::tempdir().expect("a work dir");
     let (archives, _) = build_images(&work.path().join("images"));
     let (updater_image, others): (Vec<_>, Vec<_>) = archives
         .iter()

@@ -33,11 +33,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use tas_api::tas::DEFAULT_SCHEDULER_NAME;
-use tas_e2e::real_node::{
-    NAMESPACE, WORKLOADS, build_images, create_namespace, helm_install, select_for_sample,
-};
-use tas_e2e::stack::{AGENTS_NAMESPACE, wait_available, wait_failed_scheduling};
-use tas_testcluster::real_node::{DeviceOptions, RealNodeCluster, RealNodeOptions};
+use tas_e2e::real_node::{NAMESPACE, RealNodeTest, WORKLOADS};
+use tas_e2e::stack::{AGENTS_NAMESPACE, wait_failed_scheduling};
+use tas_testcluster::real_node::{DeviceOptions, RealNodeOptions};
 use tas_testcluster::wait_for;
 
 use ctx::Ctx;
@@ -58,45 +56,23 @@ async fn tas_installed_by_helm_runs_on_a_real_kubelet() {
         }),
         ..RealNodeOptions::new("real-node-tas")
     };
-    let Some(RealNodeCluster { node, cluster }) =
-        RealNodeCluster::start_for_test("real_node_stack", options).await
-    else {
+    let Some(test) = RealNodeTest::start("real_node_stack", options).await else {
         return;
     };
     let started = Instant::now();
-    let client = cluster.client().await.expect("a client");
-    let kubeconfig = cluster.kubeconfig_path().to_string_lossy().into_owned();
-    let work = tempfile::tempdir().expect("a work dir");
-
-    // The user's path: the daemonless image archives, imported into the node's runtime.
-    let (archives, digests) = build_images(&work.path().join("images"));
-    for archive in &archives {
-        node.import_image(archive).expect("ctr images import");
-    }
-    eprintln!(
-        "images built and imported in {:.1?}:\n{digests}",
-        started.elapsed()
-    );
-
-    // The node the sample object selects; the release namespace as the guide says.
-    select_for_sample(&client, node.name())
-        .await
-        .expect("node labelled");
-    for (ns, level) in [(NAMESPACE, "restricted"), (WORKLOADS, "privileged")] {
-        create_namespace(&client, ns, level)
-            .await
-            .expect("namespace created");
-    }
-    let home = work.path().join("helm");
-    let installed = Instant::now();
-    helm_install(&home, &kubeconfig, NAMESPACE, &[]);
-    let took = wait_available(&client, 1, TIMEOUT)
-        .await
-        .expect("Available on the real node");
-    eprintln!(
-        "helm install → Available in {:.1?} ({took:.1?} after the object)",
-        installed.elapsed()
-    );
+    // The user's path: the daemonless image archives imported into the node's runtime,
+    // the node the sample object selects, the namespaces as the guide says, the chart.
+    test.install_tas(TIMEOUT).await;
+    let home = test.helm_home();
+    // The cluster and the work directory live to the end; `ctx`, declared after them,
+    // drops the node first.
+    let RealNodeTest {
+        node,
+        cluster: _cluster,
+        client,
+        kubeconfig,
+        work: _work,
+    } = test;
 
     let mut ctx = Ctx {
         client: client.clone(),

@@ -28,6 +28,8 @@ use tas_api::nrt::pcie_roots;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_api::nrt::{NrtQuantity, TopologyManagerPolicy, TopologyManagerScope};
 use tas_api::{duration, quantity};
+use tas_scheduler::debug::{self, DECISIONS_PATH};
+use tas_scheduler::decisions::{DecisionLog, DecisionOutcome, DecisionRecord};
 use tas_scheduler::dra::{self, AllocationInput, NodeDevices, SelectorCache, ZoneRule};
 use tas_scheduler::numa::{NodeTopology, PodRequest};
 use tas_updater::accounting::{self, AccountingOptions};
@@ -42,7 +44,7 @@ use tas_updater::sysfs::{self, NodeFiles, Topology, Zone};
 pub type Entry = fn(&[u8]);
 
 /// Every target, by name: the directory of its corpus under `fuzz/corpus/` and its entry.
-pub const TARGETS: [(&str, Entry); 10] = [
+pub const TARGETS: [(&str, Entry); 11] = [
     ("nrt", nrt),
     ("pod_request", pod_request),
     ("kubelet_config", kubelet_config),
@@ -53,6 +55,7 @@ pub const TARGETS: [(&str, Entry); 10] = [
     ("podresources", podresources),
     ("label_selector", label_selector),
     ("dra_selector", dra_selector),
+    ("decisions_query", decisions_query),
 ];
 
 /// A NodeResourceTopology object as the scheduler's watch receives it (JSON): its
@@ -460,6 +463,60 @@ pub fn dra_selector(data: &[u8]) {
         }
     }
     let _ = dra::inventory(&devices, &in_use);
+}
+
+/// The query string of `GET /debug/decisions` (what follows `?`), as the scheduler's
+/// endpoint parses it: an accepted query selects, from a fixed log, only records it
+/// matches, newest first and at most `limit`, and written back as `kubectl tas` writes
+/// it, parses to itself; a refused one gets the endpoint's message.
+pub fn decisions_query(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let query = match debug::decisions_query(Some(text)) {
+        Ok(query) => query,
+        Err(message) => {
+            assert!(message.starts_with(DECISIONS_PATH), "{message:?}");
+            return;
+        }
+    };
+    assert_eq!(query.validate(), Ok(()), "{text:?}");
+    let selected = decision_log().query(&query);
+    assert!(selected.len() <= query.limit.unwrap_or(usize::MAX));
+    assert!(selected.iter().all(|r| query.matches(r)), "{text:?}");
+    assert!(
+        selected.windows(2).all(|w| w[0].id > w[1].id),
+        "newest first"
+    );
+    let written = query.to_query_string();
+    assert_eq!(
+        debug::decisions_query(Some(&written)).as_ref(),
+        Ok(&query),
+        "{text:?} written back as {written:?}"
+    );
+}
+
+/// Records of pods in two namespaces, names the fuzzer can hit (`a`, `b`, empty-ish).
+fn decision_log() -> &'static DecisionLog {
+    static LOG: OnceLock<DecisionLog> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = DecisionLog::new(8);
+        for (ns, pod) in [
+            ("a", "p"),
+            ("b", "p"),
+            ("a", "q"),
+            ("a b", "p+q"),
+            ("a", "p"),
+        ] {
+            let who = (ns.to_owned(), pod.to_owned(), format!("uid-{ns}-{pod}"));
+            log.record(DecisionRecord::new(
+                String::new(),
+                who,
+                DecisionOutcome::Unschedulable,
+            ));
+        }
+        log
+    })
 }
 
 /// The NUL-separated texts of `data` (invalid UTF-8 replaced, as the parsers take text).

@@ -68,7 +68,7 @@ impl SchedulerService {
 
     /// The proxy path of [`DECISIONS_PATH`] with `query`'s parameters.
     pub fn decisions_path(&self, query: &DecisionQuery) -> String {
-        let mut params = url_params(query);
+        let mut params = query.to_query_string();
         if !params.is_empty() {
             params.insert(0, '?');
         }
@@ -95,31 +95,6 @@ impl SchedulerService {
             .map_err(Error::api(path.clone()))?;
         serde_json::from_str(&text).map_err(|source| Error::Decode { path, source })
     }
-}
-
-/// `namespace=..&pod=..&limit=..` of the parameters set, percent-encoded.
-fn url_params(query: &DecisionQuery) -> String {
-    let encode = |v: &str| {
-        v.bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect::<String>()
-    };
-    let mut out = Vec::new();
-    if let Some(ns) = &query.namespace {
-        out.push(format!("namespace={}", encode(ns)));
-    }
-    if let Some(pod) = &query.pod {
-        out.push(format!("pod={}", encode(pod)));
-    }
-    if let Some(limit) = query.limit {
-        out.push(format!("limit={limit}"));
-    }
-    out.join("&")
 }
 
 #[cfg(test)]

@@ -113,14 +113,13 @@ fn bench_production(c: &mut Criterion) {
             sampling: cycle::Sampling::new(100),
             ..base.clone()
         };
-        let (decision, trace) =
-            decide_traced(&shared, &mut Snapshot::new(), &pod, &every_node, false);
+        let (decision, trace) = decide_traced(&shared, &mut Snapshot::new(), &pod, &every_node);
         let picked = match decision {
             Decision::Schedule(c) => c.node,
             Decision::Unschedulable(_) => "nothing".to_owned(),
         };
         let phases = trace.phases();
-        let (_, sampled) = decide_traced(&shared, &mut Snapshot::new(), &pod, &base, false);
+        let (_, sampled) = decide_traced(&shared, &mut Snapshot::new(), &pod, &base);
         eprintln!(
             "shared {size} nodes x {zones} zones, parallelism {}: {} feasible, picked {picked}, \
              dirty nodes {}; adaptive evaluates {} nodes, {} feasible",
@@ -148,8 +147,7 @@ fn bench_production(c: &mut Criterion) {
             let mut snapshot = Snapshot::new();
             group.bench_function(BenchmarkId::new(label, &parameter), |b| {
                 b.iter(|| {
-                    let (decision, _) =
-                        decide_traced(&shared, &mut snapshot, black_box(&pod), s, false);
+                    let (decision, _) = decide_traced(&shared, &mut snapshot, black_box(&pod), s);
                     if let Decision::Schedule(c) = decision {
                         churn.place(&c.node);
                     }

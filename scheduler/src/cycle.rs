@@ -24,7 +24,7 @@
 use crate::affinity::{self, AffinityFilter, NamespaceLabels};
 use crate::explain::Reasons;
 use crate::filter::{NodeInfo, PodFilterInput};
-use crate::numa::{NodeTopology, PodRequest, ScoreConfig, TopologyError};
+use crate::numa::{NodeTopology, NumaSet, PodRequest, ScoreConfig, TopologyError};
 use crate::spread::{self, SpreadFilter};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
@@ -79,6 +79,9 @@ pub struct Candidate {
     pub score: u32,
     /// Tie-breaker (lower wins).
     pub tie: u64,
+    /// The NUMA zones the pod's aligned resources would use there, as the filter's NUMA
+    /// fit placed them (`None`: nothing aligned, or no topology).
+    pub zones: Option<NumaSet>,
 }
 
 /// The outcome of a cycle.

@@ -21,9 +21,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Query, RawQuery, State};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
@@ -263,26 +262,36 @@ pub fn decisions_report(shared: &Shared, query: &DecisionQuery) -> DecisionsRepo
     }
 }
 
-/// `GET /debug/decisions?namespace=&pod=&limit=`: 400 naming the parameter when the
-/// query is not one.
-async fn decisions(
-    State(shared): State<Arc<Shared>>,
-    query: Result<Query<DecisionQuery>, QueryRejection>,
-) -> Response {
-    let query = match query {
-        Ok(Query(q)) => q,
-        Err(e) => {
-            let why = format!(
-                "{DECISIONS_PATH}: {}; the parameters are namespace, pod and limit",
-                e.body_text()
-            );
-            return (StatusCode::BAD_REQUEST, why).into_response();
-        }
+/// The query string of `GET /debug/decisions` (what follows `?`; `None`: no `?`) read
+/// as the endpoint reads it, with axum's `Query` extractor, and checked: the
+/// [`DecisionQuery`], or the answer's message naming what is wrong.
+pub fn decisions_query(raw: Option<&str>) -> Result<DecisionQuery, String> {
+    let target = match raw {
+        Some(query) => format!("{DECISIONS_PATH}?{query}"),
+        None => DECISIONS_PATH.to_owned(),
     };
-    if let Err(e) = query.validate() {
-        return (StatusCode::BAD_REQUEST, format!("{DECISIONS_PATH}: {e}")).into_response();
+    let uri: Uri = target
+        .parse()
+        .map_err(|e| format!("{DECISIONS_PATH}: not a query string: {e}"))?;
+    let Query(query) = Query::<DecisionQuery>::try_from_uri(&uri).map_err(|e| {
+        format!(
+            "{DECISIONS_PATH}: {}; the parameters are namespace, pod and limit",
+            e.body_text()
+        )
+    })?;
+    query
+        .validate()
+        .map_err(|e| format!("{DECISIONS_PATH}: {e}"))?;
+    Ok(query)
+}
+
+/// `GET /debug/decisions?namespace=&pod=&limit=`: 400 naming the parameter when the
+/// query is not one ([`decisions_query`]).
+async fn decisions(State(shared): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+    match decisions_query(raw.as_deref()) {
+        Ok(query) => axum::Json(decisions_report(&shared, &query)).into_response(),
+        Err(why) => (StatusCode::BAD_REQUEST, why).into_response(),
     }
-    axum::Json(decisions_report(&shared, &query)).into_response()
 }
 
 /// The report, built off the async workers: it walks every node.
@@ -364,6 +373,29 @@ mod tests {
         let status = answer.status().as_u16();
         let body = answer.into_body().collect().await.expect("body").to_bytes();
         (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[test]
+    fn the_query_reads_back_what_kubectl_tas_writes() {
+        assert_eq!(decisions_query(None), Ok(DecisionQuery::default()));
+        assert_eq!(decisions_query(Some("")), Ok(DecisionQuery::default()));
+        let query = DecisionQuery {
+            namespace: Some("team a+b/%".into()),
+            pod: Some("web-0&limit=1".into()),
+            limit: Some(7),
+        };
+        let written = query.to_query_string();
+        assert_eq!(decisions_query(Some(&written)), Ok(query), "{written}");
+        for (raw, says) in [
+            ("limit=-1", "limit"),
+            ("namespace=a&namespace=b", "duplicate field `namespace`"),
+            ("namespace=", "namespace must not be empty"),
+            ("a b", "not a query string"),
+        ] {
+            let why = decisions_query(Some(raw)).expect_err(raw);
+            assert!(why.starts_with(DECISIONS_PATH), "{raw}: {why}");
+            assert!(why.contains(says), "{raw}: {why}");
+        }
     }
 
     #[tokio::test]

@@ -1,13 +1,12 @@
 //! A decision with what the scheduler's spans show of it (see [`crate::telemetry`]):
 //! how long the snapshot and each step of the cycle took, how many nodes it looked at
-//! and, when asked, the NUMA zones of the chosen node. For a pod with resource claims it
-//! also carries the allocation on the chosen node, which the reserve and bind phases
-//! write.
+//! and the NUMA zones of the chosen node (the ones its filter's NUMA fit placed the pod
+//! in, carried in the [`Candidate`]: nothing is fitted again). For a pod with resource
+//! claims it also carries the allocation on the chosen node, which the reserve and bind
+//! phases write.
 
 use crate::cycle::dra::DraChoice;
-use crate::cycle::{
-    self, ClusterView, CycleSettings, CycleTimings, Decision, PodInput, TopologyView,
-};
+use crate::cycle::{self, Candidate, ClusterView, CycleSettings, CycleTimings, Decision, PodInput};
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
 use std::time::{Duration, Instant};
@@ -22,7 +21,7 @@ pub struct DecisionTrace {
     pub cycle: CycleTimings,
     /// Nodes in the snapshot.
     pub nodes: usize,
-    /// The NUMA zones of the chosen node the pod would use, when asked for.
+    /// The NUMA zones of the chosen node the pod would use.
     pub zones: Option<Vec<u32>>,
     /// The allocation of the pod's claims on the chosen node (`None`: no claims, or no
     /// node chosen); an error only if the snapshot changed under the decision, which
@@ -42,26 +41,24 @@ impl DecisionTrace {
     }
 }
 
-/// [`crate::scheduler::decide`] over `snapshot` (brought up to date first), timed;
-/// with `zones`, the chosen node's NUMA fit is run once more for the zones it picks.
+/// [`crate::scheduler::decide`] over `snapshot` (brought up to date first), timed. The
+/// chosen node's zones and its claims' allocation are the ones its filter found.
 pub fn decide_traced(
     shared: &Shared,
     snapshot: &mut Snapshot,
     input: &PodInput,
     settings: &CycleSettings,
-    zones: bool,
 ) -> (Decision, DecisionTrace) {
     let started = Instant::now();
     snapshot.with(shared, input, |cluster, lookup| {
         let snapshot = started.elapsed();
         let (decision, cycle) = cycle::decide_timed(input, cluster, lookup, settings);
-        let zones = match &decision {
-            Decision::Schedule(c) if zones => chosen_zones(cluster, lookup, input, &c.node),
-            _ => None,
-        };
-        let dra = match &decision {
-            Decision::Schedule(c) => chosen_devices(cluster, lookup, input, &c.node),
-            Decision::Unschedulable(_) => None,
+        let (zones, dra) = match &decision {
+            Decision::Schedule(c) => (
+                c.zones.map(|z| z.iter().collect()),
+                chosen_devices(cluster, input, c),
+            ),
+            Decision::Unschedulable(_) => (None, None),
         };
         let trace = DecisionTrace {
             snapshot,
@@ -74,31 +71,20 @@ pub fn decide_traced(
     })
 }
 
-/// The zones the NUMA fit picks for `input` on `node`.
-fn chosen_zones(
-    cluster: &ClusterView<'_>,
-    lookup: &(dyn Fn(&str) -> TopologyView + Sync),
-    input: &PodInput,
-    node: &str,
-) -> Option<Vec<u32>> {
-    let TopologyView::Known(topology) = lookup(node) else {
-        return None;
-    };
-    let info = cluster.nodes.iter().find(|n| n.name() == node)?;
-    let placement = cycle::numa_fit(&topology, &input.request, info).ok()?;
-    placement.zones.map(|z| z.iter().collect())
-}
-
-/// The allocation of `input`'s claims on `node`, as the filter found it.
+/// The allocation of `input`'s claims on the chosen node inside the zones its NUMA fit
+/// chose, as the filter found it.
 fn chosen_devices(
     cluster: &ClusterView<'_>,
-    lookup: &(dyn Fn(&str) -> TopologyView + Sync),
     input: &PodInput,
-    node: &str,
+    chosen: &Candidate,
 ) -> Option<Result<DraChoice, String>> {
-    input.dra.as_ref()?;
+    let dra = input.dra.as_ref()?;
+    let node = &chosen.node;
     let Some(info) = cluster.nodes.iter().find(|n| n.name() == node) else {
         return Some(Err(format!("node {node} left the snapshot")));
     };
-    cycle::dra_choice(input, info, lookup(node))
+    Some(dra.fit(info, chosen.zones))
 }
+
+#[cfg(test)]
+mod tests;

@@ -305,6 +305,32 @@ impl DecisionQuery {
             && self.pod.as_deref().is_none_or(|p| r.pod == p)
     }
 
+    /// `namespace=..&pod=..&limit=..` of the parameters set, percent-encoded: what
+    /// [`crate::debug::decisions_query`] reads back as this query.
+    pub fn to_query_string(&self) -> String {
+        let encode = |v: &str| {
+            v.bytes()
+                .map(|b| match b {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        let mut out = Vec::new();
+        if let Some(ns) = &self.namespace {
+            out.push(format!("namespace={}", encode(ns)));
+        }
+        if let Some(pod) = &self.pod {
+            out.push(format!("pod={}", encode(pod)));
+        }
+        if let Some(limit) = self.limit {
+            out.push(format!("limit={limit}"));
+        }
+        out.join("&")
+    }
+
     /// The selected records of `newest_first`, at most `limit`.
     pub fn select<'a>(
         &self,
@@ -351,7 +377,7 @@ impl DecisionLog {
         self.capacity
     }
 
-    /// Whether anything is kept (worth measuring the zones of a decision for).
+    /// Whether anything is kept (worth building a record for).
     pub fn is_on(&self) -> bool {
         self.capacity > 0
     }

@@ -103,14 +103,13 @@ impl Attempts {
         }
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let zones = shared.telemetry.is_on() || shared.decisions.is_on();
         // CPU-bound: keep the runtime's other tasks (watches, binds) moving meanwhile.
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
         let (decision, trace) = if multi_thread {
-            tokio::task::block_in_place(|| decide_traced(shared, snapshot, &input, settings, zones))
+            tokio::task::block_in_place(|| decide_traced(shared, snapshot, &input, settings))
         } else {
-            decide_traced(shared, snapshot, &input, settings, zones)
+            decide_traced(shared, snapshot, &input, settings)
         };
         let decided = started.elapsed();
         shared

@@ -205,7 +205,7 @@ impl Telemetry {
         })))
     }
 
-    /// Whether anything is recorded (worth measuring extra facts such as the zones).
+    /// Whether anything is recorded (spans and metrics exported).
     pub fn is_on(&self) -> bool {
         self.0.is_some()
     }

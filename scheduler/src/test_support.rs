@@ -117,13 +117,19 @@ pub fn cycle_settings(parallelism: usize) -> CycleSettings {
 /// Two zones with `free` CPUs each available (8 allocatable, 32Gi each),
 /// single-numa-node, pod scope.
 pub fn two_zones(name: &str, free: [u32; 2]) -> TopologyView {
+    let nrt = two_zones_nrt(name, free);
+    TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
+}
+
+/// The NodeResourceTopology object of [`two_zones`].
+pub fn two_zones_nrt(name: &str, free: [u32; 2]) -> NodeResourceTopology {
     let zone = |id: u32, f: u32| {
         json!({"name": format!("node-{id}"), "type": "Node", "resources": [
             {"name": "cpu", "capacity": "8", "allocatable": "8", "available": f.to_string()},
             {"name": "memory", "capacity": "32Gi", "allocatable": "32Gi", "available": "32Gi"}
         ]})
     };
-    let nrt: NodeResourceTopology = serde_json::from_value(json!({
+    serde_json::from_value(json!({
         "metadata": {"name": name},
         "attributes": [
             {"name": "topologyManagerPolicy", "value": "single-numa-node"},
@@ -131,6 +137,14 @@ pub fn two_zones(name: &str, free: [u32; 2]) -> TopologyView {
         ],
         "zones": [zone(0, free[0]), zone(1, free[1])]
     }))
-    .expect("nrt");
-    TopologyView::Known(Arc::new(NodeTopology::from_nrt(&nrt).expect("topology")))
+    .expect("nrt")
+}
+
+/// The Node object of [`node`] without labels, as the scheduler's watch receives it.
+pub fn node_object(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}
+    }))
+    .expect("node")
 }

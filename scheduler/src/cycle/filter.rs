@@ -55,6 +55,7 @@ pub(super) fn check_node(
         // balance breaks near-ties.
         score: dra_bonus + u32::from(numa_score) * 2 + node_score,
         tie: super::tie::tie(rotation, node.name()),
+        zones,
     })
 }
 

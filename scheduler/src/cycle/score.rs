@@ -6,7 +6,7 @@
 use super::{Candidate, ClusterView, PodInput};
 use crate::affinity::{self, AffinityScore};
 use crate::filter::NodeInfo;
-use crate::numa::{self, ScoreConfig};
+use crate::numa::{self, NumaSet, ScoreConfig};
 use crate::spread::{self, SpreadScore};
 
 /// kube-scheduler's default weight of the `InterPodAffinity` and `PodTopologySpread`
@@ -42,11 +42,13 @@ pub(super) fn add_cluster_scores(
     }
 }
 
-/// A feasible node's score before its name is copied into a [`Candidate`].
+/// A feasible node's score before its name is copied into a [`Candidate`], and the
+/// zones its NUMA fit chose.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Scored {
     pub(super) score: u32,
     pub(super) tie: u64,
+    pub(super) zones: Option<NumaSet>,
 }
 
 impl Scored {
@@ -55,6 +57,7 @@ impl Scored {
             node: node.name().to_owned(),
             score: self.score,
             tie: self.tie,
+            zones: self.zones,
         }
     }
 

@@ -13,32 +13,19 @@ pub const PAUSE_IMAGE: &str = "tas.local/pause:1";
 /// containerd 1.6's configuration (version 2): state under `dir`, the CRI plugin with
 /// the settings this machine type needs (see the module docs of [`super`]).
 pub fn containerd_toml(dir: &Path, cni_bin_dir: &Path) -> String {
-    let d = dir.display();
     let cni = cni_bin_dir.display();
-    format!(
-        r#"version = 2
-root = "{d}/containerd/root"
-state = "{d}/containerd/state"
-
-[grpc]
-  address = "{d}/containerd.sock"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  # Root here lacks CAP_SYS_RESOURCE: without this, runc fails every sandbox while
-  # raising its oom_score_adj.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{cni}"
-    conf_dir = "{d}/net.d"
-"#
+    containerd_config(
+        dir,
+        &Cri {
+            version: 2,
+            runtime: "io.containerd.grpc.v1.cri",
+            images: String::new(),
+            runtime_settings: format!("sandbox_image = \"{PAUSE_IMAGE}\"\n  "),
+            runtime_extra: "",
+            containerd_settings: "snapshotter = \"overlayfs\"\n    ",
+            runc_settings: String::new(),
+            cni_bin: format!("bin_dir = \"{cni}\""),
+        },
     )
 }
 
@@ -49,35 +36,87 @@ state = "{d}/containerd/state"
 pub fn containerd_cdi_toml(dir: &Path, cni_bin_dir: &Path, shim: &Path) -> String {
     let d = dir.display();
     let cni = cni_bin_dir.display();
-    let shim = shim.display();
+    let images = "io.containerd.cri.v1.images";
+    containerd_config(
+        dir,
+        &Cri {
+            version: 3,
+            runtime: "io.containerd.cri.v1.runtime",
+            images: format!(
+                r#"[plugins."{images}"]
+  snapshotter = "overlayfs"
+  [plugins."{images}".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+"#
+            ),
+            runtime_settings: String::new(),
+            runtime_extra: &format!(
+                r#"
+  # CDI is always on in containerd 2; only the node's own spec directory is read.
+  cdi_spec_dirs = ["{d}/cdi"]"#
+            ),
+            containerd_settings: "",
+            runc_settings: format!("runtime_path = \"{}\"\n      ", shim.display()),
+            cni_bin: format!("bin_dirs = [\"{cni}\"]"),
+        },
+    )
+}
+
+/// Where containerd's configuration versions differ: the CRI runtime plugin's name, and
+/// the settings each version keeps in which table (lines ready to splice, indentation
+/// included).
+struct Cri<'a> {
+    version: u8,
+    /// The plugin whose tables hold the runtime, its runc shim and the CNI settings.
+    runtime: &'a str,
+    /// Tables of their own before the runtime's (version 3's images plugin).
+    images: String,
+    /// The runtime plugin's settings before `restrict_oom_score_adj`, and after it.
+    runtime_settings: String,
+    runtime_extra: &'a str,
+    /// Before `default_runtime_name` in the runtime's `containerd` table.
+    containerd_settings: &'a str,
+    /// Before `[...runc.options]` in the runc table.
+    runc_settings: String,
+    /// The CNI binaries' directory setting.
+    cni_bin: String,
+}
+
+/// containerd's configuration of `cri`'s version: state under `dir`, and the settings
+/// both versions need (see the module docs of [`super`]).
+fn containerd_config(dir: &Path, cri: &Cri<'_>) -> String {
+    let d = dir.display();
+    let Cri {
+        version,
+        runtime: p,
+        images,
+        runtime_settings,
+        runtime_extra,
+        containerd_settings,
+        runc_settings,
+        cni_bin,
+    } = cri;
     format!(
-        r#"version = 3
+        r#"version = {version}
 root = "{d}/containerd/root"
 state = "{d}/containerd/state"
 
 [grpc]
   address = "{d}/containerd.sock"
 
-[plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
-  [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = "{PAUSE_IMAGE}"
-
-[plugins."io.containerd.cri.v1.runtime"]
-  # Root here lacks CAP_SYS_RESOURCE: without this, runc fails every sandbox while
+{images}[plugins."{p}"]
+  {runtime_settings}# Root here lacks CAP_SYS_RESOURCE: without this, runc fails every sandbox while
   # raising its oom_score_adj.
-  restrict_oom_score_adj = true
-  # CDI is always on in containerd 2; only the node's own spec directory is read.
-  cdi_spec_dirs = ["{d}/cdi"]
-  [plugins."io.containerd.cri.v1.runtime".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+  restrict_oom_score_adj = true{runtime_extra}
+  [plugins."{p}".containerd]
+    {containerd_settings}default_runtime_name = "runc"
+    [plugins."{p}".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      runtime_path = "{shim}"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+      {runc_settings}[plugins."{p}".containerd.runtimes.runc.options]
         SystemdCgroup = false
-  [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["{cni}"]
+  [plugins."{p}".cni]
+    {cni_bin}
     conf_dir = "{d}/net.d"
 "#
     )
