@@ -457,6 +457,7 @@ async fn run_node(
         ..ClientConfig::new(socket)
     });
     let topology = views::topology(&machine);
+    let layout = views::cpu_layout(&machine);
     let smt = machine
         .zones
         .iter()
@@ -492,6 +493,7 @@ async fn run_node(
                 &node,
                 version,
                 &topology,
+                &layout,
                 &kubelet,
                 &views::from_podresources(
                     &topology,
@@ -506,6 +508,7 @@ async fn run_node(
                 &node,
                 version,
                 &topology,
+                &layout,
                 &kubelet,
                 &views::from_state(&topology, &kubelet, &pr_allocatable, &machine, &state),
             ),
