@@ -124,18 +124,19 @@ const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 
 /// False-rejects the default seed may find per view (updater, true state) and machine
 /// (no SMT, SMT), at most over every minor (3,000 attempts each, 1,500 per kind of
-/// machine). Measured: updater 1/1 (v1.34, v1.35) and 1/2 (v1.36, v1.37), true state
-/// 1/0 on every minor. Before the memory doubt replayed both worlds of a doubted zone
+/// machine). Measured: updater 0/1 (v1.34, v1.35) and 0/2 (v1.36, v1.37), true state
+/// 0/0 on every minor. Before the memory doubt replayed both worlds of a doubted zone
 /// and doubted only after refusals another hint provider could have narrowed: updater
-/// 3/3 and 3/4. Those left on the updater's view only are `best-effort`, pod scope,
-/// memory manager `Static`, SMT ("no NUMA zones to extend the topology hint with"):
-/// node 92 on every minor (it stays without any doubt: not classified further) and on
-/// v1.36 and v1.37 one on node 128 (gone without the doubt: a zone still doubted that
-/// the kubelet had not split). The one on both
-/// views, `restricted`, container scope, no SMT: an init container's 3 CPUs that the
-/// next two app containers took, which the scheduler follows both ways (taken or left,
-/// see `numa::containers`) since the NRT does not say which CPUs are whose.
-const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[1, 2], [1, 0]];
+/// 3/3 and 3/4; before the scheduler read the CPU layout (`cpuThreadsPerCore`, zone
+/// `cpuSocket`): 1/1 and 1/2, true state 1/0 (a `restricted`, container-scope pod on a
+/// machine without SMT, whose init container's 3 CPUs the next two app containers
+/// took, followed both ways since the NRT did not say which CPUs are whose; without
+/// SMT the CPU manager takes them first, see `numa::cpu_reuse`). Those left are on the
+/// updater's view only, `best-effort`, pod scope, memory manager `Static`, SMT ("no
+/// NUMA zones to extend the topology hint with"): node 92 on every minor (it stays
+/// without any doubt: not classified further) and on v1.36 and v1.37 one on node 128
+/// (gone without the doubt: a zone still doubted that the kubelet had not split).
+const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[0, 2], [0, 0]];
 
 /// The same for the large seed (30,000 attempts, about 15,000 per kind of machine),
 /// measured with v1.34.4 only, so the ratchet holds for v1.34 (other minors are not
