@@ -124,30 +124,35 @@ const KNOWN_LARGE_V136_DEVICE_HINT_FALSE_ADMITS: [u64; 2] = [0, 0];
 
 /// False-rejects the default seed may find per view (updater, true state) and machine
 /// (no SMT, SMT), at most over every minor (3,000 attempts each, 1,500 per kind of
-/// machine). Measured: updater 1/1 (v1.34, v1.35) and 1/2 (v1.36, v1.37), true state
-/// 1/0 on every minor. Before the memory doubt replayed both worlds of a doubted zone
+/// machine). Measured: updater 0/1 (v1.34, v1.35) and 0/2 (v1.36, v1.37), true state
+/// 0/0 on every minor. Before the memory doubt replayed both worlds of a doubted zone
 /// and doubted only after refusals another hint provider could have narrowed: updater
-/// 3/3 and 3/4. Those left on the updater's view only are `best-effort`, pod scope,
-/// memory manager `Static`, SMT ("no NUMA zones to extend the topology hint with"):
-/// node 92 on every minor (it stays without any doubt: not classified further) and on
-/// v1.36 and v1.37 one on node 128 (gone without the doubt: a zone still doubted that
-/// the kubelet had not split). The one on both
-/// views, `restricted`, container scope, no SMT: an init container's 3 CPUs that the
-/// next two app containers took, which the scheduler follows both ways (taken or left,
-/// see `numa::containers`) since the NRT does not say which CPUs are whose.
-const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[1, 2], [1, 0]];
+/// 3/3 and 3/4; before the scheduler read the CPU layout (`cpuThreadsPerCore`, zone
+/// `cpuSocket`): 1/1 and 1/2, true state 1/0 (a `restricted`, container-scope pod on a
+/// machine without SMT, whose init container's 3 CPUs the next two app containers
+/// took, followed both ways since the NRT did not say which CPUs are whose; without
+/// SMT the CPU manager takes them first, see `numa::cpu_reuse`). Those left are on the
+/// updater's view only, `best-effort`, pod scope, memory manager `Static`, SMT ("no
+/// NUMA zones to extend the topology hint with"): node 92 on every minor (it stays
+/// without any doubt: not classified further) and on v1.36 and v1.37 one on node 128
+/// (gone without the doubt: a zone still doubted that the kubelet had not split).
+const KNOWN_FALSE_REJECTS: [[u64; 2]; 2] = [[0, 2], [0, 0]];
 
 /// The same for the large seed (30,000 attempts, about 15,000 per kind of machine),
 /// measured with v1.34.4 only, so the ratchet holds for v1.34 (other minors are not
-/// bounded until measured): updater 7/27 (0/34/283 false-admits/false-rejects/zone
-/// mismatches; before this ratchet 17/35, 0/52/269), true state 2/19 (0/21/216,
-/// unchanged). The 21 on both views are `restricted` and `single-numa-node`, container
-/// scope, mostly SMT: init containers' CPUs the scheduler follows both ways (see
-/// `numa::containers`). The 13 on the updater's view only: 5 under `best-effort` and 2
-/// under `restricted` refused by the memory manager, 5 under `none` ("no NUMA zones
-/// with enough free memory"; no zone is doubted under `none` any more, so likely init
-/// containers' memory holdings), 1 other; not classified further.
-const KNOWN_LARGE_FALSE_REJECTS: [[u64; 2]; 2] = [[7, 27], [2, 19]];
+/// bounded until measured): updater 5/14 (0/19/280 false-admits/false-rejects/zone
+/// mismatches: 0.03 % and 0.09 % of the attempts on machines without and with SMT),
+/// true state 0/6 (0/6/216). Before the scheduler read the CPU layout
+/// (`cpuThreadsPerCore`, zone `cpuSocket`, see `numa::cpu_reuse`): updater 7/27
+/// (0/34/283), true state 2/19 (0/21/216); the 15 it removed on both views were
+/// init containers' CPUs followed both ways. The 6 left on both views are `restricted`
+/// and `single-numa-node`, container scope, SMT, "no zone has enough free cpu and
+/// memory together": likely init containers' CPUs the layout rule still follows both
+/// ways (several zones, or fewer CPUs asked than reusable); not classified further.
+/// The 13 on the updater's view only are refusals of the memory manager (`none`,
+/// `best-effort`, `restricted`: likely init containers' memory holdings and doubted
+/// groups) and 2 under `single-numa-node`, pod scope; not classified further.
+const KNOWN_LARGE_FALSE_REJECTS: [[u64; 2]; 2] = [[5, 14], [0, 6]];
 
 /// [`KNOWN_LARGE_FALSE_REJECTS`] for the minors it was measured with.
 fn known_large_false_rejects(version: &str) -> [[u64; 2]; 2] {
@@ -457,6 +462,7 @@ async fn run_node(
         ..ClientConfig::new(socket)
     });
     let topology = views::topology(&machine);
+    let layout = views::cpu_layout(&machine);
     let smt = machine
         .zones
         .iter()
@@ -492,6 +498,7 @@ async fn run_node(
                 &node,
                 version,
                 &topology,
+                &layout,
                 &kubelet,
                 &views::from_podresources(
                     &topology,
@@ -506,6 +513,7 @@ async fn run_node(
                 &node,
                 version,
                 &topology,
+                &layout,
                 &kubelet,
                 &views::from_state(&topology, &kubelet, &pr_allocatable, &machine, &state),
             ),

@@ -8,6 +8,10 @@
 //!   hugepage pools included as the kernel counts them), `distance` (10 to itself, 20
 //!   to every other zone) and `hugepages/hugepages-<size>kB/{nr,free}_hugepages` for
 //!   2 MiB and 1 GiB pages;
+//! - `sys/devices/system/cpu/cpu<N>/topology/{thread_siblings_list,physical_package_id}`:
+//!   every CPU a core of its own on socket 0, as the node's referee kubelet sees the
+//!   machine (`referee::convert`), for an agent that has the host's CPU directory in
+//!   view (its CPU layout attributes);
 //! - `config.yaml`: a `KubeletConfiguration` with the node's Topology Manager policy and
 //!   scope, CPU and memory manager policies and reserved CPUs;
 //! - `pod-resources/`: where the podresources socket (`kubelet.sock`) is served.
@@ -99,12 +103,29 @@ pub fn write_node_files(
             std::fs::write(pool.join("free_hugepages"), format!("{pages}\n"))?;
         }
     }
+    write_cpu_topology(&sysfs_root(node_dir), machine)?;
     std::fs::write(
         kubelet_config_path(node_dir),
         kubelet_config(machine, settings),
     )?;
     if let Some(sockets) = socket_path(node_dir).parent() {
         std::fs::create_dir_all(sockets)?;
+    }
+    Ok(())
+}
+
+/// Writes `devices/system/cpu` afresh (no CPU of an earlier machine left): each CPU
+/// its own core, on socket 0.
+fn write_cpu_topology(sys: &Path, machine: &Machine) -> io::Result<()> {
+    let cpus = sys.join("devices/system/cpu");
+    if cpus.exists() {
+        std::fs::remove_dir_all(&cpus)?;
+    }
+    for cpu in machine.zones.iter().flat_map(|z| z.cpus.iter().copied()) {
+        let dir = cpus.join(format!("cpu{cpu}/topology"));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("thread_siblings_list"), format!("{cpu}\n"))?;
+        std::fs::write(dir.join("physical_package_id"), "0\n")?;
     }
     Ok(())
 }
@@ -202,5 +223,15 @@ mod tests {
         assert_eq!(online.trim(), "0");
         let cpus = std::fs::read_to_string(nodes.join("node0/cpulist")).unwrap();
         assert_eq!(cpus.trim(), "0-5");
+        // The CPU layout: one thread per core, socket 0, only the new machine's CPUs.
+        let cpu = sysfs_root(dir.path()).join("devices/system/cpu");
+        let siblings = std::fs::read_to_string(cpu.join("cpu5/topology/thread_siblings_list"));
+        assert_eq!(siblings.unwrap().trim(), "5");
+        let package = std::fs::read_to_string(cpu.join("cpu0/topology/physical_package_id"));
+        assert_eq!(package.unwrap().trim(), "0");
+        assert!(
+            !cpu.join("cpu6").exists(),
+            "CPU 6 of the old machine is gone"
+        );
     }
 }

@@ -124,6 +124,8 @@ pub struct Agent {
     /// The warnings of the last PCIe roots read, so an odd sysfs warns once, not at
     /// every publish.
     pcie_warnings: Vec<String>,
+    /// The CPU layout warnings last logged (logged again only when they change).
+    cpu_layout_warnings: Vec<String>,
     /// The memory manager's groups, followed from one `List` to the next.
     memory_cells: MemoryCells,
 }
@@ -166,6 +168,7 @@ impl Agent {
             kubelet_version: None,
             node_read_at: None,
             pcie_warnings: Vec::new(),
+            cpu_layout_warnings: Vec::new(),
             memory_cells: MemoryCells::default(),
         }
     }
@@ -353,6 +356,7 @@ impl Agent {
         let NodeFiles {
             topology,
             pcie_roots,
+            cpu_layout,
             kubelet: read,
         } = NodeFiles::read(&self.cfg.sysfs_root, (!kubelet.configz).then_some(kubelet)).await?;
         if pcie_roots.warnings != self.pcie_warnings {
@@ -360,6 +364,12 @@ impl Agent {
                 tracing::warn!(%warning, "PCIe roots");
             }
             self.pcie_warnings = pcie_roots.warnings;
+        }
+        if cpu_layout.warnings != self.cpu_layout_warnings {
+            for warning in &cpu_layout.warnings {
+                tracing::warn!(%warning, "CPU layout");
+            }
+            self.cpu_layout_warnings = cpu_layout.warnings;
         }
         let read = match read {
             Some(read) => read,
@@ -418,7 +428,8 @@ impl Agent {
         let nrt =
             nrt_object::with_fingerprint_exclude(nrt, self.cfg.fingerprint.exclude_attribute());
         let nrt = nrt_object::with_kubelet_version(nrt, self.kubelet_version.as_deref());
-        let mut nrt = nrt_object::with_pcie_roots(nrt, &pcie_roots.by_zone);
+        let nrt = nrt_object::with_pcie_roots(nrt, &pcie_roots.by_zone);
+        let mut nrt = nrt_object::with_cpu_layout(nrt, &cpu_layout.layout);
         if self.cfg.numa_placement
             && let Some(placement) = numa_placement::payload(&topology, &list.pod_resources)
         {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::kubelet_source::{Loaded, Problem, SourceConfig};
-use crate::sysfs::{self, PcieRoots, SysfsError, Topology};
+use crate::sysfs::{self, CpuLayoutRead, PcieRoots, SysfsError, Topology};
 
 /// What the node's files say.
 #[derive(Debug, Clone)]
@@ -19,6 +19,9 @@ pub struct NodeFiles {
     /// The PCIe root complexes of each zone (none when the host's PCI devices are not
     /// in view), with what looked odd.
     pub pcie_roots: PcieRoots,
+    /// Threads per core and each zone's socket, as far as sysfs shows them, with what
+    /// looked odd.
+    pub cpu_layout: CpuLayoutRead,
     /// The kubelet's settings from its config file and drop-ins, or why they could not
     /// be read; `None` when they come from elsewhere (`/configz`).
     pub kubelet: Option<Result<Loaded, Problem>>,
@@ -67,10 +70,12 @@ impl NodeFiles {
         let topology = sysfs::discover(sysfs_root)?;
         let online = topology.zones.iter().map(|z| z.id).collect();
         let pcie_roots = sysfs::read_pcie_roots(sysfs_root, &online);
+        let cpu_layout = sysfs::read_cpu_layout(sysfs_root, &topology);
         let kubelet = kubelet.map(SourceConfig::read_files);
         Ok(Self {
             topology,
             pcie_roots,
+            cpu_layout,
             kubelet,
         })
     }

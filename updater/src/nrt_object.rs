@@ -9,6 +9,7 @@ use crate::sysfs::Topology;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tas_api::fingerprint::Method;
 use tas_api::nrt::attributes as attr;
+use tas_api::nrt::cpu_layout::{self, CpuLayout};
 use tas_api::nrt::pcie_roots;
 use tas_api::nrt::resource_managers::{self as managers, format_options};
 use tas_api::nrt::v1alpha2::{AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo, Zone};
@@ -89,6 +90,28 @@ pub fn with_pcie_roots(
             continue;
         };
         zone.attributes.push(attribute);
+        zone.attributes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    nrt
+}
+
+/// `nrt` with the CPU layout attributes ([`tas_api::nrt::cpu_layout`]): the object's
+/// `cpuThreadsPerCore` and each zone's `cpuSocket`, for what `layout` knows;
+/// attributes kept sorted by name.
+pub fn with_cpu_layout(mut nrt: NodeResourceTopology, layout: &CpuLayout) -> NodeResourceTopology {
+    if let Some(threads) = layout.threads_per_core {
+        nrt.attributes.push(cpu_layout::object_attribute(threads));
+        nrt.attributes.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    for zone in &mut nrt.zones {
+        let Some(&socket) = zone
+            .numa_id()
+            .ok()
+            .and_then(|id| layout.zone_sockets.get(&id))
+        else {
+            continue;
+        };
+        zone.attributes.push(cpu_layout::zone_attribute(socket));
         zone.attributes.sort_by(|a, b| a.name.cmp(&b.name));
     }
     nrt
@@ -383,12 +406,7 @@ mod tests {
 
     #[test]
     fn the_kubelet_version_is_an_attribute_when_known() {
-        let (t, r) = two_zones();
-        let node = NodeRef {
-            name: "n1".into(),
-            uid: String::new(),
-        };
-        let nrt = build(&observed(&node, &t, &r));
+        let nrt = built_two_zones();
         assert_eq!(
             with_kubelet_version(nrt.clone(), None).attributes,
             nrt.attributes
@@ -400,6 +418,35 @@ mod tests {
         let named = with_kubelet_version(nrt, Some("v1.36.3"));
         assert_eq!(named.kubelet_minor(), Some(36));
         assert!(named.attributes.windows(2).all(|w| w[0].name <= w[1].name));
+    }
+
+    /// The object of [`two_zones`] for node `n1`.
+    fn built_two_zones() -> NodeResourceTopology {
+        let (t, r) = two_zones();
+        let node = NodeRef {
+            name: "n1".into(),
+            uid: String::new(),
+        };
+        build(&observed(&node, &t, &r))
+    }
+
+    #[test]
+    fn the_cpu_layout_is_an_object_and_a_zone_attribute() {
+        let nrt = built_two_zones();
+        assert_eq!(with_cpu_layout(nrt.clone(), &CpuLayout::default()), nrt);
+        let layout = CpuLayout {
+            threads_per_core: Some(2),
+            zone_sockets: BTreeMap::from([(1, 0)]),
+        };
+        let nrt = with_cpu_layout(nrt, &layout);
+        assert_eq!(cpu_layout::threads_per_core(&nrt), Ok(Some(2)));
+        assert!(nrt.attributes.windows(2).all(|w| w[0].name <= w[1].name));
+        let sockets: Vec<Option<u32>> = nrt
+            .zones
+            .iter()
+            .map(|z| cpu_layout::zone_socket(z).unwrap())
+            .collect();
+        assert_eq!(sockets, [None, Some(0)]);
     }
 
     #[test]

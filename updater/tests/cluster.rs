@@ -66,8 +66,17 @@ impl Drop for SimNode {
     }
 }
 
-/// Two zones: CPUs 0-3 and 4-7, 4 GiB each, 2Mi hugepages on zone 0.
+/// Two zones: CPUs 0-3 and 4-7, 4 GiB each, 2Mi hugepages on zone 0; two threads per
+/// core (siblings 0-1, 2-3, ...), zone 0 on socket 0 and zone 1 on socket 1.
 fn write_sysfs(root: &Path) {
+    for cpu in 0..8 {
+        let d = root.join(format!("devices/system/cpu/cpu{cpu}/topology"));
+        std::fs::create_dir_all(&d).unwrap();
+        let first = cpu & !1;
+        let siblings = format!("{first}-{}\n", first + 1);
+        std::fs::write(d.join("thread_siblings_list"), siblings).unwrap();
+        std::fs::write(d.join("physical_package_id"), format!("{}\n", cpu / 4)).unwrap();
+    }
     let node = root.join("devices/system/node");
     std::fs::create_dir_all(&node).unwrap();
     std::fs::write(node.join("online"), "0-1\n").unwrap();
@@ -182,6 +191,14 @@ async fn publishes_the_node_and_follows_allocation_changes() {
         Some("with-exclusive-resources")
     );
     assert_eq!(available(&nrt, "node-0", "cpu").as_deref(), Some("4"));
+    // The CPU layout, for readers that replay the CPU manager's order.
+    assert_eq!(nrt.attribute("cpuThreadsPerCore"), Some("2"));
+    let sockets: Vec<Option<u32>> = nrt
+        .zones
+        .iter()
+        .map(|z| tas_api::nrt::cpu_layout::zone_socket(z).unwrap())
+        .collect();
+    assert_eq!(sockets, [Some(0), Some(1)]);
     assert_eq!(
         available(&nrt, "node-0", "hugepages-2Mi").as_deref(),
         Some("33554432")

@@ -23,6 +23,8 @@
 //!   of zones, a zone attribute.
 //! - [`init_cpus`]: whether the zones' free CPUs leave out those regular init
 //!   containers keep, and how many each zone has kept.
+//! - [`cpu_layout`]: threads per core and the socket of each zone, which the CPU
+//!   manager's allocation order depends on.
 //! - [`pcie_roots`]: the PCIe root complexes of each zone, for DRA devices that name
 //!   their root rather than their NUMA node, a zone attribute.
 //!
@@ -31,6 +33,7 @@
 
 pub mod agent_report;
 pub mod attributes;
+pub mod cpu_layout;
 mod crd;
 pub mod heartbeat;
 pub mod init_cpus;

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tas_api::nrt::ZoneMemoryGroups;
+use tas_api::nrt::cpu_layout::CpuLayout;
 use tas_api::nrt::v1alpha2::NodeResourceTopology;
 use tas_nodesim::referee::{Machine, NodeState};
 use tas_updater::accounting::{self, AccountingOptions, NodeResources, ResourceAmounts};
@@ -11,6 +12,7 @@ use tas_updater::kubelet_config::{CpuManagerPolicy, KubeletConfig};
 use tas_updater::memory_cells::MemoryCells;
 use tas_updater::nrt_object::{self, NodeRef, Observed};
 use tas_updater::podresources::v1;
+use tas_updater::sysfs::cpu_layout::layout_of_cores;
 use tas_updater::sysfs::{Topology, Zone};
 
 /// What the updater reads from sysfs, for the referee's machine.
@@ -46,12 +48,24 @@ pub fn topology(machine: &Machine) -> Topology {
     }
 }
 
+/// What the updater reads of the referee's machine's CPU layout from sysfs (threads
+/// per core, each zone's socket).
+pub fn cpu_layout(machine: &Machine) -> CpuLayout {
+    layout_of_cores(
+        machine
+            .zones
+            .iter()
+            .flat_map(|z| z.cores.iter().map(move |c| (z.id, c.socket, c.cpus.len()))),
+    )
+}
+
 /// The object the updater builds (its accounting and its object builder, with the
-/// attributes it derives from the kubelet config).
+/// attributes it derives from the kubelet config and the CPU layout).
 pub fn publish(
     node: &str,
     kubelet_version: &str,
     topology: &Topology,
+    layout: &CpuLayout,
     kubelet: &KubeletConfig,
     resources: &NodeResources,
 ) -> NodeResourceTopology {
@@ -66,7 +80,8 @@ pub fn publish(
         resource_managers: &kubelet.resource_managers_config(),
         fingerprint: None,
     });
-    nrt_object::with_kubelet_version(nrt, Some(kubelet_version))
+    let nrt = nrt_object::with_kubelet_version(nrt, Some(kubelet_version));
+    nrt_object::with_cpu_layout(nrt, layout)
 }
 
 /// View 1: the updater's accounting of the podresources answers.

@@ -14,7 +14,7 @@
 //! The device manager hands out reusable devices first. The CPU manager does not: it
 //! takes a container's CPUs by topology (whole sockets, then whole cores, then single
 //! threads) from the free and reusable CPUs of the merged hint's zones, and which ones
-//! those are the NRT does not show. An init container's single CPU is typically a lone
+//! those are the zones' counts do not show. An init container's single CPU is typically a lone
 //! thread that an app container asking for whole cores leaves where it is, still
 //! reusable, still binding the CPU hints of every container after. So after a sidecar
 //! or app container that takes fewer CPUs than its zones have free while reusable CPUs
@@ -22,18 +22,12 @@
 //! (kept, on the zones that still have free CPUs). The pod fits only when every
 //! outcome does; the placement reported is the one where reusable CPUs are taken first.
 //!
-//! What would make the rule as narrow as the kubelet's, and what the NRT lacks for it:
-//! the CPU manager's hints must hold every zone of `cpusToReuse`, and whether a
-//! container empties it depends on which CPUs `takeByTopology` picks. On a machine with
-//! one thread per core whose NUMA nodes each sit in one socket (and without
-//! `prefer-align-cpus-by-uncorecache`), it picks a single-zone hint's free cores in
-//! ascending core id; every allocation then takes a prefix of a zone's allocatable
-//! CPUs, so the init containers' CPUs stay a prefix and a container aligned on their
-//! one zone takes them first (the second outcome cannot happen). With SMT it takes
-//! whole free cores before the lone threads an odd init request leaves, and which
-//! threads those are depends on core ids. The NRT carries per zone only counts: not
-//! the threads per core, the socket layout, the CPU ids, nor the CPU manager's policy
-//! options, so the scheduler follows both outcomes everywhere.
+//! Where the object publishes the node's CPU layout (threads per core, each zone's
+//! socket), the CPU manager's order tells for a container aligned on the one zone the
+//! reusable CPUs sit on whether it takes them ([`super::cpu_reuse`]): it surely does
+//! without SMT, and with two threads per core unless an odd init request meets an even
+//! one (the init container's lone thread may stay). Only the outcomes the layout leaves
+//! possible are followed; without a layout, both everywhere.
 
 use super::align::{Goal, MEMORY_GROUP, Reqs, align, all_zones, allocate};
 use super::fit::UnfitCode;
@@ -167,17 +161,22 @@ fn run(
             let may_leave = later
                 .then(|| reuse.cpus_it_may_leave(c.kind, reqs.as_slice(), mask, free, nres))
                 .flatten();
+            if c.kind == ContainerKind::Init {
+                reuse.note_init_cpus(node.cpu_order(), reqs.as_slice(), mask, free, nres);
+            }
             reuse.record(c.kind, reqs.as_slice(), mask);
             if c.kind != ContainerKind::Init && later {
                 let table = copy.get_or_insert_with(|| ZoneTable::copy_of(node.free()));
                 allocate(table, nres, mask, reqs.as_slice());
             }
-            if let Some(held) = may_leave {
-                if choices >> points & 1 == 1 {
+            match may_leave {
+                Some(may) => {
                     let free = copy.as_deref().unwrap_or(node.free());
-                    reuse.leave_cpus(held, free, nres);
+                    let left = may.both_ways() && choices >> points & 1 == 1;
+                    reuse.settle_cpus(may, left, free, nres);
+                    points += u32::from(may.both_ways());
                 }
-                points += 1;
+                None => reuse.took_cpus(c.kind, reqs.as_slice()),
             }
         }
         if record {

@@ -3,6 +3,7 @@
 //! CPUs (which refuses a pod under any Topology Manager policy).
 
 use super::align::{CPU_GROUP, MEMORY_GROUP, Req};
+use super::cpu_reuse::{self, CpuOrder, Outcome, Shape};
 use super::fit::container_unfit;
 use super::fit::{Code, UnfitCode};
 use super::mask::bits;
@@ -16,6 +17,28 @@ use super::topology::NodeTopology;
 pub(super) struct Reuse {
     /// (node resource index, amount left, zone-index mask).
     held: Vec<(u32, i64, u64)>,
+    /// Which CPUs the reusable ones are, as far as the node's CPU layout tells
+    /// ([`cpu_reuse`]).
+    cpu_shape: Shape,
+}
+
+/// CPU amounts are in millicores; [`cpu_reuse`] counts whole CPUs.
+const MILLI: i64 = 1000;
+
+/// Reusable CPUs a sidecar or app container may leave untouched: what is held
+/// (resource, amount, zones) and how the container treats it.
+#[derive(Clone, Copy)]
+pub(super) struct MayLeave {
+    held: (u32, i64, u64),
+    outcome: Outcome,
+}
+
+impl MayLeave {
+    /// Whether the kubelet may either take or leave them (a branch point), rather than
+    /// surely take them first.
+    pub(super) fn both_ways(&self) -> bool {
+        matches!(self.outcome, Outcome::Either { .. })
+    }
 }
 
 impl Reuse {
@@ -58,11 +81,46 @@ impl Reuse {
         }
     }
 
-    /// What is left to reuse of the CPUs in `reqs` (resource, amount, zones) when a
-    /// container of `kind` aligned on `mask` may leave it untouched: a sidecar or app
-    /// container taking fewer CPUs than `mask` has free (`free`, zone-major with `nres`
-    /// resources). The CPU manager takes CPUs by topology, not reusable ones first; only
-    /// a container taking every free CPU of its zones surely takes those on them.
+    /// Notes the shape of the reusable CPUs after a regular init container asking for
+    /// the CPUs in `reqs`, aligned on `mask` (`free`: what is free or reusable,
+    /// zone-major with `nres` resources). Call before [`Self::record`].
+    pub(super) fn note_init_cpus(
+        &mut self,
+        order: CpuOrder,
+        reqs: &[Req],
+        mask: u64,
+        free: &[i64],
+        nres: usize,
+    ) {
+        let Some(cpu) = reqs.iter().find(|r| r.group == CPU_GROUP) else {
+            return;
+        };
+        let before = self
+            .held
+            .iter()
+            .find(|&&(res, left, _)| res == cpu.res && left > 0)
+            .map_or((self.cpu_shape, 0, 0), |&(_, left, zones)| {
+                (self.cpu_shape, left, zones)
+            });
+        let on_mask: i64 = bits(mask)
+            .map(|z| free[z as usize * nres + cpu.res as usize])
+            .sum();
+        let (shape, left, zones) = before;
+        self.cpu_shape = cpu_reuse::after_init(
+            order,
+            (shape, left / MILLI, zones),
+            cpu.need / MILLI,
+            mask,
+            on_mask / MILLI,
+        );
+    }
+
+    /// What a container of `kind` aligned on `mask` may leave of the reusable CPUs,
+    /// when it is a sidecar or app container taking fewer CPUs than `mask` has free
+    /// (`free`, zone-major with `nres` resources): the CPU manager takes CPUs by
+    /// topology, not reusable ones first, so only a container taking every free CPU of
+    /// its zones surely takes those on them, unless the node's CPU layout tells which
+    /// CPUs it takes ([`cpu_reuse`]).
     pub(super) fn cpus_it_may_leave(
         &self,
         kind: ContainerKind,
@@ -70,7 +128,7 @@ impl Reuse {
         mask: u64,
         free: &[i64],
         nres: usize,
-    ) -> Option<(u32, i64, u64)> {
+    ) -> Option<MayLeave> {
         if kind == ContainerKind::Init {
             return None;
         }
@@ -82,13 +140,50 @@ impl Reuse {
         let on_mask: i64 = bits(mask)
             .map(|z| free[z as usize * nres + cpu.res as usize])
             .sum();
-        (cpu.need < on_mask).then_some(held)
+        (cpu.need < on_mask).then(|| MayLeave {
+            held,
+            outcome: cpu_reuse::outcome(
+                self.cpu_shape,
+                held.1 / MILLI,
+                held.2,
+                cpu.need / MILLI,
+                mask,
+            ),
+        })
     }
 
-    /// Puts back what [`Self::cpus_it_may_leave`] returned, after the container took its
-    /// CPUs (`free`): the reusable CPUs stay on those of their zones that still have free
+    /// After a sidecar or app container took its CPUs (`free`) and [`Self::record`]
+    /// noted them taken first: whether it took the reusable CPUs first (`left`
+    /// false) or left them (what [`Self::cpus_it_may_leave`] said it may leave, on
+    /// those of their zones that still have free CPUs, no more than are free there).
+    pub(super) fn settle_cpus(&mut self, may: MayLeave, left: bool, free: &[i64], nres: usize) {
+        match may.outcome {
+            Outcome::Taken(shape) => self.cpu_shape = shape,
+            Outcome::Either { taken, .. } if !left => self.cpu_shape = taken,
+            Outcome::Either { keep, left, .. } => {
+                let (res, held, zones) = may.held;
+                self.leave_cpus((res, held.min(keep * MILLI), zones), free, nres);
+                self.cpu_shape = left;
+            }
+        }
+    }
+
+    /// After a sidecar or app container that took the CPUs in `reqs` with no choice
+    /// left to the CPU manager (every free CPU of its zones, or no reusable CPU there):
+    /// the shape stays only where any allocation keeps it ([`Shape::Lowest`]).
+    pub(super) fn took_cpus(&mut self, kind: ContainerKind, reqs: &[Req]) {
+        if kind != ContainerKind::Init
+            && self.cpu_shape != Shape::Lowest
+            && reqs.iter().any(|r| r.group == CPU_GROUP)
+        {
+            self.cpu_shape = Shape::Unknown;
+        }
+    }
+
+    /// Puts back `held` (resource, amount, zones) after the container took its CPUs
+    /// (`free`): the reusable CPUs stay on those of their zones that still have free
     /// CPUs, no more than are free there.
-    pub(super) fn leave_cpus(&mut self, held: (u32, i64, u64), free: &[i64], nres: usize) {
+    fn leave_cpus(&mut self, held: (u32, i64, u64), free: &[i64], nres: usize) {
         let (res, left, zones) = held;
         let free_on = |z: u32| free[z as usize * nres + res as usize].max(0);
         let zones = bits(zones)

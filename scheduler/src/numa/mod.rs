@@ -21,6 +21,7 @@
 
 mod align;
 mod containers;
+mod cpu_reuse;
 pub mod fit;
 pub mod hint;
 pub mod init_holdings;

@@ -23,6 +23,7 @@ use tas_api::nrt::{
 };
 
 use super::NumaSet;
+use super::cpu_reuse::CpuOrder;
 use super::request::QuantityProblem;
 use super::resources::{ResourceAmount, ResourceId, ResourceKind, Resources};
 use super::sanity::{self, SanityProblem};
@@ -161,6 +162,9 @@ pub struct NodeTopology {
     init_cpus_counted: bool,
     /// The minor of the node's kubelet, when the object names it (`kubeletVersion`).
     kubelet_minor: Option<u32>,
+    /// The CPU manager's order of taking CPUs within a zone, as far as the object's
+    /// CPU layout tells ([`super::cpu_reuse`]).
+    cpu_order: CpuOrder,
     /// Zone-index mask of the zones whose memory manager group is doubted
     /// ([`super::memory_doubt`]).
     doubted_memory: u64,
@@ -374,8 +378,15 @@ impl NodeTopology {
             placement: Payload::from_nrt(nrt).map(Arc::new),
             init_cpus_counted: tas_api::nrt::init_cpus::counted(nrt),
             kubelet_minor: nrt.kubelet_minor(),
+            cpu_order: CpuOrder::from_nrt(nrt, &managers),
             doubted_memory: 0,
         })
+    }
+
+    /// The CPU manager's order of taking CPUs within a zone, as far as the object's
+    /// CPU layout tells.
+    pub(crate) fn cpu_order(&self) -> CpuOrder {
+        self.cpu_order
     }
 
     /// The minor of the node's kubelet, when its object names it.

@@ -21,10 +21,15 @@
 //!
 //! Errors name the file (its full path, root included) and what was wrong with it.
 //!
+//! [`cpu_layout::read_cpu_layout`] reads, under the same root, the threads per core and
+//! the socket of each zone (`devices/system/cpu/cpu<N>/topology/`), when mounted; it
+//! never fails, odd files are warnings.
+//!
 //! [`pcie::read_pcie_roots`] reads, under the same root, which PCIe root complexes
 //! each NUMA node holds (`devices/pci<domain>:<bus>/*/numa_node`), for DRA devices
 //! that name their root; it never fails, odd files are warnings.
 
+pub mod cpu_layout;
 mod cpulist;
 pub mod hugepages;
 pub mod pcie;
@@ -37,6 +42,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bounded::{self, SYSFS_LIMIT};
 
+pub use cpu_layout::{CpuLayoutRead, read_cpu_layout};
 pub use cpulist::{CpuListError, format_cpulist, parse_cpulist};
 pub use hugepages::{hugepage_resource_name, parse_pool_bytes, parse_pool_dir};
 pub use pcie::{PcieRoots, read_pcie_roots};

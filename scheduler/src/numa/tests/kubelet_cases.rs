@@ -184,7 +184,18 @@ fn memory_manager_without_hints_has_no_preference() {
 /// app0 takes every free CPU of zone 0 it takes init0's too, and app1 fits on zone 1.
 #[test]
 fn init_container_cpus_an_app_container_leaves_bind_later_hints() {
-    let zones = [
+    let zones = node_693_zones();
+    for policy in ["restricted", "single-numa-node"] {
+        let node = node(policy, "container", &zones);
+        assert_fit(policy, &node, &node_693_pod("4"), Err("container app1"));
+        assert_fit(policy, &node, &node_693_pod("7"), Ok(&[0, 1]));
+    }
+}
+
+/// The zones of node 693: zone 0 with 7 of 8 CPUs free (one reserved), zone 1 with 3
+/// of 4.
+pub(super) fn node_693_zones() -> Vec<(u32, Vec<ZoneResource<'static>>)> {
+    vec![
         (
             0,
             vec![
@@ -196,20 +207,18 @@ fn init_container_cpus_an_app_container_leaves_bind_later_hints() {
             1,
             vec![("cpu", "3", "3", "4"), ("memory", "12Gi", "12Gi", "12Gi")],
         ),
-    ];
-    let with_app0 = |cpus: &str| {
-        pod_with(
-            vec![g("init0", &[("cpu", "1"), ("memory", "4Gi")])],
-            vec![
-                g("app0", &[("cpu", cpus), ("memory", "5632Mi")]),
-                g("app1", &[("cpu", "2"), ("memory", "5888Mi")]),
-            ],
-            &[],
-        )
-    };
-    for policy in ["restricted", "single-numa-node"] {
-        let node = node(policy, "container", &zones);
-        assert_fit(policy, &node, &with_app0("4"), Err("container app1"));
-        assert_fit(policy, &node, &with_app0("7"), Ok(&[0, 1]));
-    }
+    ]
+}
+
+/// The pod of node 693 with app0 asking for `cpus`: init0 (1 CPU) on zone 0, then app0
+/// and app1 (2 CPUs, with memory only zone 1 still holds).
+pub(super) fn node_693_pod(cpus: &str) -> Pod {
+    pod_with(
+        vec![g("init0", &[("cpu", "1"), ("memory", "4Gi")])],
+        vec![
+            g("app0", &[("cpu", cpus), ("memory", "5632Mi")]),
+            g("app1", &[("cpu", "2"), ("memory", "5888Mi")]),
+        ],
+        &[],
+    )
 }

@@ -1,6 +1,7 @@
 //! Table and property tests of the NUMA core, with small builders for pods and NRT
 //! objects so each case reads like the reference tables it comes from.
 
+mod cpu_reuse_cases;
 mod fit_cases;
 mod init_holding_cases;
 mod kubelet_cases;
