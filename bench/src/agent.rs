@@ -11,9 +11,9 @@
 //! can resync as they would in a real cluster. Without this, both would run on their
 //! pessimistic reservations (or their staleness fallbacks) for the whole run.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::kubelet::{Admitted, Kubelets, NodeView};
+use crate::rejections::{Published, PublishedNrt};
 
 /// Field manager of the NRT writes.
 pub const FIELD_MANAGER: &str = "tas-bench-agent";
@@ -44,6 +45,8 @@ const REMOTE_DISTANCE: i64 = 21;
 const MAX_IN_FLIGHT: usize = 32;
 /// How often the publisher looks for due nodes.
 const TICK: Duration = Duration::from_millis(20);
+/// How long after a failed write the node's object is written again.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// The NRT object of `node` (with `machine` and `settings`) as its agent would publish
 /// it from `view`.
@@ -232,6 +235,7 @@ pub struct NodeAgent {
     kubelets: Arc<Kubelets>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<PublishStats>,
+    published: Arc<Mutex<Published>>,
 }
 
 impl NodeAgent {
@@ -255,19 +259,27 @@ impl NodeAgent {
             Some(admitted),
         ));
         let (stop, stopped) = watch::channel(false);
+        let published = Arc::new(Mutex::new(Published::new()));
         let publisher = Publisher {
             api: Api::all(client.clone()),
             kubelets: kubelets.clone(),
             machine: Arc::new(nodes.machine.clone()),
             settings: nodes.settings,
             debounce,
+            published: published.clone(),
         };
         let task = tokio::spawn(publisher.run(admissions, stopped));
         Self {
             kubelets,
             stop,
             task,
+            published,
         }
+    }
+
+    /// The nodes' kubelets.
+    pub fn kubelets(&self) -> &Kubelets {
+        &self.kubelets
     }
 
     /// Hands `pod`, just seen bound to `node`, to the node's kubelet; never waits.
@@ -276,11 +288,13 @@ impl NodeAgent {
     }
 
     /// Stops publishing and waits for the writes in flight; returns the kubelets (for
-    /// their verdicts, [`Kubelets::finish`]) and what was published.
-    pub async fn stop(self) -> (Arc<Kubelets>, PublishStats) {
+    /// their verdicts, [`Kubelets::finish`]), what was published and every object
+    /// written, per node (for the report of a rejection).
+    pub async fn stop(self) -> (Arc<Kubelets>, PublishStats, Published) {
         let _ = self.stop.send(true);
         let stats = self.task.await.unwrap_or_default();
-        (self.kubelets, stats)
+        let published = std::mem::take(&mut *lock(&self.published));
+        (self.kubelets, stats, published)
     }
 }
 
@@ -291,6 +305,11 @@ struct Publisher {
     machine: Arc<Machine>,
     settings: KubeletSettings,
     debounce: Duration,
+    published: Arc<Mutex<Published>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Publisher {
@@ -301,10 +320,28 @@ impl Publisher {
     ) -> PublishStats {
         let mut stats = PublishStats::default();
         let mut due: HashMap<String, Instant> = HashMap::new();
+        // One write per node at a time, as one updater per node writes: two writes of
+        // one node in flight may land out of order, leaving the older object last, and
+        // the node's object behind its kubelet until the node changes again (a filled
+        // node never does).
+        let mut writing: HashSet<String> = HashSet::new();
         let mut writes = JoinSet::new();
-        let count = |stats: &mut PublishStats, done: Result<bool, _>| match done {
-            Ok(true) => stats.writes += 1,
-            _ => stats.errors += 1,
+        // A failed write is tried again after `RETRY`, as the updater writes again on
+        // its next pass, for the same reason.
+        let count = |stats: &mut PublishStats,
+                     due: &mut HashMap<String, Instant>,
+                     writing: &mut HashSet<String>,
+                     done: Result<(String, bool), _>| match done {
+            Ok((node, true)) => {
+                stats.writes += 1;
+                writing.remove(&node);
+            }
+            Ok((node, false)) => {
+                stats.errors += 1;
+                writing.remove(&node);
+                due.entry(node).or_insert(Instant::now() + RETRY);
+            }
+            Err(_) => stats.errors += 1,
         };
         loop {
             tokio::select! {
@@ -312,7 +349,7 @@ impl Publisher {
                 _ = stopped.changed() => break,
             }
             while let Some(done) = writes.try_join_next() {
-                count(&mut stats, done);
+                count(&mut stats, &mut due, &mut writing, done);
             }
             while let Ok((node, at)) = admissions.try_recv() {
                 due.entry(node).or_insert(at + self.debounce);
@@ -321,31 +358,43 @@ impl Publisher {
             let room = MAX_IN_FLIGHT.saturating_sub(writes.len());
             let ready: Vec<String> = due
                 .iter()
-                .filter(|(_, at)| **at <= now)
+                .filter(|(node, at)| **at <= now && !writing.contains(*node))
                 .map(|(node, _)| node.clone())
                 .take(room)
                 .collect();
             for node in ready {
                 due.remove(&node);
+                writing.insert(node.clone());
                 let api = self.api.clone();
                 let kubelets = self.kubelets.clone();
                 let machine = self.machine.clone();
                 let settings = self.settings;
+                let published = self.published.clone();
                 writes.spawn(async move {
                     match kubelets.view(&node).await {
-                        Ok(view) => apply(&api, &nrt(&node, &machine, settings, &view))
-                            .await
-                            .is_ok(),
+                        Ok(view) => {
+                            let object = nrt(&node, &machine, settings, &view);
+                            let written = apply(&api, &object).await.is_ok();
+                            if written {
+                                let entry = PublishedNrt::of(&object, SystemTime::now());
+                                lock(&published)
+                                    .entry(node.clone())
+                                    .or_default()
+                                    .push(entry);
+                            }
+                            (node, written)
+                        }
                         Err(error) => {
                             tracing::warn!(%node, %error, "bench agent: no view of the node");
-                            false
+                            (node, false)
                         }
                     }
                 });
             }
         }
+        let mut ignored = HashMap::new();
         while let Some(done) = writes.join_next().await {
-            count(&mut stats, done);
+            count(&mut stats, &mut ignored, &mut writing, done);
         }
         stats
     }

@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 use tas_nodesim::TOPOLOGY_AFFINITY_ERROR;
@@ -27,6 +28,8 @@ use tas_nodesim::request::{ContainerKind, PodRequest};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+use crate::rejections::{Rejection, SchedulerZones};
 
 /// Referee calls in flight at most, over every node of a run.
 pub const REFEREE_CALLS: usize = 32;
@@ -47,6 +50,8 @@ pub struct AdmissionTally {
     /// The NUMA zones of the exclusive CPUs the CPU manager gave each admitted pod (its
     /// containers together), by pod name; pods without exclusive CPUs are left out.
     pub cpu_zones: BTreeMap<String, BTreeSet<u32>>,
+    /// Every rejected pod, in the order the verdicts came.
+    pub rejections: Vec<Rejection>,
 }
 
 impl AdmissionTally {
@@ -102,8 +107,11 @@ pub struct NodeView {
 pub type Admitted = (String, Instant);
 
 enum Request {
-    Admit(Box<Pod>),
+    /// A pod, and when the runner's watch saw it bound.
+    Admit(Box<Pod>, SystemTime),
     View(oneshot::Sender<Result<NodeView, RefereeError>>),
+    /// Answered once every pod queued before is judged.
+    Flush(oneshot::Sender<()>),
 }
 
 /// What every node's task needs.
@@ -116,6 +124,8 @@ struct Shared {
     calls: Semaphore,
     tally: Mutex<AdmissionTally>,
     admitted: Option<mpsc::UnboundedSender<Admitted>>,
+    /// Each rejection as it is judged (the run's lookup of the scheduler's decision).
+    rejected: Mutex<Option<mpsc::UnboundedSender<Rejection>>>,
 }
 
 /// The kubelets of every node of one run.
@@ -161,6 +171,7 @@ impl Kubelets {
                 calls: Semaphore::new(REFEREE_CALLS),
                 tally: Mutex::default(),
                 admitted,
+                rejected: Mutex::default(),
             }),
             names: names.iter().cloned().collect(),
             queues: Mutex::default(),
@@ -183,7 +194,29 @@ impl Kubelets {
             tx
         });
         // A closed queue means the node's task failed; `finish` reports why.
-        let _ = queue.send(Request::Admit(Box::new(pod.clone())));
+        let _ = queue.send(Request::Admit(Box::new(pod.clone()), SystemTime::now()));
+    }
+
+    /// Sends every rejection, as it is judged, to `to` as well.
+    pub fn report_rejections(&self, to: mpsc::UnboundedSender<Rejection>) {
+        *lock(&self.shared.rejected) = Some(to);
+    }
+
+    /// Waits until every pod queued so far is judged, and stops sending rejections.
+    pub async fn flush(&self) {
+        let queues: Vec<_> = lock(&self.queues).values().cloned().collect();
+        let mut answers = Vec::with_capacity(queues.len());
+        for queue in queues {
+            let (tx, rx) = oneshot::channel();
+            if queue.send(Request::Flush(tx)).is_ok() {
+                answers.push(rx);
+            }
+        }
+        for answer in answers {
+            // A dropped answer means the node's task failed; `finish` reports why.
+            let _ = answer.await;
+        }
+        lock(&self.shared.rejected).take();
     }
 
     /// What `node` holds once its queued pods are judged.
@@ -237,10 +270,15 @@ async fn node_task(
         shared.referee.add_node(&add).await?;
     }
     let mut pods: Vec<(String, String)> = Vec::new();
+    // The admitted pods with the zones of their exclusive CPUs, for a rejection's report.
+    let mut admitted: Vec<(String, BTreeSet<u32>)> = Vec::new();
     let judged = async {
         while let Some(request) = queue.recv().await {
             match request {
-                Request::Admit(mut pod) => {
+                Request::Flush(reply) => {
+                    let _ = reply.send(());
+                }
+                Request::Admit(mut pod, bound_at) => {
                     // The referee's node has its own name; the kubelet checks the pod's.
                     if let Some(spec) = pod.spec.as_mut() {
                         spec.node_name = Some(name.clone());
@@ -259,10 +297,11 @@ async fn node_task(
                             .filter_map(|cpu| shared.cpu_zone.get(cpu).copied())
                             .collect();
                         let meta = &pod.metadata;
+                        let pod_name = meta.name.clone().unwrap_or_default();
+                        admitted.push((pod_name.clone(), zones.clone()));
                         let mut tally = lock(&shared.tally);
                         tally.admit(millicpus);
                         if !zones.is_empty() {
-                            let pod_name = meta.name.clone().unwrap_or_default();
                             tally.cpu_zones.insert(pod_name, zones);
                         }
                         drop(tally);
@@ -274,10 +313,24 @@ async fn node_task(
                             let _ = admitted.send((node.clone(), Instant::now()));
                         }
                     } else {
-                        *lock(&shared.tally)
-                            .rejected
-                            .entry(verdict.reason)
-                            .or_default() += 1;
+                        let meta = &pod.metadata;
+                        let rejection = Rejection {
+                            namespace: meta.namespace.clone().unwrap_or_default(),
+                            pod: meta.name.clone().unwrap_or_default(),
+                            node: node.clone(),
+                            reason: verdict.reason.clone(),
+                            message: verdict.message,
+                            bound_at,
+                            admitted_before: admitted.clone(),
+                            scheduler: SchedulerZones::NotAsked,
+                            last_nrt: None,
+                        };
+                        if let Some(to) = lock(&shared.rejected).as_ref() {
+                            let _ = to.send(rejection.clone());
+                        }
+                        let mut tally = lock(&shared.tally);
+                        *tally.rejected.entry(verdict.reason).or_default() += 1;
+                        tally.rejections.push(rejection);
                     }
                 }
                 Request::View(reply) => {
@@ -387,6 +440,20 @@ mod tests {
         assert_eq!(zones("b"), BTreeSet::from([1]), "{tally:?}");
         assert_eq!(zones("e"), BTreeSet::from([1]), "{tally:?}");
         assert_eq!(tally.cpu_zones.len(), 4, "rejected pods have no CPUs");
+        // The rejection names the pod, its node, the kubelet's reason, and what the node
+        // had admitted before it, on which zones.
+        let [rejection] = tally.rejections.as_slice() else {
+            panic!("one rejection: {:?}", tally.rejections);
+        };
+        assert_eq!((rejection.pod.as_str(), rejection.node.as_str()), ("c", n0));
+        assert_eq!(rejection.reason, TOPOLOGY_AFFINITY_ERROR);
+        assert_eq!(
+            rejection.admitted_before,
+            [
+                ("a".to_owned(), BTreeSet::from([0])),
+                ("b".to_owned(), BTreeSet::from([1]))
+            ]
+        );
         assert_eq!(changed, BTreeSet::from([n0.to_owned(), n1.to_owned()]));
         assert_eq!(referee.ping().await.unwrap(), 0, "the run's nodes are gone");
 

@@ -23,6 +23,7 @@ pub mod environment;
 pub mod kubelet;
 pub mod metrics;
 pub mod procfs;
+pub mod rejections;
 pub mod report;
 pub mod run;
 pub mod run_end;

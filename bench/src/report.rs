@@ -371,6 +371,15 @@ pub fn render(
         for line in goals(section) {
             let _ = writeln!(out, "{line}  ");
         }
+        let rejected = crate::rejections::render(
+            section
+                .results
+                .iter()
+                .map(|r| (r.kind, r.round, r.tally.rejections.as_slice())),
+        );
+        if !rejected.is_empty() {
+            let _ = writeln!(out, "\n{rejected}");
+        }
     }
     if let Some(updater) = updater {
         let _ = writeln!(out, "\n### {}\n", Scenario::Updater.title());

@@ -45,6 +45,7 @@ use crate::dra::{DraFigures, Placement};
 use crate::kubelet::AdmissionTally;
 use crate::metrics::{DecisionTimes, scrape_tas_decisions};
 use crate::procfs::{self, ProcessSample};
+use crate::rejections::{Rejection, lookup_decision};
 use crate::run_end::{EndRule, Observed, Progress, RunEnd, SETTLE};
 use crate::schedulers::{Launch, SchedulerKind, SchedulerProcess};
 use crate::stats::{per_second_counts, percentile, quantile};
@@ -80,6 +81,9 @@ pub struct RunResult {
     pub cpu: Duration,
     /// Peak resident memory of the scheduler process (`VmHWM`).
     pub peak_rss_bytes: u64,
+    /// Of its resident memory at the end of the run: anonymous (`RssAnon`: heap,
+    /// stacks) and file-backed (`RssFile`: the binary's pages).
+    pub end_rss_anon_file: (u64, u64),
     /// The kubelet's verdicts on the placements (the referee's, in bind order per node).
     pub tally: AdmissionTally,
     /// Pod creations that failed.
@@ -294,6 +298,19 @@ async fn run_variant(
         nodes,
         options.nrt_debounce,
     );
+    // Each rejection is looked up in the TAS scheduler's ring of recent decisions as it
+    // comes, while the attempt is still there.
+    let lookups = match (
+        process.as_ref().and_then(SchedulerProcess::http_port),
+        bench.cluster.admin_token(),
+    ) {
+        (Some(port), Ok(token)) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            agent.kubelets().report_rejections(tx);
+            Some(tokio::spawn(look_up_decisions(port, token, rx)))
+        }
+        _ => None,
+    };
 
     phases.start = phase.elapsed();
     let phase = Instant::now();
@@ -394,6 +411,14 @@ async fn run_variant(
         },
         _ => None,
     };
+    // Every bind seen is judged, and its rejection looked up, before the scheduler goes.
+    let looked_up = match lookups {
+        Some(task) => {
+            agent.kubelets().flush().await;
+            task.await.unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
     let scheduler_started = process
         .as_ref()
         .map_or(binder_started, SchedulerProcess::started);
@@ -408,7 +433,7 @@ async fn run_variant(
     if let Some(binder) = binder {
         binder.stop().await;
     }
-    let (kubelets, published) = agent.stop().await;
+    let (kubelets, published, written) = agent.stop().await;
     // Where the devices went, before the pods (and so their claims) go.
     let claims = if with_claims {
         crate::dra::claims(&bench.client, &bench.namespace).await?
@@ -446,7 +471,16 @@ async fn run_variant(
     };
     let (clean_up, referee) = tokio::join!(clean_up, referee);
     phases.clean_up = clean_up?;
-    let (tally, changed, referee) = referee?;
+    let (mut tally, changed, referee) = referee?;
+    for rejection in &mut tally.rejections {
+        if let Some(found) = looked_up
+            .iter()
+            .find(|r| r.namespace == rejection.namespace && r.pod == rejection.pod)
+        {
+            rejection.scheduler = found.scheduler.clone();
+        }
+        rejection.attach_nrt(&written);
+    }
     *lock(&bench.nrt_changed) = Some(changed);
     phases.referee = referee;
     let dra = dra_scenario.then(|| {
@@ -475,6 +509,21 @@ async fn run_variant(
         binds_after_early_end,
         ..result
     })
+}
+
+/// Looks up each rejection `rejected` brings in the TAS scheduler's decisions (on
+/// `127.0.0.1:port`, as `token`) until the channel closes.
+async fn look_up_decisions(
+    port: u16,
+    token: String,
+    mut rejected: tokio::sync::mpsc::UnboundedReceiver<Rejection>,
+) -> Vec<Rejection> {
+    let mut found = Vec::new();
+    while let Some(mut rejection) = rejected.recv().await {
+        rejection.scheduler = lookup_decision(port, &token, &rejection).await;
+        found.push(rejection);
+    }
+    found
 }
 
 /// The figures from the creation and bind instants and the process samples.
@@ -527,6 +576,7 @@ fn summarise(
         p99: percentile(&latencies, 0.99),
         cpu: procfs::cpu_between(before, after, procfs::clock_ticks_per_second()),
         peak_rss_bytes: after.peak_rss_bytes,
+        end_rss_anon_file: (after.anon_rss_bytes, after.file_rss_bytes),
         tally: AdmissionTally::default(),
         create_errors: created.errors,
         published: PublishStats::default(),

@@ -383,7 +383,7 @@ async fn main() -> anyhow::Result<()> {
         );
         let outcome = run_all(options.clone(), |r| {
             eprintln!(
-                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, first bind {:.2?} and last {:.2?} after start, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB, admitted {}, rejected {:?}, pending {}, decisions {:?}{}; {}",
+                "tas-bench: {} run {} ({}{}): {}/{} bound, created {:.1}/s, bound {:.1}/s, first bind {:.2?} and last {:.2?} after start, binds/s {:.1} (per-second p50 {:?}, p90 {:?}), p50 {:?}, p99 {:?}, CPU {:.2}s, RSS {} MiB (peak; at the end {} MiB anonymous, {} MiB file-backed), admitted {}, rejected {:?}, pending {}, NRT writes {} ({} failed, retried), decisions {:?}{}; {}",
                 r.kind.id(),
                 r.round,
                 r.end.id(),
@@ -403,9 +403,13 @@ async fn main() -> anyhow::Result<()> {
                 r.p99.unwrap_or_default(),
                 r.cpu.as_secs_f64(),
                 r.peak_rss_bytes >> 20,
+                r.end_rss_anon_file.0 >> 20,
+                r.end_rss_anon_file.1 >> 20,
                 r.tally.admitted,
                 r.tally.rejected,
                 r.pending(),
+                r.published.writes,
+                r.published.errors,
                 r.decisions,
                 r.dra
                     .map(|d| format!(
@@ -415,6 +419,14 @@ async fn main() -> anyhow::Result<()> {
                     .unwrap_or_default(),
                 r.phases,
             );
+            if r.kind != SchedulerKind::BindOnly {
+                for rejection in &r.tally.rejections {
+                    eprintln!(
+                        "tas-bench: {}",
+                        tas_bench::rejections::render_one(r.kind, r.round, rejection)
+                    );
+                }
+            }
         })
         .await;
         match outcome {

@@ -69,6 +69,7 @@ fn result(kind: SchedulerKind, round: u32, rate: f64, p99_ms: u64) -> RunResult 
         p99: Some(Duration::from_millis(p99_ms)),
         cpu: Duration::from_millis(1500),
         peak_rss_bytes: 64 << 20,
+        end_rss_anon_file: (40 << 20, 20 << 20),
         tally,
         create_errors: 0,
         published: PublishStats {
@@ -390,4 +391,47 @@ fn dra_rows_with_and_without_claims_and_its_figures() {
         text.contains("24 DRA devices per node (4 GPUs and 2 NICs per zone"),
         "{text}"
     );
+}
+
+/// A scenario with a kubelet rejection lists it, named, under its table; one without
+/// lists nothing.
+#[test]
+fn rejected_pods_are_named_under_their_scenario() {
+    use crate::rejections::{Rejection, SchedulerZones};
+    let mut results = five(SchedulerKind::Tas, [1.0; 5], [1; 5]);
+    results[2].tally.rejections.push(Rejection {
+        namespace: "tas-bench".into(),
+        pod: "pod-00042".into(),
+        node: "node-00007".into(),
+        reason: "TopologyAffinityError".into(),
+        message: String::new(),
+        bound_at: std::time::SystemTime::UNIX_EPOCH,
+        admitted_before: Vec::new(),
+        scheduler: SchedulerZones::Chosen {
+            zones: vec![2],
+            time: None,
+        },
+        last_nrt: None,
+    });
+    let o = options(5, vec![SchedulerKind::Tas]);
+    let section = Section {
+        scenario: Scenario::ScaleLarge,
+        options: &o,
+        results: &results,
+    };
+    let text = render(&env(), &[section], None, &[]);
+    assert!(text.contains("Kubelet-rejected pods"), "{text}");
+    assert!(
+        text.contains(
+            "- tas run 3: `tas-bench/pod-00042` on `node-00007`: **TopologyAffinityError**. TAS chose: zone(s) 2."
+        ),
+        "{text}"
+    );
+    let clean = five(SchedulerKind::Tas, [1.0; 5], [1; 5]);
+    let section = Section {
+        scenario: Scenario::ScaleLarge,
+        options: &o,
+        results: &clean,
+    };
+    assert!(!render(&env(), &[section], None, &[]).contains("Kubelet-rejected pods"));
 }

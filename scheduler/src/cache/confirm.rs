@@ -81,6 +81,18 @@ pub(crate) struct Evidence {
 }
 
 impl Evidence {
+    /// The reserved pods (namespace, name) the fingerprint counts but the object does
+    /// not reflect: bound, and not in the free amounts yet. Whatever their age, the
+    /// kubelet has still to admit them (or fail them): see [`super::resync`].
+    pub(crate) fn unreflected(&self, entry: &NodeEntry) -> HashSet<(String, String)> {
+        self.covered
+            .iter()
+            .filter(|uid| !self.reflected.contains(*uid))
+            .filter_map(|uid| entry.pods.get(uid))
+            .map(|p| (p.namespace.clone(), p.name.clone()))
+            .collect()
+    }
+
     /// Replaces `entry`'s view with its latest NRT, keeping the reservations the NRT
     /// cannot reflect. Returns the UIDs of the dropped reservations.
     pub(crate) fn apply(&self, entry: &mut NodeEntry) -> Vec<String> {

@@ -68,7 +68,8 @@
 //!
 //! Unlike the reference, no node stays dirty forever: one dirty for `max_staleness`
 //! is forced clean from its latest NRT (logged and counted), keeping only the
-//! reservations that object cannot reflect yet. The exception is an NRT whose writer
+//! reservations that object cannot reflect yet, and those of bound pods its
+//! fingerprint proves it does not count yet. The exception is an NRT whose writer
 //! stopped (its `tas.dev/heartbeat` is `missed_heartbeats` periods old): it is never
 //! trusted past what it saw, so the pods bound after its last write stay reserved
 //! until a fresh object arrives ([`resync`], [`TopologyCache::stopped_writers`]).

@@ -12,7 +12,15 @@
 //!    method) → the NRT is trusted once the node has been dirty for one resync period
 //!    (**no_fingerprint**); until then nothing happens (**deferred**).
 //! 4. Whatever the fingerprint says, a node still dirty after `max_staleness` is
-//!    **forced** clean from its latest NRT.
+//!    **forced** clean from its latest NRT — except for the reservations of bound,
+//!    unfinished pods that a matching fingerprint proves the object does not count
+//!    yet: those pods are bound to the node and not admitted yet (the kubelet, or the
+//!    agent reporting it, lags), so the kubelet will still take their room, or fail
+//!    them (they finish) or they are deleted. Dropping them gave their room to the next
+//!    pod, which the kubelet then rejected once it admitted them: a lagging node agent
+//!    (a write lost under load, published again only on the node's next change) turned
+//!    into `TopologyAffinityError`s. Such a node stays dirty, pessimistic only by pods
+//!    really bound to it, until an object counts them or they end.
 //! 5. Except when the latest NRT's writer stopped: its `tas.dev/heartbeat` attribute
 //!    ([`tas_api::nrt::heartbeat`]) is older than `missed_heartbeats` of the periods it
 //!    promises. Where 2, 3 or 4 would keep it dirty or trust it, the view is rebuilt
@@ -33,6 +41,7 @@
 //! age; only the last kind can keep a node dirty past `max_staleness`, until the agent
 //! publishes again or the pods end.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime};
 
 use tas_api::nrt::heartbeat::Heartbeat;
@@ -179,8 +188,13 @@ pub(crate) fn resync_node(
     } else {
         ResyncOutcome::Forced
     };
+    // Pods the matched object proves it does not count yet.
+    let mut unreflected = HashSet::new();
     let (outcome, mut dropped) = match confirm::judge(node, entry, config) {
-        Verdict::Match(evidence) => (ResyncOutcome::Match, evidence.apply(entry)),
+        Verdict::Match(evidence) => {
+            unreflected = evidence.unreflected(entry);
+            (ResyncOutcome::Match, evidence.apply(entry))
+        }
         Verdict::Mismatch if stale(entry) || stopped.is_some() => {
             (trusted, entry.rebuild(trusting))
         }
@@ -191,10 +205,23 @@ pub(crate) fn resync_node(
         }
         Verdict::Unusable => (ResyncOutcome::Deferred, Vec::new()),
     };
-    // A match can carry over reservations that are themselves past the bound.
+    // A match can carry over reservations that are themselves past the bound: leaked
+    // ones (never seen bound) go, but not those of bound pods the object proves it does
+    // not count yet (see the module documentation).
     let outcome = if outcome == ResyncOutcome::Match && stale(entry) {
-        dropped.extend(entry.rebuild(trusting));
-        trusted
+        let before = dropped.len();
+        dropped.extend(entry.rebuild(|r, pod| {
+            let proven = pod.is_some_and(|p| {
+                !p.phase.is_terminal()
+                    && unreflected.contains(&(r.namespace.clone(), r.name.clone()))
+            });
+            proven || trusting(r, pod)
+        }));
+        if dropped.len() > before {
+            trusted
+        } else {
+            ResyncOutcome::Match
+        }
     } else {
         outcome
     };

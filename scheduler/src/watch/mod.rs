@@ -5,7 +5,8 @@
 //! volume filters), and ResourceSlices, DeviceClasses and ResourceClaims (`dra.rs`, for
 //! the allocation of pods' resource claims).
 //!
-//! Each watch task only forwards its stream to the index task (`index.rs`), which owns
+//! Each watch task only forwards its stream, trimmed of what no decision reads
+//! (`trim.rs`), to the index task (`index.rs`), which owns
 //! every kind's `relist::Index` and applies the events to [`Shared`] in the order they
 //! arrive, signalling the scheduling loop when an event could help a waiting pod. A
 //! relist (`Init` … `InitDone`) replaces what the watch had delivered, so
@@ -20,6 +21,7 @@ mod nodes;
 mod pods;
 mod relist;
 mod topologies;
+mod trim;
 mod volumes;
 
 use std::fmt::Debug;
@@ -126,7 +128,10 @@ async fn forward<K>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    let mut items = watcher::watcher(api, config).default_backoff().boxed();
+    let mut items = watcher::watcher(api, config)
+        .default_backoff()
+        .modify(trim::trim)
+        .boxed();
     while let Some(item) = items.next().await {
         if updates.send(tag(Box::new(item))).await.is_err() {
             return;

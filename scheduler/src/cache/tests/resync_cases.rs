@@ -171,12 +171,77 @@ fn match_carries_unbound_and_pending_pods() {
         Some(t0 + secs(1))
     );
 
-    // A pod stuck in Pending cannot keep the node dirty past the bound.
-    cache.unreserve(NODE, "uid-q");
+    // Past the bound, the leaked reservation (never bound) goes; the bound pod the
+    // object proves it does not count keeps its room: the kubelet has still to admit
+    // it.
     let report = cache.resync(t0 + secs(122));
     assert_eq!(report.outcome(NODE), Some(ResyncOutcome::Forced));
-    assert!(cache.dirty_nodes().is_empty());
+    assert_eq!(report.nodes[0].carried_over, 1);
+    assert_eq!(zones_free(&cache), [(20_000, 42), (28_000, 58)]);
+    // Once it ends, nothing keeps the node dirty.
+    cache.pod_bound(&r.on(NODE).phase("Failed").build(), t0 + secs(123));
+    let report = cache.resync(t0 + secs(124));
+    assert!(cache.dirty_nodes().is_empty(), "{report:?}");
     assert_eq!(zones_free(&cache), [(22_000, 44), (30_000, 60)]);
+}
+
+/// The 15,000-node benchmark's `TopologyAffinityError`s, replayed on one node: `a`
+/// and `b` bound, the node agent's object counts `a` only (it was written before the
+/// kubelet admitted `b`) and no newer object comes for the maximum staleness (the
+/// agent's next write was lost under load). The fingerprint proves the object does not
+/// count `b`, so `b` keeps its room past the bound: handing it out put the next pod
+/// on `b`'s CPUs, and the kubelet, admitting `b` first, refused that pod.
+#[test]
+fn a_bound_pod_the_fingerprint_proves_unreported_keeps_its_room_past_the_bound() {
+    let t0 = Instant::now();
+    let cache = cache();
+    cache.update_nrt_at(with_fingerprint(nrt("30", "60Gi"), &[], None), t0);
+    let (a, b) = (big("a"), big("b"));
+    for (p, at) in [(&a, t0), (&b, t0 + secs(1))] {
+        reserve(&cache, NODE, p, at);
+        assert_eq!(
+            cache.pod_bound(&p.on(NODE).build(), at),
+            PodBound::Confirmed
+        );
+    }
+    assert_eq!(zones_free(&cache), [(14_000, 28), (14_000, 28)]);
+    // Received after `b` was seen bound, written before the kubelet admitted it.
+    let update = cache.update_nrt_at(
+        with_fingerprint(placed_on_zone_0(), &[("ns", "a")], None),
+        t0 + secs(2),
+    );
+    assert_eq!(update, NrtUpdate::Confirmed);
+    assert_eq!(zones_free(&cache), [(14_000, 28), (22_000, 44)]);
+
+    for at in [5, 60, 121, 300] {
+        let report = cache.resync(t0 + secs(at));
+        assert_eq!(
+            report.outcome(NODE),
+            Some(ResyncOutcome::Match),
+            "at {at} s"
+        );
+        assert_eq!(report.nodes[0].carried_over, 1, "at {at} s");
+        assert_eq!(
+            zones_free(&cache),
+            [(14_000, 28), (22_000, 44)],
+            "`b`'s room is held at {at} s"
+        );
+    }
+    // The agent's next object counts `b`: the node is clean.
+    let both = nrt_of(
+        NODE,
+        &[
+            (0, &[("cpu", "14"), ("memory", "28Gi")]),
+            (1, &[("cpu", "30"), ("memory", "60Gi")]),
+        ],
+        &[],
+    );
+    let update = cache.update_nrt_at(
+        with_fingerprint(both, &[("ns", "a"), ("ns", "b")], None),
+        t0 + secs(301),
+    );
+    assert_eq!(update, NrtUpdate::Confirmed);
+    assert!(cache.dirty_nodes().is_empty());
 }
 
 #[test]
